@@ -1,0 +1,38 @@
+"""Hydra entry points (`train.py` at the repo root and the `sf-train` console script)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from sf_hydra.config import ConfigError, register_configs
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+log = logging.getLogger("sf_hydra")
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+def _train(cfg: DictConfig):
+    from sf_hydra.sampler.sampler import SamplerError
+    from sf_hydra.train import train
+
+    try:
+        summary = train(cfg)
+    except ConfigError as e:
+        log.error("bad config: %s", e)
+        sys.exit(2)
+    except SamplerError as e:
+        log.error("%s", e)
+        sys.exit(1)
+    # Sweepers (e.g. Optuna) optimise what the task function returns.
+    return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
+
+
+def train_main() -> None:
+    _train()

@@ -1,0 +1,134 @@
+"""Typed schema of the config tree.
+
+Every group is a dataclass registered in Hydra's ConfigStore, so an unknown key or a value
+of the wrong type fails when Hydra composes the config, before any process starts. Key
+names and defaults follow Sample Factory 2.x where it has the same knob, so researchers can
+carry their intuitions over. Rules that relate several keys live in `validation.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING
+
+
+@dataclass
+class EnvConfig:
+    """What every env family understands. Families extend it with their own keys."""
+
+    family: str = MISSING  # registry prefix: gym, doom, ...
+    name: str = MISSING  # short name, used for the default experiment name
+    id: str = MISSING  # what the family's factory builds (a gymnasium id, a scenario)
+    frameskip: int = 1  # action repeat; env-step counters and FPS count frames (x frameskip)
+    obs_scale: float = 1.0  # observations are divided by this (255 for 8-bit pixels)
+    obs_subtract_mean: float = 0.0  # and have this subtracted first
+    reward_scale: float = 1.0  # rewards seen by the learner are multiplied by this
+    reward_clip: float = 1000.0  # and clipped to [-reward_clip, reward_clip]
+    max_episode_steps: Optional[int] = None  # time limit in agent steps (None: the env's own)
+    kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to the env's constructor
+
+
+@dataclass
+class GymEnvConfig(EnvConfig):
+    family: str = "gym"
+
+
+@dataclass
+class DoomEnvConfig(EnvConfig):
+    """ViZDoom: a scenario .cfg (from vizdoom.scenarios_path unless a path is given)."""
+
+    family: str = "doom"
+    resolution: str = "256x144"  # the engine's render resolution, WxH
+    downsample: int = 2  # integer pooling of the rendered frame: 256x144 -> 128x72
+    grayscale: bool = False
+    episode_timeout: Optional[int] = None  # tics; None keeps the scenario's own
+
+
+@dataclass
+class ModelConfig:
+    encoder: str = "mlp"  # mlp | conv (images); Dict observations combine both
+    encoder_mlp_layers: List[int] = field(default_factory=lambda: [512, 512])
+    encoder_conv_architecture: str = "convnet_simple"  # convnet_simple | convnet_atari
+    encoder_conv_mlp_layers: List[int] = field(default_factory=lambda: [512])
+    use_rnn: bool = True
+    rnn_type: str = "gru"  # gru | lstm
+    rnn_size: int = 512
+    rnn_num_layers: int = 1
+    decoder_mlp_layers: List[int] = field(default_factory=list)
+    nonlinearity: str = "elu"  # elu | relu | tanh
+    policy_initialization: str = "orthogonal"  # orthogonal | xavier_uniform | torch_default
+    policy_init_gain: float = 1.0
+    adaptive_stddev: bool = True  # Box actions: state-dependent std (else a learned vector)
+    initial_stddev: float = 1.0
+    continuous_tanh_scale: float = 0.0  # >0: means squashed as tanh(mu / s) * s
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "appo"
+    async_rl: bool = True
+    rollout: int = 32
+    recurrence: int = -1  # -1: rollout for RNNs, 1 for feed-forward nets
+    batch_size: int = 1024
+    num_batches_per_epoch: int = 1
+    num_epochs: int = 1
+    num_batches_to_accumulate: int = 2
+    max_policy_lag: int = 1000
+    shuffle_minibatches: bool = False
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    value_bootstrap: bool = False  # bootstrap from V(s) when an episode is truncated
+    normalize_returns: bool = True
+    normalize_input: bool = True
+    ppo_clip_ratio: float = 0.1
+    ppo_clip_value: float = 1.0
+    value_loss_coeff: float = 0.5
+    exploration_loss_coeff: float = 0.003
+    learning_rate: float = 1e-4
+    lr_schedule: str = "constant"  # constant | kl_adaptive_minibatch | kl_adaptive_epoch | linear_decay
+    lr_schedule_kl_threshold: float = 0.008
+    lr_adaptive_min: float = 1e-6
+    lr_adaptive_max: float = 1e-2
+    adam_eps: float = 1e-6
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    max_grad_norm: float = 4.0
+
+
+@dataclass
+class HardwareConfig:
+    device: str = "cpu"  # cpu | cuda: where the learner trains
+    num_workers: int = 2
+    num_envs_per_worker: int = 16
+    worker_num_splits: int = 2
+    serial_mode: bool = False
+    torch_threads: int = 1  # per process; more threads are far slower for small nets
+    worker_start_timeout_sec: float = 120.0  # a worker that is not up by then is an error
+    worker_stall_timeout_sec: float = 300.0  # no trajectory for this long is an error
+
+
+@dataclass
+class LoggerConfig:
+    tensorboard: bool = True
+    log_interval_sec: float = 5.0  # console progress line
+    experiment_summaries_interval: float = 10.0  # seconds between TensorBoard scalars
+    stats_avg: int = 100  # episodes averaged for reward/length statistics
+
+
+@dataclass
+class TrainConfig:
+    env: Any = MISSING  # an EnvConfig subclass, chosen by the env family's file
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    experiment: str = MISSING
+    train_dir: str = "train_dir"
+    seed: Optional[int] = 0
+    restart_behavior: str = "resume"  # resume | restart | overwrite
+    train_for_env_steps: int = 10_000_000_000
+    train_for_seconds: float = 10_000_000_000.0
+    save_every_sec: float = 120.0
+    keep_checkpoints: int = 2

@@ -1,0 +1,121 @@
+"""Rules that relate several keys, or need more than a type to check. They run on the
+composed config before any process starts, and each names the key, the value and what
+is allowed."""
+
+from __future__ import annotations
+
+from sf_hydra.config.errors import ConfigError
+
+CHOICES = {
+    "restart_behavior": ("resume", "restart", "overwrite"),
+    "hardware.device": ("cpu", "cuda"),
+    "model.encoder": ("mlp", "conv"),
+    "model.encoder_conv_architecture": ("convnet_simple", "convnet_atari"),
+    "model.rnn_type": ("gru", "lstm"),
+    "model.nonlinearity": ("elu", "relu", "tanh"),
+    "model.policy_initialization": ("orthogonal", "xavier_uniform", "torch_default"),
+    "algo.name": ("appo", "ppo"),
+    "algo.lr_schedule": ("constant", "kl_adaptive_minibatch", "kl_adaptive_epoch", "linear_decay"),
+}
+
+AT_LEAST_ONE = (
+    "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
+    "algo.rollout", "algo.batch_size", "algo.num_batches_per_epoch", "algo.num_epochs",
+    "algo.num_batches_to_accumulate", "algo.max_policy_lag", "keep_checkpoints", "train_for_env_steps",
+    "env.frameskip", "logger.stats_avg", "model.rnn_size", "model.rnn_num_layers",
+)
+
+POSITIVE = (
+    "algo.learning_rate", "algo.ppo_clip_ratio", "algo.ppo_clip_value", "algo.adam_eps", "train_for_seconds",
+    "save_every_sec", "env.obs_scale", "env.reward_clip", "hardware.worker_start_timeout_sec",
+    "hardware.worker_stall_timeout_sec", "logger.log_interval_sec", "logger.experiment_summaries_interval",
+)
+
+NON_NEGATIVE = ("algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff")
+
+UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda", "algo.adam_beta1", "algo.adam_beta2")
+
+
+def _get(cfg, key: str):
+    node = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _check_ranges(cfg) -> None:
+    for key, allowed in CHOICES.items():
+        if _get(cfg, key) not in allowed:
+            raise ConfigError(key, _get(cfg, key), f"one of {list(allowed)}")
+    for key in AT_LEAST_ONE:
+        if _get(cfg, key) < 1:
+            raise ConfigError(key, _get(cfg, key), "an integer >= 1")
+    for key in POSITIVE:
+        if not _get(cfg, key) > 0:
+            raise ConfigError(key, _get(cfg, key), "a number > 0")
+    for key in NON_NEGATIVE:
+        if _get(cfg, key) < 0:
+            raise ConfigError(key, _get(cfg, key), "a number >= 0")
+    for key in UNIT_INTERVAL:
+        if not 0.0 <= _get(cfg, key) <= 1.0:
+            raise ConfigError(key, _get(cfg, key), "a number in [0, 1]")
+    if cfg.algo.recurrence != -1 and cfg.algo.recurrence < 1:
+        raise ConfigError("algo.recurrence", cfg.algo.recurrence, "-1 (automatic) or an integer >= 1")
+    if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
+        raise ConfigError("experiment", cfg.experiment, "a non-empty folder name without '/'")
+
+
+def _check_sampling(cfg) -> None:
+    hw, algo = cfg.hardware, cfg.algo
+    if hw.num_envs_per_worker % hw.worker_num_splits:
+        raise ConfigError(
+            "hardware.num_envs_per_worker", hw.num_envs_per_worker,
+            f"a multiple of hardware.worker_num_splits={hw.worker_num_splits} (each split holds the same number of envs; "
+            "with 2 splits for double buffering it must be even)",
+        )
+    recurrence = algo.rollout if algo.recurrence == -1 and cfg.model.use_rnn else (1 if algo.recurrence == -1 else algo.recurrence)
+    if algo.rollout % recurrence:
+        raise ConfigError("algo.rollout", algo.rollout, f"a multiple of algo.recurrence={recurrence}")
+    if algo.batch_size % recurrence:
+        raise ConfigError("algo.batch_size", algo.batch_size, f"a multiple of algo.recurrence={recurrence} (minibatches hold whole recurrence chunks)")
+    per_iteration = algo.batch_size * algo.num_batches_per_epoch
+    if per_iteration % algo.rollout:
+        raise ConfigError(
+            "algo.batch_size", algo.batch_size,
+            f"batch_size x num_batches_per_epoch (= {per_iteration}) must be a multiple of algo.rollout={algo.rollout}: "
+            "the learner trains on whole trajectories",
+        )
+    if not algo.async_rl:
+        per_round = hw.num_workers * hw.num_envs_per_worker * algo.rollout
+        if per_round % per_iteration:
+            raise ConfigError(
+                "algo.batch_size", algo.batch_size,
+                f"with algo.async_rl=false one round of sampling, num_workers x num_envs_per_worker x rollout = "
+                f"{hw.num_workers} x {hw.num_envs_per_worker} x {algo.rollout} = {per_round} transitions, must be a "
+                f"multiple of batch_size x num_batches_per_epoch = {algo.batch_size} x {algo.num_batches_per_epoch} = {per_iteration}",
+            )
+    if hw.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
+
+
+def _check_env(cfg) -> None:
+    from sf_hydra.envs import family_names, get_family
+
+    try:
+        family = get_family(cfg.env.family)
+    except KeyError:
+        raise ConfigError("env.family", cfg.env.family, f"one of the known families {family_names()}") from None
+    except ImportError as e:
+        raise ConfigError("env.family", cfg.env.family, f"its package is not installed ({e}); install the matching extra, e.g. pip install 'sf_hydra[{cfg.env.family}]'") from None
+    if family.validate is not None:
+        family.validate(cfg.env)
+
+
+def validate(cfg) -> None:
+    """Raises ConfigError on the first rule the config breaks."""
+    _check_ranges(cfg)
+    _check_sampling(cfg)
+    _check_env(cfg)

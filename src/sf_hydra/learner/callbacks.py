@@ -1,0 +1,124 @@
+"""Lightning callbacks that connect the learner to the rest of a run: weight publishing,
+stop conditions and signals, progress lines and TensorBoard summaries."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections import deque
+
+import lightning as L
+
+log = logging.getLogger("sf_hydra")
+
+
+class PublishPolicy(L.Callback):
+    """After each learner iteration the rollout workers get the new weights."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        trainer.datamodule.publish()
+
+
+class StopConditions(L.Callback):
+    """Ends training on the env-step or time budget, or on SIGINT/SIGTERM (once: a second
+    Ctrl+C aborts at once). Training time accumulates across resumes."""
+
+    def __init__(self, train_for_env_steps: int, train_for_seconds: float):
+        self.max_steps, self.max_seconds = train_for_env_steps, train_for_seconds
+        self.reason = None
+        self._last = None
+        self._previous_handlers = {}
+
+    def _request(self, trainer, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        trainer.should_stop = True
+        trainer.datamodule.request_stop()
+
+    def on_train_start(self, trainer, pl_module):
+        self._last = time.monotonic()
+
+        def handler(signum, frame):
+            if self.reason is not None and self.reason.startswith("signal"):
+                raise KeyboardInterrupt  # second signal: stop waiting for a clean stop
+            log.warning("received %s: saving a checkpoint and stopping", signal.Signals(signum).name)
+            self._request(trainer, f"signal {signal.Signals(signum).name}")
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous_handlers[sig] = signal.signal(sig, handler)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now = time.monotonic()
+        pl_module.train_seconds += now - self._last
+        self._last = now
+        if pl_module.env_steps >= self.max_steps:
+            self._request(trainer, f"train_for_env_steps={self.max_steps} reached")
+        elif pl_module.train_seconds >= self.max_seconds:
+            self._request(trainer, f"train_for_seconds={self.max_seconds:g} reached")
+
+    def on_train_end(self, trainer, pl_module):
+        for sig, previous in self._previous_handlers.items():
+            signal.signal(sig, previous)
+
+
+class Summaries(L.Callback):
+    """Console progress every `log_interval_sec`, TensorBoard scalars every
+    `experiment_summaries_interval`, both indexed by env steps (frames)."""
+
+    def __init__(self, log_interval_sec: float, summaries_interval: float):
+        self.log_interval, self.summaries_interval = log_interval_sec, summaries_interval
+        self.history: deque = deque(maxlen=1000)  # (time, env_steps)
+        self._last_log = self._last_summary = 0.0
+
+    def on_train_start(self, trainer, pl_module):
+        now = time.monotonic()
+        self.history.append((now, pl_module.env_steps))
+        self._last_log = self._last_summary = now
+
+    def fps(self, window_sec: float = 10.0) -> float:
+        now, steps = self.history[-1]
+        old_time, old_steps = self.history[0]
+        for t, s in self.history:
+            if now - t <= window_sec:
+                old_time, old_steps = t, s
+                break
+        return (steps - old_steps) / (now - old_time) if now > old_time else 0.0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now = time.monotonic()
+        self.history.append((now, pl_module.env_steps))
+        if now - self._last_summary >= self.summaries_interval:
+            self._last_summary = now
+            self._write_scalars(trainer, pl_module)
+        if now - self._last_log >= self.log_interval:
+            self._last_log = now
+            self._print_progress(pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        self._write_scalars(trainer, pl_module)
+        self._print_progress(pl_module)
+
+    def _print_progress(self, m) -> None:
+        ret = m.avg_return()
+        lag = m.last_metrics
+        log.info(
+            "env steps %d | FPS %.0f | avg return %s (%d episodes) | policy lag %.1f/%.1f (avg/max) | version %d",
+            m.env_steps, self.fps(), "n/a" if ret is None else f"{ret:.2f}", m.episodes_total,
+            lag.get("policy_lag/avg", 0.0), lag.get("policy_lag/max", 0.0), m.policy_version,
+        )
+
+    def _write_scalars(self, trainer, m) -> None:
+        if trainer.logger is None:
+            return
+        writer, step = trainer.logger.experiment, m.env_steps
+        scalars = dict(m.last_metrics)
+        scalars["perf/fps"] = self.fps()
+        scalars["perf/env_steps"] = float(m.env_steps)
+        scalars["perf/train_seconds"] = m.train_seconds
+        if m.episode_returns:
+            scalars["episode/return"] = m.avg_return()
+            scalars["episode/length"] = m.avg_length()
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, step)
+        writer.flush()

@@ -1,0 +1,188 @@
+"""The APPO learner as a LightningModule with manual optimization.
+
+It sees batches of whole trajectories and returns losses; it knows nothing of processes.
+One `training_step` is one learner iteration: `num_epochs` passes over the batch in
+minibatches of `batch_size` transitions, then the policy version goes up by one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Dict
+
+import lightning as L
+import numpy as np
+import torch
+
+from sf_hydra.learner.advantages import gae
+from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_loss
+from sf_hydra.sampler.rollout_worker import build_model
+
+
+class APPOLearner(L.LightningModule):
+    def __init__(self, cfg, obs_space, action_space):
+        super().__init__()
+        self.automatic_optimization = False
+        self.cfg, self.algo = cfg, cfg.algo
+        self.model = build_model(cfg, obs_space, action_space)
+        self.recurrence = resolved_recurrence(cfg)
+        # Counters that survive a resume (saved in on_save_checkpoint).
+        self.policy_version = 0
+        self.env_steps = 0
+        self.train_seconds = 0.0
+        self.episode_returns: deque = deque(maxlen=cfg.logger.stats_avg)
+        self.episode_lengths: deque = deque(maxlen=cfg.logger.stats_avg)
+        self.episodes_total = 0
+        self.last_metrics: Dict[str, float] = {}
+
+    def configure_optimizers(self):
+        a = self.algo
+        return torch.optim.Adam(self.model.parameters(), lr=a.learning_rate, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_eps)
+
+    # -- data preparation --------------------------------------------------------------------
+    def _record_meta(self, meta: dict) -> None:
+        self.env_steps += int(meta["frames"])
+        for ret, length in meta["episodes"]:
+            self.episode_returns.append(ret)
+            self.episode_lengths.append(length)
+        self.episodes_total += len(meta["episodes"])
+
+    @torch.no_grad()
+    def _advantages_and_targets(self, batch: dict):
+        """GAE in raw return units; value targets and old values in the value head's units."""
+        norm = self.model.returns_norm
+        values = norm.denormalize(batch["values"]) if norm is not None else batch["values"]
+        rewards = batch["rewards"]
+        if self.algo.value_bootstrap:  # a truncated episode would have gone on: add gamma*V(s)
+            rewards = rewards + self.algo.gamma * values[:, :-1] * batch["time_outs"]
+        advantages, returns = gae(rewards, values, batch["dones"], self.algo.gamma, self.algo.gae_lambda)
+        if norm is not None:
+            norm.update(returns)
+            return advantages, norm.normalize(returns), norm.normalize(values[:, :-1])
+        return advantages, returns, values[:, :-1]
+
+    def _chunks(self, batch: dict, advantages, targets, old_values) -> dict:
+        """[B, T] -> [B*T/R, R] recurrence chunks; RNN state kept at each chunk start."""
+        r = self.recurrence
+
+        def split(x):
+            return x.reshape(-1, r, *x.shape[2:])
+
+        data = {k: split(v) for k, v in batch.items() if k.startswith("obs.")}
+        for key in ("actions", "log_probs", "dones"):
+            data[key] = split(batch[key])
+        data.update(advantages=split(advantages), targets=split(targets), old_values=split(old_values))
+        data["policy_versions"] = split(batch["policy_versions"])
+        if "rnn_states" in batch:
+            data["rnn_states"] = split(batch["rnn_states"])[:, 0]
+        return data
+
+    # -- the iteration -----------------------------------------------------------------------
+    def training_step(self, batch, batch_idx):
+        meta = batch.pop("meta")
+        self._record_meta(meta)
+        self.model.preprocess.update({k[4:]: v for k, v in batch.items() if k.startswith("obs.")})
+        advantages, targets, old_values = self._advantages_and_targets(batch)
+        data = self._chunks(batch, advantages, targets, old_values)
+        lag = (self.policy_version - batch["policy_versions"]).float()
+        stats = self._train_epochs(data)
+        self.policy_version += 1
+        self.last_metrics = {
+            **stats,
+            "policy_lag/min": lag.min().item(), "policy_lag/avg": lag.mean().item(), "policy_lag/max": lag.max().item(),
+            "learner/dropped_trajectories": float(meta["dropped_trajectories"]),
+            "learner/wait_for_data_sec": float(meta["wait_seconds"]),
+            "learner/lr": self.optimizers().param_groups[0]["lr"],
+            "learner/policy_version": float(self.policy_version),
+        }
+        self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
+
+    def _train_epochs(self, data: dict) -> Dict[str, float]:
+        opt = self.optimizers()
+        n_chunks = data["actions"].shape[0]
+        per_minibatch = self.algo.batch_size // self.recurrence
+        sums: Dict[str, float] = {}
+        count = 0
+        for _ in range(self.algo.num_epochs):
+            order = torch.randperm(n_chunks) if self.algo.shuffle_minibatches else torch.arange(n_chunks)
+            for start in range(0, n_chunks, per_minibatch):
+                idx = order[start : start + per_minibatch]
+                mb = {k: v[idx] for k, v in data.items()}
+                losses = self._minibatch_losses(mb)
+                opt.zero_grad(set_to_none=True)
+                self.manual_backward(losses["loss/total"])
+                grad_norm = self._grad_norm()
+                if self.algo.max_grad_norm > 0:
+                    self.clip_gradients(opt, gradient_clip_val=self.algo.max_grad_norm, gradient_clip_algorithm="norm")
+                opt.step()
+                losses["learner/grad_norm"] = grad_norm
+                for k, v in losses.items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                count += 1
+                if self.algo.lr_schedule == "kl_adaptive_minibatch":
+                    self._adapt_lr(float(losses["learner/kl"]))
+            if self.algo.lr_schedule == "kl_adaptive_epoch":
+                self._adapt_lr(sums["learner/kl"] / count)
+        if self.algo.lr_schedule == "linear_decay":
+            self._decay_lr()
+        return {k: v / count for k, v in sums.items()}
+
+    def _minibatch_losses(self, mb: dict) -> Dict[str, torch.Tensor]:
+        a = self.algo
+        obs = {k[4:]: v for k, v in mb.items() if k.startswith("obs.")}
+        log_probs, entropy, values = self.model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"])
+        adv = mb["advantages"]
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, a.ppo_clip_ratio)
+        v_loss = value_loss(values, mb["old_values"], mb["targets"], a.ppo_clip_value)
+        e_loss = entropy_loss(entropy)
+        total = p_loss + a.value_loss_coeff * v_loss + a.exploration_loss_coeff * e_loss
+        with torch.no_grad():
+            kl = approx_kl(ratio)
+        return {
+            "loss/total": total, "loss/policy": p_loss.detach(), "loss/value": v_loss.detach(),
+            "loss/entropy": entropy.mean().detach(), "learner/kl": kl, "learner/clip_fraction": clip_fraction,
+        }
+
+    def _grad_norm(self) -> float:
+        norms = [p.grad.detach().norm() for p in self.model.parameters() if p.grad is not None]
+        return torch.linalg.vector_norm(torch.stack(norms)).item() if norms else 0.0
+
+    def _adapt_lr(self, kl: float) -> None:
+        a, group = self.algo, self.optimizers().param_groups[0]
+        if kl > 2.0 * a.lr_schedule_kl_threshold:
+            group["lr"] = max(group["lr"] / 1.5, a.lr_adaptive_min)
+        elif kl < 0.5 * a.lr_schedule_kl_threshold:
+            group["lr"] = min(group["lr"] * 1.5, a.lr_adaptive_max)
+
+    def _decay_lr(self) -> None:
+        frac = max(0.0, 1.0 - self.env_steps / float(self.cfg.train_for_env_steps))
+        self.optimizers().param_groups[0]["lr"] = self.algo.learning_rate * frac
+
+    # -- statistics and checkpoints ------------------------------------------------------------
+    def avg_return(self):
+        return float(np.mean(self.episode_returns)) if self.episode_returns else None
+
+    def avg_length(self):
+        return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["sf_hydra"] = {
+            "policy_version": self.policy_version, "env_steps": self.env_steps, "train_seconds": self.train_seconds,
+            "episode_returns": list(self.episode_returns), "episode_lengths": list(self.episode_lengths),
+            "episodes_total": self.episodes_total,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint["sf_hydra"]
+        self.policy_version, self.env_steps = state["policy_version"], state["env_steps"]
+        self.train_seconds, self.episodes_total = state["train_seconds"], state["episodes_total"]
+        self.episode_returns.extend(state["episode_returns"])
+        self.episode_lengths.extend(state["episode_lengths"])
+
+
+def resolved_recurrence(cfg) -> int:
+    """Sample Factory's rule: -1 means the whole rollout for RNNs, 1 for feed-forward nets."""
+    if cfg.algo.recurrence == -1:
+        return cfg.algo.rollout if cfg.model.use_rnn else 1
+    return cfg.algo.recurrence

@@ -1,0 +1,5 @@
+"""Actor-critic networks: encoders, recurrent cores, action heads, normalizers."""
+
+from sf_hydra.models.actor_critic import ActorCritic
+
+__all__ = ["ActorCritic"]

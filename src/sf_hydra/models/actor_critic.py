@@ -1,0 +1,88 @@
+"""The actor-critic: preprocess -> encoder -> (RNN core) -> decoder -> policy and value heads.
+
+The same module runs in the rollout workers (one step at a time) and in the learner
+(whole trajectory chunks), so both always compute the same function.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Optional
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from sf_hydra.models.action_heads import make_action_head
+from sf_hydra.models.cores import RnnCore
+from sf_hydra.models.encoders import MultiKeyEncoder, mlp
+from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd
+
+
+class StepOutput(NamedTuple):
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor  # in normalized-return units when normalize_returns is on
+    rnn_states: Optional[torch.Tensor]
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, obs_shapes: Dict[str, tuple], action_space: gym.Space, model_cfg, env_cfg, algo_cfg):
+        super().__init__()
+        self.preprocess = ObservationPreprocessor(
+            obs_shapes, env_cfg.obs_scale, env_cfg.obs_subtract_mean, algo_cfg.normalize_input
+        )
+        self.returns_norm = RunningMeanStd(()) if algo_cfg.normalize_returns else None
+        self.encoder = MultiKeyEncoder(obs_shapes, model_cfg)
+        size = self.encoder.out_size
+        self.core = RnnCore(size, model_cfg.rnn_type, model_cfg.rnn_size, model_cfg.rnn_num_layers) if model_cfg.use_rnn else None
+        size = self.core.out_size if self.core else size
+        self.decoder = mlp(size, model_cfg.decoder_mlp_layers, model_cfg.nonlinearity)
+        size = model_cfg.decoder_mlp_layers[-1] if model_cfg.decoder_mlp_layers else size
+        self.action_head = make_action_head(size, action_space, model_cfg)
+        self.value_head = nn.Linear(size, 1)
+        self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain)
+
+    @property
+    def rnn_state_size(self) -> int:
+        return self.core.state_size if self.core else 0
+
+    def _initialize(self, scheme: str, gain: float) -> None:
+        if scheme == "torch_default":
+            return
+        init = nn.init.orthogonal_ if scheme == "orthogonal" else nn.init.xavier_uniform_
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                init(m.weight, gain=gain)
+                nn.init.zeros_(m.bias)
+        # Small policy logits at start: near-uniform actions, as in most PPO codebases.
+        for m in self.action_head.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.orthogonal_(m.weight, gain=0.01)
+
+    def _features(self, obs: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.encoder(self.preprocess(obs))
+
+    @torch.no_grad()
+    def act(self, obs: Dict[str, torch.Tensor], rnn_states: Optional[torch.Tensor], deterministic: bool = False) -> StepOutput:
+        """One step for a batch of envs (rollout workers, evaluation)."""
+        x = self._features(obs)
+        if self.core is not None:
+            x, rnn_states = self.core.step(x, rnn_states)
+        x = self.decoder(x)
+        dist = self.action_head.distribution(x)
+        actions = dist.mode() if deterministic else dist.sample()
+        return StepOutput(actions, dist.log_prob(actions), self.value_head(x).squeeze(-1), rnn_states)
+
+    def evaluate(self, obs: Dict[str, torch.Tensor], actions: torch.Tensor, rnn_states: Optional[torch.Tensor], dones: Optional[torch.Tensor]):
+        """Learner forward over [B, T] chunks: log-probs, entropy and values of `actions`.
+        rnn_states is the state before the first step of each chunk."""
+        b, t = actions.shape[:2]
+        flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in obs.items()}
+        x = self._features(flat)
+        if self.core is not None:
+            x = self.core.unroll(x.reshape(b, t, -1), rnn_states, dones).reshape(b * t, -1)
+        x = self.decoder(x)
+        dist = self.action_head.distribution(x)
+        flat_actions = actions.reshape(b * t, *actions.shape[2:])
+        log_probs = dist.log_prob(flat_actions).reshape(b, t)
+        return log_probs, dist.entropy().reshape(b, t), self.value_head(x).reshape(b, t)

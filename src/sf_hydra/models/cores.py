@@ -1,0 +1,45 @@
+"""Recurrent cores. State is a flat [B, state_size] tensor so the sampler can store it in
+one buffer whatever the cell (LSTM keeps h and c side by side)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RnnCore(nn.Module):
+    def __init__(self, in_size: int, rnn_type: str, size: int, num_layers: int):
+        super().__init__()
+        cls = nn.GRU if rnn_type == "gru" else nn.LSTM
+        self.rnn = cls(in_size, size, num_layers=num_layers)
+        self.is_lstm = rnn_type == "lstm"
+        self.num_layers, self.size = num_layers, size
+        self.out_size = size
+        self.state_size = size * num_layers * (2 if self.is_lstm else 1)
+
+    def _unflatten(self, state: torch.Tensor):
+        b = state.shape[0]
+        s = state.reshape(b, -1, self.num_layers, self.size).permute(1, 2, 0, 3).contiguous()
+        return (s[0], s[1]) if self.is_lstm else s[0]
+
+    def _flatten(self, state) -> torch.Tensor:
+        s = torch.stack(state) if self.is_lstm else state.unsqueeze(0)
+        return s.permute(2, 0, 1, 3).reshape(s.shape[2], -1)
+
+    def step(self, x: torch.Tensor, state: torch.Tensor):
+        """One time step for a batch: x [B, F], state [B, S]."""
+        out, new = self.rnn(x.unsqueeze(0), self._unflatten(state))
+        return out.squeeze(0), self._flatten(new)
+
+    def unroll(self, x: torch.Tensor, state: torch.Tensor, dones: torch.Tensor):
+        """x [B, T, F], first state [B, S], dones [B, T] (episode ended after step t):
+        the state is zeroed after a done, so one chunk may span episode boundaries."""
+        if not bool(dones[:, :-1].any()):  # no reset inside the chunk: one fused call
+            out, _ = self.rnn(x.transpose(0, 1), self._unflatten(state))
+            return out.transpose(0, 1)
+        outs = []
+        for t in range(x.shape[1]):
+            out, state = self.step(x[:, t], state)
+            outs.append(out)
+            state = state * (1.0 - dones[:, t : t + 1])
+        return torch.stack(outs, dim=1)

@@ -1,0 +1,73 @@
+"""Observation encoders: MLP for vectors, conv nets for images, one per Dict key."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import torch
+from torch import nn
+
+ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+
+# (out_channels, kernel, stride) per layer.
+CONV_ARCHITECTURES: Dict[str, List[tuple]] = {
+    "convnet_simple": [(32, 8, 4), (64, 4, 2), (128, 3, 2)],
+    "convnet_atari": [(32, 8, 4), (64, 4, 2), (64, 3, 1)],
+}
+
+
+def mlp(in_size: int, layers: Sequence[int], activation: str) -> nn.Sequential:
+    mods, size = [], in_size
+    for width in layers:
+        mods += [nn.Linear(size, width), ACTIVATIONS[activation]()]
+        size = width
+    return nn.Sequential(*mods)
+
+
+class ConvEncoder(nn.Module):
+    def __init__(self, shape: Sequence[int], architecture: str, fc_layers: Sequence[int], activation: str):
+        super().__init__()
+        mods, channels = [], shape[0]
+        for out_ch, kernel, stride in CONV_ARCHITECTURES[architecture]:
+            mods += [nn.Conv2d(channels, out_ch, kernel, stride), ACTIVATIONS[activation]()]
+            channels = out_ch
+        self.conv = nn.Sequential(*mods, nn.Flatten())
+        with torch.no_grad():
+            flat = self.conv(torch.zeros(1, *shape)).shape[1]
+        self.fc = mlp(flat, fc_layers, activation)
+        self.out_size = fc_layers[-1] if fc_layers else flat
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x))
+
+
+class MlpEncoder(nn.Module):
+    def __init__(self, shape: Sequence[int], layers: Sequence[int], activation: str):
+        super().__init__()
+        in_size = int(torch.tensor(shape).prod()) if len(shape) else 1
+        self.net = nn.Sequential(nn.Flatten(), mlp(in_size, layers, activation))
+        self.out_size = layers[-1] if layers else in_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.reshape(x.shape[0], -1))
+
+
+class MultiKeyEncoder(nn.Module):
+    """Encodes each observation key (3-D keys with a conv net, others with an MLP) and
+    concatenates the features."""
+
+    def __init__(self, obs_shapes: Dict[str, Sequence[int]], model_cfg):
+        super().__init__()
+        act = model_cfg.nonlinearity
+        self.encoders = nn.ModuleDict()
+        for key, shape in obs_shapes.items():
+            if len(shape) == 3:
+                enc = ConvEncoder(shape, model_cfg.encoder_conv_architecture, model_cfg.encoder_conv_mlp_layers, act)
+            else:
+                enc = MlpEncoder(shape, model_cfg.encoder_mlp_layers, act)
+            self.encoders[key] = enc
+        self.out_size = sum(e.out_size for e in self.encoders.values())
+
+    def forward(self, obs: Dict[str, torch.Tensor]) -> torch.Tensor:
+        feats = [enc(obs[key]) for key, enc in self.encoders.items()]
+        return feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)

@@ -1,0 +1,39 @@
+"""The run folder `${train_dir}/${experiment}`: what `restart_behavior` does with an existing
+one, where checkpoints live, and which checkpoint a resume starts from."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Optional
+
+LAST = "last.ckpt"
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+RUN_STATE = ("checkpoints", "tb", "config.yaml", "summary.json")
+
+
+def prepare(run_dir: Path, restart_behavior: str) -> None:
+    """resume: keep everything; restart: move the old run's state aside to
+    `<name>_old_<time>/`; overwrite: delete it. Hydra's own files (.hydra, the log) stay,
+    since Hydra has already opened them for this run."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    existing = [run_dir / name for name in RUN_STATE if (run_dir / name).exists()]
+    if restart_behavior == "restart" and existing:
+        aside = run_dir.with_name(f"{run_dir.name}_old_{time.strftime('%Y%m%d_%H%M%S')}")
+        aside.mkdir(parents=True)
+        for path in existing:
+            shutil.move(str(path), str(aside / path.name))
+    elif restart_behavior == "overwrite":
+        for path in existing:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def resume_checkpoint(run_dir: Path) -> Optional[Path]:
+    path = checkpoint_dir(run_dir) / LAST
+    return path if path.exists() else None

@@ -1,0 +1,48 @@
+"""The sampler as a LightningDataModule: Lightning asks it for batches and tears it down;
+the LightningModule never sees a process."""
+
+from __future__ import annotations
+
+import threading
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from sf_hydra.sampler.sampler import Sampler
+from sf_hydra.sampler.stream import TrajectoryStream
+
+
+class SamplerDataModule(L.LightningDataModule):
+    def __init__(self, cfg, obs_space, action_space, policy_source):
+        """`policy_source` has `.model` and `.policy_version` (the LightningModule)."""
+        super().__init__()
+        self.cfg, self.obs_space, self.action_space = cfg, obs_space, action_space
+        self.policy_source = policy_source
+        self.sampler = None
+        self._stop = threading.Event()
+
+    def setup(self, stage: str) -> None:
+        if self.sampler is None:
+            self.sampler = Sampler(self.cfg, self.obs_space, self.action_space, self.policy_source.model)
+
+    def _start_workers(self) -> None:
+        """Started on first use, after a checkpoint was restored, so workers act with it."""
+        self.publish()
+        self.sampler.start()
+
+    def publish(self) -> None:
+        self.sampler.publish(self.policy_source.model, self.policy_source.policy_version)
+
+    def current_version(self) -> int:
+        return self.policy_source.policy_version
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def train_dataloader(self) -> DataLoader:
+        stream = TrajectoryStream(self.sampler, self.cfg, self.current_version, self._stop.is_set, self._start_workers)
+        return DataLoader(stream, batch_size=None, num_workers=0)
+
+    def teardown(self, stage: str) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()

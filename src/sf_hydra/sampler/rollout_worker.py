@@ -1,0 +1,191 @@
+"""A rollout worker: steps a vector of envs with its own copy of the policy and writes
+trajectories into shared slots.
+
+On a CPU-only machine with few cores, acting with a local policy copy (weights re-read from
+shared memory when their version changes) saves an inter-process round trip per step and a
+process. The envs are split into `worker_num_splits` groups that act and step in turn.
+This module must not import lightning: it is loaded in every worker process.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+import traceback
+from typing import Dict, List
+
+import numpy as np
+import torch
+
+from sf_hydra.envs import make_env
+from sf_hydra.models import ActorCritic
+from sf_hydra.sampler.buffers import TrajectoryBuffers
+from sf_hydra.sampler.policy_store import PolicyStore
+from sf_hydra.sampler.spaces import obs_shapes, obs_specs, to_env_action
+
+
+class StopRequested(Exception):
+    """The learner asked us to stop, or it is gone."""
+
+
+def build_model(cfg, obs_space, action_space) -> ActorCritic:
+    return ActorCritic(obs_shapes(obs_space), action_space, cfg.model, cfg.env, cfg.algo)
+
+
+def env_seed(cfg, worker_id: int, env_index: int):
+    if cfg.seed is None:
+        return None
+    return int(cfg.seed) * 100_003 + worker_id * 1_009 + env_index
+
+
+class RolloutWorker:
+    def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, store: PolicyStore,
+                 free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, parent_pid: int):
+        self.id, self.cfg = worker_id, cfg
+        self.buffers, self.store = buffers, store
+        self.free_slots, self.out_queue = free_slots, out_queue
+        self.stop_flag, self.sync_round, self.parent_pid = stop_flag, sync_round, parent_pid
+        self.rollout = cfg.algo.rollout
+        self.reward_scale, self.reward_clip = cfg.env.reward_scale, cfg.env.reward_clip
+        self.frameskip = cfg.env.frameskip
+        n = cfg.hardware.num_envs_per_worker
+        self.envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
+        self.obs_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
+        self.model = build_model(cfg, self.obs_space, self.action_space)
+        self.model.eval()
+        self.version = store.load_into(self.model)
+        self.obs = {k: np.zeros((n, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
+                    for k, (shape, dt) in obs_specs(self.obs_space).items()}
+        self.rnn = torch.zeros(n, self.model.rnn_state_size)
+        bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
+        self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.episode_return, self.episode_length = np.zeros(n), np.zeros(n, dtype=np.int64)
+        self.owned: List[int] = []  # free slots handed to us by the learner
+        self.round = 0
+        self.sync_mode = not cfg.algo.async_rl
+        for i, env in enumerate(self.envs):
+            self._store_obs(i, env.reset(seed=env_seed(cfg, worker_id, i))[0])
+
+    # -- small helpers ---------------------------------------------------------------------
+    def _store_obs(self, i: int, obs) -> None:
+        if isinstance(obs, dict):
+            for k, v in obs.items():
+                self.obs[k][i] = v
+        else:
+            self.obs["obs"][i] = obs
+
+    def _check_alive(self) -> None:
+        if bool(self.stop_flag[0]) or os.getppid() != self.parent_pid:
+            raise StopRequested()
+
+    def _acquire_slots(self, n: int) -> torch.Tensor:
+        """Blocks until the learner has freed enough slots: this is the back-pressure."""
+        while len(self.owned) < n:
+            try:
+                self.owned.extend(self.free_slots.get(timeout=0.5))
+            except queue.Empty:
+                self._check_alive()
+        taken, self.owned = self.owned[:n], self.owned[n:]
+        return torch.tensor(taken, dtype=torch.int64)
+
+    def _maybe_sync_weights(self) -> None:
+        if self.store.current_version() != self.version:
+            self.version = self.store.load_into(self.model)
+
+    def _wait_for_learner_round(self) -> None:
+        """Synchronous PPO: the next rollout starts only once the learner trained on this one."""
+        while int(self.sync_round[0]) < self.round:
+            self._check_alive()
+            time.sleep(0.0005)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _act_and_step(self, split: slice, slots: torch.Tensor, t: int, episodes: list) -> None:
+        b = self.buffers
+        obs = {k: torch.from_numpy(v[split]) for k, v in self.obs.items()}
+        rnn_before = self.rnn[split]
+        out = self.model.act(obs, rnn_before if self.model.core is not None else None)
+        for k, v in obs.items():
+            b.obs[k][slots, t] = v
+        b.actions[slots, t] = out.actions
+        b.log_probs[slots, t] = out.log_probs
+        b.values[slots, t] = out.values
+        b.policy_versions[slots, t] = self.version
+        if self.model.core is not None:
+            b.rnn_states[slots, t] = rnn_before
+
+        actions = out.actions.numpy()
+        count = split.stop - split.start
+        rewards, dones, time_outs = np.zeros(count, np.float32), np.zeros(count, np.float32), np.zeros(count, np.float32)
+        for j in range(count):
+            i = split.start + j
+            env = self.envs[i]
+            ob, reward, terminated, truncated, _ = env.step(to_env_action(self.action_space, actions[j]))
+            self.episode_return[i] += reward
+            self.episode_length[i] += 1
+            rewards[j] = reward
+            if terminated or truncated:
+                dones[j], time_outs[j] = 1.0, float(truncated and not terminated)
+                episodes.append((float(self.episode_return[i]), int(self.episode_length[i])))
+                self.episode_return[i], self.episode_length[i] = 0.0, 0
+                ob, _ = env.reset()
+            self._store_obs(i, ob)
+        b.rewards[slots, t] = torch.from_numpy(np.clip(rewards * self.reward_scale, -self.reward_clip, self.reward_clip))
+        done_t = torch.from_numpy(dones)
+        b.dones[slots, t] = done_t
+        b.time_outs[slots, t] = torch.from_numpy(time_outs)
+        if out.rnn_states is not None:
+            self.rnn[split] = out.rnn_states * (1.0 - done_t).unsqueeze(1)
+
+    def _bootstrap_values(self, split: slice, slots: torch.Tensor) -> None:
+        obs = {k: torch.from_numpy(v[split]) for k, v in self.obs.items()}
+        out = self.model.act(obs, self.rnn[split] if self.model.core is not None else None)
+        self.buffers.values[slots, self.rollout] = out.values
+
+    def collect(self) -> None:
+        """One rollout for every env, then one message with the filled slots."""
+        self._check_alive()
+        if self.sync_mode:
+            self._wait_for_learner_round()
+        n = len(self.envs)
+        slots = self._acquire_slots(n)
+        episodes: list = []
+        for t in range(self.rollout):
+            self._maybe_sync_weights()
+            for split in self.splits:
+                self._act_and_step(split, slots[split], t, episodes)
+        for split in self.splits:
+            self._bootstrap_values(split, slots[split])
+        self.round += 1
+        self.out_queue.put(("traj", self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip))
+
+    def close(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # closing is best effort: the process is exiting anyway
+                pass
+
+
+def worker_process_main(worker_id: int, cfg_container: Dict, buffers, store, free_slots, out_queue,
+                        stop_flag, sync_round, parent_pid: int) -> None:
+    """Entry point of a worker process. Ctrl+C is the learner's to handle: it stops us."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(cfg_container)
+    torch.set_num_threads(cfg.hardware.torch_threads)
+    worker = None
+    try:
+        worker = RolloutWorker(worker_id, cfg, buffers, store, free_slots, out_queue, stop_flag, sync_round, parent_pid)
+        out_queue.put(("ready", worker_id))
+        while True:
+            worker.collect()
+    except StopRequested:
+        pass
+    except BaseException:
+        out_queue.put(("error", worker_id, traceback.format_exc()))
+    finally:
+        if worker is not None:
+            worker.close()

@@ -1,0 +1,179 @@
+"""Owns the rollout side: shared buffers, the policy store, the worker processes (or, in
+serial mode, the same workers in this process) and the queues between them.
+
+Queues carry only slot indices and tiny messages. A worker that dies, raises, or stays
+silent too long becomes a `SamplerError` naming the worker and its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import torch
+from omegaconf import OmegaConf
+
+from sf_hydra.sampler import mp
+from sf_hydra.sampler.buffers import TrajectoryBuffers
+from sf_hydra.sampler.policy_store import PolicyStore
+from sf_hydra.sampler.rollout_worker import RolloutWorker, worker_process_main
+from sf_hydra.sampler.spaces import action_spec, obs_specs
+
+log = logging.getLogger(__name__)
+
+
+class SamplerError(RuntimeError):
+    """A rollout worker failed; the message says which and why."""
+
+
+@dataclass
+class Trajectories:
+    """One worker's message: slots filled, episodes finished, frames simulated."""
+
+    worker_id: int
+    slots: List[int]
+    episodes: List[tuple]
+    frames: int
+
+
+def slots_per_worker(cfg) -> int:
+    """Enough slots for the envs being filled plus `num_batches_to_accumulate` iterations
+    waiting for the learner; beyond that the workers block (back-pressure)."""
+    envs_total = cfg.hardware.num_workers * cfg.hardware.num_envs_per_worker
+    traj_per_iteration = cfg.algo.batch_size * cfg.algo.num_batches_per_epoch // cfg.algo.rollout
+    rounds_waiting = math.ceil(cfg.algo.num_batches_to_accumulate * traj_per_iteration / envs_total)
+    return cfg.hardware.num_envs_per_worker * (1 + max(1, rounds_waiting))
+
+
+class Sampler:
+    def __init__(self, cfg, obs_space, action_space, model: torch.nn.Module):
+        self.cfg = cfg
+        self.ctx = mp.context()
+        self.num_workers = cfg.hardware.num_workers
+        self.per_worker = slots_per_worker(cfg)
+        self.buffers = TrajectoryBuffers.allocate(
+            self.num_workers * self.per_worker, cfg.algo.rollout, obs_specs(obs_space), action_spec(action_space),
+            model.rnn_state_size,
+        )
+        self.store = PolicyStore(model, self.ctx.Lock())
+        self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self.sync_round = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self.serial = cfg.hardware.serial_mode
+        self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
+        self.free_queues = [queue.Queue() if self.serial else self.ctx.Queue() for _ in range(self.num_workers)]
+        self.processes: list = []
+        self.serial_workers: List[RolloutWorker] = []
+        self._next_serial = 0
+        self._last_message = time.monotonic()
+        self.started = False
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Hands every worker its slots, starts them and waits until each has built its envs."""
+        for w in range(self.num_workers):
+            self.free_queues[w].put(list(range(w * self.per_worker, (w + 1) * self.per_worker)))
+        plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
+        args = lambda w: (w, plain_cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,  # noqa: E731
+                          self.stop_flag, self.sync_round, os.getpid())
+        if self.serial:
+            cfg = OmegaConf.create(plain_cfg)
+            self.serial_workers = [RolloutWorker(*args(w)[:1], cfg, *args(w)[2:]) for w in range(self.num_workers)]
+        else:
+            for w in range(self.num_workers):
+                p = self.ctx.Process(target=worker_process_main, args=args(w), name=f"rollout-worker-{w}", daemon=True)
+                p.start()
+                self.processes.append(p)
+            self._wait_ready()
+        self.started = True
+        self._last_message = time.monotonic()
+
+    def _wait_ready(self) -> None:
+        ready, deadline = set(), time.monotonic() + self.cfg.hardware.worker_start_timeout_sec
+        while len(ready) < self.num_workers:
+            msg = self._get(deadline - time.monotonic(), during="start-up")
+            if msg[0] == "ready":
+                ready.add(msg[1])
+        log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.cfg.hardware.num_envs_per_worker)
+
+    def stop(self) -> None:
+        """Stops every worker and reaps it; a worker that does not exit in time is killed."""
+        self.stop_flag[0] = 1
+        for w in self.serial_workers:
+            w.close()
+        self.serial_workers = []
+        deadline = time.monotonic() + 10.0
+        for p in self.processes:
+            p.join(timeout=max(0.1, deadline - time.monotonic()))
+        for p in self.processes:
+            if p.is_alive():
+                log.warning("worker %s did not stop in time: killing it", p.name)
+                p.kill()
+                p.join(timeout=5.0)
+        self.processes = []
+        self.started = False
+
+    # -- messages ------------------------------------------------------------------------------
+    def _get(self, timeout: float, during: str):
+        """Next message; raises SamplerError when a worker failed, died or went silent."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            try:
+                msg = self.out_queue.get(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                self._check_processes()
+                if time.monotonic() >= deadline:
+                    raise SamplerError(
+                        f"no message from the rollout workers for {timeout:.0f} s during {during} "
+                        f"(hardware.worker_start_timeout_sec / worker_stall_timeout_sec)"
+                    )
+                continue
+            if msg[0] == "error":
+                raise SamplerError(f"rollout worker {msg[1]} failed:\n{msg[2]}")
+            return msg
+
+    def _check_processes(self) -> None:
+        for p in self.processes:
+            if not p.is_alive():
+                raise SamplerError(f"{p.name} (pid {p.pid}) died with exit code {p.exitcode}")
+
+    def poll(self, timeout: float = 0.5) -> Optional[Trajectories]:
+        """The next worker message, or None if none came within `timeout` seconds."""
+        if self.serial:
+            return self._collect_serial()
+        try:
+            msg = self.out_queue.get(timeout=timeout)
+        except queue.Empty:
+            self._check_processes()
+            return None
+        if msg[0] == "error":
+            raise SamplerError(f"rollout worker {msg[1]} failed:\n{msg[2]}")
+        return Trajectories(msg[1], msg[2], msg[3], msg[4]) if msg[0] == "traj" else None
+
+    def _collect_serial(self) -> Trajectories:
+        """Serial mode: the workers run their rollouts right here, in turn."""
+        if self.out_queue.empty():
+            worker = self.serial_workers[self._next_serial]
+            self._next_serial = (self._next_serial + 1) % self.num_workers
+            worker.collect()
+        msg = self.out_queue.get_nowait()
+        return Trajectories(msg[1], msg[2], msg[3], msg[4])
+
+    def free(self, slots: List[int]) -> None:
+        """Returns copied-out slots to the workers that own them."""
+        by_worker: Dict[int, List[int]] = {}
+        for s in slots:
+            by_worker.setdefault(s // self.per_worker, []).append(s)
+        for w, owned in by_worker.items():
+            self.free_queues[w].put(owned)
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        self.store.publish(model, version)
+
+    def release_round(self) -> None:
+        """Synchronous mode: lets the workers start their next rollout."""
+        self.sync_round[0] += 1

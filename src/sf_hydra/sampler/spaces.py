@@ -1,0 +1,57 @@
+"""What to allocate for an env's spaces. Observations always become a dict of arrays
+(a plain Box is the key "obs"), actions one array per step."""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from sf_hydra.models.action_heads import discrete_sizes
+
+Spec = Tuple[tuple, torch.dtype]
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(1, dtype=dtype)).dtype
+
+
+def _box_like_spec(space: gym.Space, key: str) -> Spec:
+    if isinstance(space, gym.spaces.Box):
+        return tuple(space.shape), _torch_dtype(space.dtype)
+    if isinstance(space, gym.spaces.Discrete):
+        return (), torch.int64
+    if isinstance(space, gym.spaces.MultiBinary | gym.spaces.MultiDiscrete):
+        return tuple(space.shape), torch.int64
+    raise TypeError(f"observation {key!r}: unsupported space {space}")
+
+
+def obs_specs(space: gym.Space) -> Dict[str, Spec]:
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _box_like_spec(s, k) for k, s in space.spaces.items()}
+    return {"obs": _box_like_spec(space, "obs")}
+
+
+def obs_shapes(space: gym.Space) -> Dict[str, tuple]:
+    """Model input shapes: scalar keys (Discrete) are fed as one feature."""
+    return {k: shape or (1,) for k, (shape, _) in obs_specs(space).items()}
+
+
+def action_spec(space: gym.Space) -> Spec:
+    if isinstance(space, gym.spaces.Box):
+        return tuple(space.shape), torch.float32
+    sizes = discrete_sizes(space)
+    return ((), torch.int64) if isinstance(space, gym.spaces.Discrete) else ((len(sizes),), torch.int64)
+
+
+def to_env_action(space: gym.Space, action: np.ndarray):
+    """Turns one row of the action buffer into what env.step expects."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(action)
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(int(a) for a in action)
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
+    return action

@@ -1,0 +1,119 @@
+"""One training run from a composed config: validate, prepare the run folder, build the
+learner and sampler, fit, and leave a checkpoint and a summary behind whatever happens."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from datetime import timedelta
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from sf_hydra import run_dir as rd
+from sf_hydra.config import validate
+from sf_hydra.envs import make_env
+
+log = logging.getLogger("sf_hydra")
+
+
+def env_spaces(cfg):
+    """Builds one env here only to read its spaces; workers build their own."""
+    env = make_env(cfg.env, seed=cfg.seed)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def seed_everything(seed: Optional[int]) -> None:
+    if seed is not None:
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+
+
+def build_trainer(cfg, run_dir: Path):
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from sf_hydra.learner.callbacks import PublishPolicy, StopConditions, Summaries
+
+    checkpoints = ModelCheckpoint(
+        dirpath=rd.checkpoint_dir(run_dir), filename="checkpoint_{env_steps:012.0f}", auto_insert_metric_name=False,
+        monitor="env_steps", mode="max", save_top_k=cfg.keep_checkpoints, save_last=True,
+        train_time_interval=timedelta(seconds=cfg.save_every_sec),
+    )
+    stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds)
+    logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
+    trainer = L.Trainer(
+        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, max_epochs=1,
+        logger=logger, callbacks=[PublishPolicy(), stop, Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval), checkpoints],
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1_000_000,
+        default_root_dir=str(run_dir),
+    )
+    return trainer, stop
+
+
+def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_seconds: float, session_steps: int) -> dict:
+    summary = {
+        "env_steps": module.env_steps, "train_seconds": module.train_seconds,
+        "fps": session_steps / session_seconds if session_seconds > 0 else 0.0,
+        "avg_return": module.avg_return(), "avg_length": module.avg_length(), "episodes": module.episodes_total,
+        "policy_version": module.policy_version, "stop_reason": stop_reason,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def train(cfg) -> dict:
+    """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
+    validate(cfg)
+    run_dir = Path(cfg.train_dir).absolute() / cfg.experiment
+    rd.prepare(run_dir, cfg.restart_behavior)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    torch.set_num_threads(cfg.hardware.torch_threads)
+    seed_everything(cfg.seed)
+
+    from sf_hydra.learner.module import APPOLearner
+    from sf_hydra.sampler.datamodule import SamplerDataModule
+    from sf_hydra.sampler.sampler import SamplerError
+
+    obs_space, action_space = env_spaces(cfg)
+    module = APPOLearner(cfg, obs_space, action_space)
+    datamodule = SamplerDataModule(cfg, obs_space, action_space, module)
+    trainer, stop = build_trainer(cfg, run_dir)
+    ckpt = rd.resume_checkpoint(run_dir)
+    log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
+    last = rd.checkpoint_dir(run_dir) / rd.LAST
+    import time
+
+    t0 = time.monotonic()
+    steps0 = None
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
+        steps0 = _session_start_steps(trainer)
+        trainer.save_checkpoint(last)
+    except SamplerError:
+        # The learner's state is whole (the failure came from the data side): keep it.
+        trainer.save_checkpoint(last)
+        log.error("sampling failed; the learner state was saved to %s", last)
+        raise
+    finally:
+        datamodule.teardown("fit")
+    elapsed = time.monotonic() - t0
+    summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - (steps0 or 0))
+    log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps, summary["avg_return"], last)
+    return summary
+
+
+def _session_start_steps(trainer) -> int:
+    for cb in trainer.callbacks:
+        if hasattr(cb, "history") and cb.history:
+            return cb.history[0][1]
+    return 0
