@@ -37,6 +37,20 @@ def seed_everything(seed: Optional[int]) -> None:
         torch.manual_seed(seed)
 
 
+def quiet_lightning() -> None:
+    """Lightning's own console handler would print every line twice next to Hydra's, and
+    its start-up tips are noise in a training log; our `IterableDataset.__len__` is on
+    purpose (see sampler/stream.py)."""
+    import warnings
+
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*IterableDataset. has .__len__. defined.*")
+    warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+
+
 def build_trainer(cfg, run_dir: Path):
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -44,15 +58,16 @@ def build_trainer(cfg, run_dir: Path):
 
     from sf_hydra.learner.callbacks import PublishPolicy, StopConditions, Summaries
 
+    quiet_lightning()
     checkpoints = ModelCheckpoint(
         dirpath=rd.checkpoint_dir(run_dir), filename="checkpoint_{env_steps:012.0f}", auto_insert_metric_name=False,
         monitor="env_steps", mode="max", save_top_k=cfg.keep_checkpoints, save_last=True,
         train_time_interval=timedelta(seconds=cfg.save_every_sec),
     )
-    stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds)
+    stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
     logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
     trainer = L.Trainer(
-        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, max_epochs=1,
+        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
         logger=logger, callbacks=[PublishPolicy(), stop, Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval), checkpoints],
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1_000_000,
         default_root_dir=str(run_dir),

@@ -130,5 +130,6 @@ class TrainConfig:
     restart_behavior: str = "resume"  # resume | restart | overwrite
     train_for_env_steps: int = 10_000_000_000
     train_for_seconds: float = 10_000_000_000.0
+    train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this
     save_every_sec: float = 120.0
     keep_checkpoints: int = 2

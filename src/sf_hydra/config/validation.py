@@ -29,11 +29,15 @@ POSITIVE = (
     "algo.learning_rate", "algo.ppo_clip_ratio", "algo.ppo_clip_value", "algo.adam_eps", "train_for_seconds",
     "save_every_sec", "env.obs_scale", "env.reward_clip", "hardware.worker_start_timeout_sec",
     "hardware.worker_stall_timeout_sec", "logger.log_interval_sec", "logger.experiment_summaries_interval",
+    "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
 )
 
 NON_NEGATIVE = ("algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff")
 
-UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda", "algo.adam_beta1", "algo.adam_beta2")
+UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda")
+
+# torch.optim.Adam rejects beta = 1 (only when the learner builds its optimizer, too late).
+HALF_OPEN_UNIT_INTERVAL = ("algo.adam_beta1", "algo.adam_beta2")
 
 
 def _get(cfg, key: str):
@@ -47,18 +51,22 @@ def _check_ranges(cfg) -> None:
     for key, allowed in CHOICES.items():
         if _get(cfg, key) not in allowed:
             raise ConfigError(key, _get(cfg, key), f"one of {list(allowed)}")
+    # Written as `not value >= bound` so that NaN (a valid float override: `key=nan`) fails too.
     for key in AT_LEAST_ONE:
-        if _get(cfg, key) < 1:
+        if not _get(cfg, key) >= 1:
             raise ConfigError(key, _get(cfg, key), "an integer >= 1")
     for key in POSITIVE:
         if not _get(cfg, key) > 0:
             raise ConfigError(key, _get(cfg, key), "a number > 0")
     for key in NON_NEGATIVE:
-        if _get(cfg, key) < 0:
+        if not _get(cfg, key) >= 0:
             raise ConfigError(key, _get(cfg, key), "a number >= 0")
     for key in UNIT_INTERVAL:
         if not 0.0 <= _get(cfg, key) <= 1.0:
             raise ConfigError(key, _get(cfg, key), "a number in [0, 1]")
+    for key in HALF_OPEN_UNIT_INTERVAL:
+        if not 0.0 <= _get(cfg, key) < 1.0:
+            raise ConfigError(key, _get(cfg, key), "a number in [0, 1)")
     if cfg.algo.recurrence != -1 and cfg.algo.recurrence < 1:
         raise ConfigError("algo.recurrence", cfg.algo.recurrence, "-1 (automatic) or an integer >= 1")
     if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
@@ -114,8 +122,30 @@ def _check_env(cfg) -> None:
         family.validate(cfg.env)
 
 
+def _check_missing(cfg) -> None:
+    """A mandatory value left at ??? (e.g. `env=gym/any` without `env.id=...`) is named here,
+    instead of surfacing as an OmegaConf error about whichever key interpolates it."""
+    from omegaconf import DictConfig, OmegaConf
+
+    def first_missing(node, prefix: str):
+        for key, value in node.items():  # unresolved: OmegaConf.missing_keys would resolve interpolations
+            if value == "???":
+                return prefix + str(key)
+            if isinstance(value, dict):
+                found = first_missing(value, f"{prefix}{key}.")
+                if found:
+                    return found
+        return None
+
+    if isinstance(cfg, DictConfig):
+        key = first_missing(OmegaConf.to_container(cfg, resolve=False), "")
+        if key:
+            raise ConfigError(key, "???", f"a value must be given, e.g. {key}=... on the command line")
+
+
 def validate(cfg) -> None:
     """Raises ConfigError on the first rule the config breaks."""
+    _check_missing(cfg)
     _check_ranges(cfg)
     _check_sampling(cfg)
     _check_env(cfg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 
 import gymnasium as gym
 
@@ -18,6 +19,9 @@ def check_id(env_id: str) -> None:
     from sf_hydra.config.errors import ConfigError
     from sf_hydra.envs.registry import family_names
 
+    if ":" in env_id:  # "my_module:MyEnv-v0": gymnasium imports the module, which registers it
+        importlib.import_module(env_id.split(":", 1)[0])
+        env_id = env_id.split(":", 1)[1]
     if env_id in gym.registry:
         return
     close = difflib.get_close_matches(env_id, registered_ids(), n=5, cutoff=0.5)

@@ -24,8 +24,9 @@ class StopConditions(L.Callback):
     """Ends training on the env-step or time budget, or on SIGINT/SIGTERM (once: a second
     Ctrl+C aborts at once). Training time accumulates across resumes."""
 
-    def __init__(self, train_for_env_steps: int, train_for_seconds: float):
+    def __init__(self, train_for_env_steps: int, train_for_seconds: float, until_avg_return=None):
         self.max_steps, self.max_seconds = train_for_env_steps, train_for_seconds
+        self.target_return = until_avg_return
         self.reason = None
         self._last = None
         self._previous_handlers = {}
@@ -56,6 +57,12 @@ class StopConditions(L.Callback):
             self._request(trainer, f"train_for_env_steps={self.max_steps} reached")
         elif pl_module.train_seconds >= self.max_seconds:
             self._request(trainer, f"train_for_seconds={self.max_seconds:g} reached")
+        elif self.target_return is not None and self._target_reached(pl_module):
+            self._request(trainer, f"train_until_avg_return={self.target_return:g} reached")
+
+    def _target_reached(self, m) -> bool:
+        window_full = len(m.episode_returns) == m.episode_returns.maxlen
+        return window_full and m.avg_return() >= self.target_return
 
     def on_train_end(self, trainer, pl_module):
         for sig, previous in self._previous_handlers.items():

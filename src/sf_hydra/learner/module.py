@@ -117,7 +117,7 @@ class APPOLearner(L.LightningModule):
                 opt.step()
                 losses["learner/grad_norm"] = grad_norm
                 for k, v in losses.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
+                    sums[k] = sums.get(k, 0.0) + (v.detach().item() if torch.is_tensor(v) else float(v))
                 count += 1
                 if self.algo.lr_schedule == "kl_adaptive_minibatch":
                     self._adapt_lr(float(losses["learner/kl"]))

@@ -42,7 +42,8 @@ def env_seed(cfg, worker_id: int, env_index: int):
 
 class RolloutWorker:
     def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, store: PolicyStore,
-                 free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, parent_pid: int):
+                 free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, parent_pid):
+        """parent_pid: the learner's pid, watched so that we exit if it dies (None in serial mode)."""
         self.id, self.cfg = worker_id, cfg
         self.buffers, self.store = buffers, store
         self.free_slots, self.out_queue = free_slots, out_queue
@@ -77,7 +78,7 @@ class RolloutWorker:
             self.obs["obs"][i] = obs
 
     def _check_alive(self) -> None:
-        if bool(self.stop_flag[0]) or os.getppid() != self.parent_pid:
+        if bool(self.stop_flag[0]) or (self.parent_pid is not None and os.getppid() != self.parent_pid):
             raise StopRequested()
 
     def _acquire_slots(self, n: int) -> torch.Tensor:

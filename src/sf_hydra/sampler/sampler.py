@@ -78,14 +78,18 @@ class Sampler:
         for w in range(self.num_workers):
             self.free_queues[w].put(list(range(w * self.per_worker, (w + 1) * self.per_worker)))
         plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
-        args = lambda w: (w, plain_cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,  # noqa: E731
-                          self.stop_flag, self.sync_round, os.getpid())
         if self.serial:
             cfg = OmegaConf.create(plain_cfg)
-            self.serial_workers = [RolloutWorker(*args(w)[:1], cfg, *args(w)[2:]) for w in range(self.num_workers)]
+            self.serial_workers = [
+                RolloutWorker(w, cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
+                              self.stop_flag, self.sync_round, parent_pid=None)
+                for w in range(self.num_workers)
+            ]
         else:
             for w in range(self.num_workers):
-                p = self.ctx.Process(target=worker_process_main, args=args(w), name=f"rollout-worker-{w}", daemon=True)
+                args = (w, plain_cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
+                        self.stop_flag, self.sync_round, os.getpid())
+                p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
                 p.start()
                 self.processes.append(p)
             self._wait_ready()

@@ -40,8 +40,8 @@ def obs_shapes(space: gym.Space) -> Dict[str, tuple]:
 
 
 def action_spec(space: gym.Space) -> Spec:
-    if isinstance(space, gym.spaces.Box):
-        return tuple(space.shape), torch.float32
+    if isinstance(space, gym.spaces.Box):  # flat, as the Gaussian head produces it
+        return (int(np.prod(space.shape)),), torch.float32
     sizes = discrete_sizes(space)
     return ((), torch.int64) if isinstance(space, gym.spaces.Discrete) else ((len(sizes),), torch.int64)
 
@@ -53,5 +53,6 @@ def to_env_action(space: gym.Space, action: np.ndarray):
     if isinstance(space, gym.spaces.Tuple):
         return tuple(int(a) for a in action)
     if isinstance(space, gym.spaces.Box):
+        action = action.reshape(space.shape)
         return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
     return action

@@ -1,0 +1,317 @@
+"""Sample Factory 2.1.1 vs sf_hydra on the same env, workers, envs per worker, rollout,
+batch size and model size, run alternately (SF, ours, SF, ours, ...) on one machine.
+
+    python benchmarks/vs_sample_factory.py --setup             # once: SF in its own venv
+    python benchmarks/vs_sample_factory.py --preset cartpole_2x16 --repeats 3
+    python benchmarks/vs_sample_factory.py --preset doom_basic_2x8 -- algo.num_epochs=1
+
+Arguments after `--` are extra Hydra overrides for sf_hydra only.
+
+How the figures are defined (the same way for both systems):
+- FPS: env frames (agent steps x frameskip) between the first progress report with a
+  non-zero step count and the last report, divided by the wall time between them. Start-up
+  (imports, process spawn, env creation, first rollout) and shutdown are excluded.
+  Sample Factory's reports are its stdout lines "Fps is (...). Total num frames: N",
+  printed every 5 s, timed by their log timestamp. sf_hydra's reports are the `perf/fps`
+  scalars in `<run>/tb/` (step = env frames, wall_time = when written), written every
+  5 s because we pass `logger.experiment_summaries_interval=5`.
+- wall s: launch to exit of the whole command, start-up included.
+- time to target (CartPole: 450): the first report where the average return of the last
+  100 episodes is >= 450, as env frames and seconds since launch. SF: its "Avg episode
+  reward" line (SF averages over `stats_avg=100` episodes) paired with the report just
+  before it; ours: the `episode/return` scalar. Resolution is one report (5 s).
+- peak memory: the largest sum over the run's process tree (the run's session plus its
+  descendants, polled every second) of RSS (shared pages counted in every process) and of
+  PSS (shared pages split between processes).
+- other CPU: cores kept busy meanwhile by processes outside the run (machine busy time
+  from /proc/stat minus the run tree's CPU time, this script's poller included). The
+  machine may be shared: runs with other CPU well above ~0.1 cores are noisy.
+
+Sample Factory settings: everything at its defaults except the flags in PRESETS (its gym
+example uses `--reward_scale=0.1` in its docstring; we keep the default 1.0). Doom basic
+with SF's own Doom defaults: convnet_simple + 512 FC + GRU 512, 128x72 RGB, frameskip 4,
+batch 1024, rollout 32, 1 epoch; ours composes the same through `env=doom/basic`.
+Returns are in the env's own units: SF's doom_basic wrapper scales rewards by 0.01, so
+its figures are divided by 0.01 here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    Point, first_reaching, fmt, median, print_table, python_env, ratio,
+    read_summary, read_tb_scalars, run_tree, steady_fps, train_py_command, wait_for_quiet,
+)
+
+SF_VERSION = "2.1.1"
+TORCH_VERSION = "2.13.0"
+REPORT_SEC = 5  # SF prints a progress report every 5 s; we ask ours for TB scalars as often
+
+COMMON_SF = ["--device=cpu", "--with_wandb=False"]
+CARTPOLE_SF = ["-m", "sf_examples.train_gym_env", "--env=CartPole-v1", "--use_rnn=False",
+               "--encoder_mlp_layers", "64", "64", "--batch_size=512", "--rollout=32"]
+CARTPOLE_OURS = ["env=gym/cartpole", "algo.batch_size=512", "algo.rollout=32"]
+
+
+@dataclass
+class Preset:
+    sf_args: List[str]  # after the venv's python
+    our_overrides: List[str]
+    env_steps: int
+    target: Optional[float] = None  # average return to time (None: no target)
+    sf_reward_scale: float = 1.0  # SF's env wrapper multiplies rewards by this; we undo it
+
+
+def _workers(n: int, k: int) -> tuple:
+    return ([f"--num_workers={n}", f"--num_envs_per_worker={k}"],
+            [f"hardware.num_workers={n}", f"hardware.num_envs_per_worker={k}"])
+
+
+def _preset_table() -> dict:
+    presets = {}
+    for n, k in ((2, 16), (2, 32)):
+        sf_w, ours_w = _workers(n, k)
+        presets[f"cartpole_{n}x{k}"] = Preset(CARTPOLE_SF + sf_w + COMMON_SF, CARTPOLE_OURS + ours_w,
+                                              env_steps=500_000, target=450.0)
+    sf_w, ours_w = _workers(2, 8)
+    presets["doom_basic_2x8"] = Preset(
+        ["-m", "sf_examples.vizdoom.train_vizdoom", "--env=doom_basic"] + sf_w + COMMON_SF,
+        ["env=doom/basic", "algo.batch_size=1024", "algo.rollout=32"] + ours_w,
+        env_steps=300_000, sf_reward_scale=0.01)  # SF's doom_basic spec scales rewards by 0.01
+    return presets
+
+
+PRESETS = _preset_table()
+
+
+@dataclass
+class RunResult:
+    system: str
+    seed: int
+    ok: bool
+    fps: Optional[float] = None
+    env_steps: Optional[float] = None
+    wall_seconds: Optional[float] = None
+    steps_to_target: Optional[float] = None
+    secs_to_target: Optional[float] = None
+    last_return: Optional[float] = None
+    peak_rss_mb: Optional[float] = None
+    peak_pss_mb: Optional[float] = None
+    procs: Optional[int] = None
+    other_cpu: Optional[float] = None
+    note: str = ""
+
+
+# ----------------------------------------------------------------------------- setup
+
+
+def setup_venv(venv: Path) -> None:
+    """Create the venv and install SF in it (torch first, so pip takes the local CPU wheel)."""
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install"]
+    subprocess.run(pip + [f"torch=={TORCH_VERSION}"], check=True)
+    subprocess.run(pip + [f"sample-factory[vizdoom,mujoco]=={SF_VERSION}"], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-c",
+                    "from importlib.metadata import version as v; print('sample-factory', v('sample-factory'), 'torch', v('torch'))"],
+                   check=True)
+
+
+# ----------------------------------------------------------------------------- Sample Factory
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_STAMP = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[\s*\d+\]"
+_REPORT = re.compile(_STAMP + r" Fps is .*?Total num frames: (\d+)")
+_REWARD = re.compile(_STAMP + r" Avg episode reward: \[\(0, '([-\d.eE+naif]+)'\)\]")
+_COLLECTED = re.compile(r"Collected \{0: (\d+)\}")
+
+
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def parse_sf_log(text: str) -> tuple:
+    """(progress points, return points, final frames) from SF's stdout.
+
+    A return line follows its progress report; it is given that report's time and frames.
+    """
+    progress: List[Point] = []
+    returns: List[Point] = []
+    for line in _ANSI.sub("", text).splitlines():
+        m = _REPORT.search(line)
+        if m:
+            progress.append((_stamp(m.group(1)), float(m.group(2)), None))
+            continue
+        m = _REWARD.search(line)
+        if m and progress:
+            wall, steps, _ = progress[-1]
+            returns.append((wall, steps, float(m.group(2))))
+    collected = _COLLECTED.findall(_ANSI.sub("", text))
+    final = float(collected[-1]) if collected else (progress[-1][1] if progress else None)
+    return progress, returns, final
+
+
+def sf_command(venv: Path, preset: Preset, train_dir: Path, seed: int, env_steps: int) -> List[str]:
+    return [str(venv / "bin" / "python"), *preset.sf_args, f"--experiment=sf_{seed}",
+            f"--train_dir={train_dir}", f"--seed={seed}", f"--train_for_env_steps={env_steps}"]
+
+
+def run_sf(venv: Path, preset: Preset, work: Path, seed: int, env_steps: int, timeout: float) -> RunResult:
+    run_dir = work / f"sf_{seed}"
+    log = run_dir / "stdout.log"
+    proc = run_tree(sf_command(venv, preset, work / "sf_train", seed, env_steps), log, cwd=_fresh(run_dir),
+                    timeout=timeout)
+    progress, returns, final = parse_sf_log(log.read_text(errors="replace"))
+    returns = [(wall, steps, value / preset.sf_reward_scale) for wall, steps, value in returns]
+    return _result("SF", seed, proc, progress, returns, final, preset.target, log)
+
+
+# ----------------------------------------------------------------------------- sf_hydra
+
+
+def our_overrides(preset: Preset, train_dir: Path, seed: int, env_steps: int, extra: Sequence[str]) -> List[str]:
+    return [*preset.our_overrides, f"experiment=ours_{seed}", f"train_dir={train_dir}", f"seed={seed}",
+            f"train_for_env_steps={env_steps}", f"logger.experiment_summaries_interval={REPORT_SEC}",
+            "restart_behavior=overwrite", *extra]
+
+
+def run_ours(preset: Preset, work: Path, seed: int, env_steps: int, extra: Sequence[str],
+             timeout: float) -> RunResult:
+    run_dir = work / f"ours_{seed}"
+    log = run_dir / "stdout.log"
+    train_dir = work / "ours_train"
+    cmd = train_py_command(sys.executable, our_overrides(preset, train_dir, seed, env_steps, extra))
+    proc = run_tree(cmd, log, cwd=_fresh(run_dir), env=python_env(), timeout=timeout)
+    exp_dir = train_dir / f"ours_{seed}"
+    progress = read_tb_scalars(exp_dir, "perf/fps")
+    returns = read_tb_scalars(exp_dir, "episode/return")
+    summary = read_summary(exp_dir)
+    final = summary.get("env_steps", progress[-1][1] if progress else None)
+    result = _result("ours", seed, proc, progress, returns, final, preset.target, log)
+    if result.fps is None and summary.get("fps"):  # too short for two reports: use its own figure
+        result.fps, result.note = summary["fps"], (result.note + " fps from summary.json").strip()
+    return result
+
+
+# ----------------------------------------------------------------------------- shared
+
+
+def _fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def _result(system, seed, proc, progress, returns, final, target, log) -> RunResult:
+    """Turn one run's process record and progress points into a RunResult."""
+    ok = proc.returncode == 0
+    note = "" if ok else (f"timeout, log: {log}" if proc.returncode is None else f"exit {proc.returncode}, log: {log}")
+    steps_t, secs_t = first_reaching(returns, target, proc.start_time) if target is not None else (None, None)
+    return RunResult(system, seed, ok, fps=steady_fps(progress), env_steps=final, wall_seconds=proc.wall_seconds,
+                     steps_to_target=steps_t, secs_to_target=secs_t,
+                     last_return=returns[-1][2] if returns else None,
+                     peak_rss_mb=proc.peak_rss_mb, peak_pss_mb=proc.peak_pss_mb, procs=proc.peak_procs,
+                     other_cpu=proc.other_cpu, note=note)
+
+
+def print_run(r: RunResult, target: Optional[float]) -> None:
+    reached = ""
+    if target is not None:
+        reached = (f"  {target:g} at {fmt(r.steps_to_target)} steps / {fmt(r.secs_to_target, '.0f')} s"
+                   if r.steps_to_target is not None else f"  {target:g} never")
+    print(f"[{r.system:4s} seed {r.seed}] fps {fmt(r.fps)}  steps {fmt(r.env_steps)}  wall {fmt(r.wall_seconds, '.0f')} s"
+          f"  last return {fmt(r.last_return, '.2f')}{reached}  peak RSS {fmt(r.peak_rss_mb)} MB"
+          f"  PSS {fmt(r.peak_pss_mb)} MB  procs {r.procs}  other CPU {fmt(r.other_cpu, '.2f')} cores  {r.note}", flush=True)
+
+
+def summarize(results: List[RunResult], target: Optional[float]) -> None:
+    """Medians per system and the ratio ours / SF."""
+    sf = [r for r in results if r.system == "SF"]
+    ours = [r for r in results if r.system == "ours"]
+    rows = []
+
+    def add(name, getter, spec=",.0f"):
+        a, b = median(getter(r) for r in sf), median(getter(r) for r in ours)
+        rows.append([name, fmt(a, spec), fmt(b, spec), fmt(ratio(b, a), ".2f")])
+
+    add("FPS (steady)", lambda r: r.fps)
+    add("wall seconds", lambda r: r.wall_seconds, ".1f")
+    add("last avg return", lambda r: r.last_return, ".2f")
+    rows[-1][-1] = ""  # a ratio of returns means nothing
+    if target is not None:
+        add(f"steps to {target:g}", lambda r: r.steps_to_target)
+        add(f"seconds to {target:g}", lambda r: r.secs_to_target, ".1f")
+        rows.append([f"runs reaching {target:g}", _count(sf), _count(ours), ""])
+    add("peak RSS MB (tree)", lambda r: r.peak_rss_mb)
+    add("peak PSS MB (tree)", lambda r: r.peak_pss_mb)
+    add("processes (peak)", lambda r: r.procs)
+    add("other CPU (cores)", lambda r: r.other_cpu, ".2f")
+    rows.append(["runs ok", f"{sum(r.ok for r in sf)}/{len(sf)}", f"{sum(r.ok for r in ours)}/{len(ours)}", ""])
+    print()
+    print_table(["median", "Sample Factory", "sf_hydra", "ours/SF"], rows)
+
+
+def _count(runs: List[RunResult]) -> str:
+    return f"{sum(r.steps_to_target is not None for r in runs)}/{len(runs)}"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--setup", action="store_true", help="create the venv and install Sample Factory, then exit")
+    p.add_argument("--venv", type=Path, default=Path("/work/sf_venv"))
+    p.add_argument("--preset", choices=sorted(PRESETS), default="cartpole_2x16")
+    p.add_argument("--repeats", type=int, default=3, help="runs per system, alternating SF, ours, SF, ours, ...")
+    p.add_argument("--env-steps", type=int, default=None, help="budget per run (default: the preset's)")
+    p.add_argument("--systems", default="sf,ours", help="comma list: sf, ours (for testing one side)")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is killed")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                   help="before each run, wait up to this long for the machine to be idle (shared machines)")
+    p.add_argument("--work-dir", type=Path, default=None, help="keep runs here (default: a temp dir, deleted)")
+    p.add_argument("overrides", nargs="*", help="after `--`: extra Hydra overrides for sf_hydra")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.setup:
+        setup_venv(args.venv)
+        return
+    preset = PRESETS[args.preset]
+    env_steps = args.env_steps or preset.env_steps
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if "sf" in systems and not (args.venv / "bin" / "python").exists():
+        sys.exit(f"no venv at {args.venv}: run with --setup first")
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="vs_sf_"))
+    print(f"preset {args.preset}, {env_steps:,} env steps, {args.repeats} repeats, runs in {work}", flush=True)
+    results = []
+    try:
+        for i in range(args.repeats):
+            seed = args.first_seed + i
+            if "sf" in systems:
+                wait_for_quiet(args.wait_quiet)
+                results.append(run_sf(args.venv, preset, work, seed, env_steps, args.timeout))
+                print_run(results[-1], preset.target)
+            if "ours" in systems:
+                wait_for_quiet(args.wait_quiet)
+                results.append(run_ours(preset, work, seed, env_steps, args.overrides, args.timeout))
+                print_run(results[-1], preset.target)
+    finally:
+        if args.work_dir is None and all(r.ok for r in results):
+            shutil.rmtree(work, ignore_errors=True)
+    summarize(results, preset.target)
+
+
+if __name__ == "__main__":
+    main()
