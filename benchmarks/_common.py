@@ -216,6 +216,18 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
     return ProcessRun(returncode, start, end, peak_rss / 1024, peak_pss / 1024, peak_procs, other_cpu)
 
 
+def exit_cleanly_on_signals() -> None:
+    """Make SIGTERM and SIGINT raise, so that run_tree's cleanup kills the run's tree.
+
+    (A background job started by a non-interactive shell ignores SIGINT by default.)
+    """
+    def _raise(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _raise)
+    signal.signal(signal.SIGINT, _raise)
+
+
 def python_env(extra_path: Optional[Path] = None) -> dict:
     """The current environment with `src/` on PYTHONPATH (so train.py imports sf_hydra)."""
     env = dict(os.environ)

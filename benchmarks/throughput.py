@@ -6,10 +6,11 @@
 Arguments after `--` are Hydra overrides, passed to train.py and used to compose the config
 that the dummy sampler builds its envs from.
 
-- training FPS: `python train.py <overrides>` for --env-steps env frames; FPS is env frames
-  between the first and the last `perf/fps` TensorBoard report with a non-zero step count
-  over the wall time between them (start-up excluded; reports every 5 s), the median of
-  --repeats runs. Same definition as in vs_sample_factory.py.
+- training FPS: `python train.py <overrides>` for --env-steps env frames (no early stop
+  at a target return). FPS is env frames between the first and the last `perf/fps`
+  TensorBoard report with a non-zero step count over the wall time between them
+  (start-up excluded; reports every 5 s), median of --repeats runs. Same definition as
+  in vs_sample_factory.py.
 - ceiling: num_workers processes, each with num_envs_per_worker envs from
   `sf_hydra.envs.make_env`, stepped one after another with random actions (reset when an
   episode ends), no policy, no learner, no shared buffers, for the same total env frames
@@ -32,7 +33,7 @@ from typing import List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    REPO, fmt, median, print_table, python_env, ratio, read_summary, read_tb_scalars,
+    REPO, exit_cleanly_on_signals, fmt, median, print_table, python_env, ratio, read_summary, read_tb_scalars,
     run_tree, steady_fps, train_py_command, wait_for_quiet,
 )
 
@@ -60,9 +61,9 @@ def compose_config(overrides: Sequence[str]):
 def training_fps(overrides: Sequence[str], env_steps: int, seed: int, work: Path, timeout: float) -> Optional[float]:
     """Steady FPS of one `train.py` run (summary.json's figure if it had < 2 reports)."""
     train_dir = work / "train"
-    run_overrides = [*overrides, f"experiment=throughput_{seed}", f"train_dir={train_dir}", f"seed={seed}",
-                     f"train_for_env_steps={env_steps}", f"logger.experiment_summaries_interval={REPORT_SEC}",
-                     "restart_behavior=overwrite"]
+    fixed_budget = ["train_until_avg_return=null", f"logger.experiment_summaries_interval={REPORT_SEC}"]
+    run_overrides = [*fixed_budget, *overrides, f"experiment=throughput_{seed}", f"train_dir={train_dir}",
+                     f"seed={seed}", f"train_for_env_steps={env_steps}", "restart_behavior=overwrite"]
     log = work / f"train_{seed}.log"
     proc = run_tree(train_py_command(sys.executable, run_overrides), log, cwd=work, env=python_env(),
                     timeout=timeout)
@@ -157,6 +158,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    exit_cleanly_on_signals()
     from omegaconf import OmegaConf
 
     cfg = compose_config(args.overrides)

@@ -27,6 +27,10 @@ How the figures are defined (the same way for both systems):
   from /proc/stat minus the run tree's CPU time, this script's poller included). The
   machine may be shared: runs with other CPU well above ~0.1 cores are noisy.
 
+Both run the whole budget: sf_hydra's early stop (`train_until_avg_return`, set by its
+CartPole config) is turned off. Learning hyper-parameters are each system's own defaults
+for the env (ours: conf/env/...); what is matched is the sampling and model shape.
+
 Sample Factory settings: everything at its defaults except the flags in PRESETS (its gym
 example uses `--reward_scale=0.1` in its docstring; we keep the default 1.0). Doom basic
 with SF's own Doom defaults: convnet_simple + 512 FC + GRU 512, 128x72 RGB, frameskip 4,
@@ -51,7 +55,7 @@ from typing import List, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     Point, first_reaching, fmt, median, print_table, python_env, ratio,
-    read_summary, read_tb_scalars, run_tree, steady_fps, train_py_command, wait_for_quiet,
+    exit_cleanly_on_signals, read_summary, read_tb_scalars, run_tree, steady_fps, train_py_command, wait_for_quiet,
 )
 
 SF_VERSION = "2.1.1"
@@ -162,15 +166,17 @@ def parse_sf_log(text: str) -> tuple:
     return progress, returns, final
 
 
-def sf_command(venv: Path, preset: Preset, train_dir: Path, seed: int, env_steps: int) -> List[str]:
+def sf_command(venv: Path, preset: Preset, train_dir: Path, seed: int, env_steps: int,
+               extra: Sequence[str] = ()) -> List[str]:
     return [str(venv / "bin" / "python"), *preset.sf_args, f"--experiment=sf_{seed}",
-            f"--train_dir={train_dir}", f"--seed={seed}", f"--train_for_env_steps={env_steps}"]
+            f"--train_dir={train_dir}", f"--seed={seed}", f"--train_for_env_steps={env_steps}", *extra]
 
 
-def run_sf(venv: Path, preset: Preset, work: Path, seed: int, env_steps: int, timeout: float) -> RunResult:
+def run_sf(venv: Path, preset: Preset, work: Path, seed: int, env_steps: int, extra: Sequence[str],
+           timeout: float) -> RunResult:
     run_dir = work / f"sf_{seed}"
     log = run_dir / "stdout.log"
-    proc = run_tree(sf_command(venv, preset, work / "sf_train", seed, env_steps), log, cwd=_fresh(run_dir),
+    proc = run_tree(sf_command(venv, preset, work / "sf_train", seed, env_steps, extra), log, cwd=_fresh(run_dir),
                     timeout=timeout)
     progress, returns, final = parse_sf_log(log.read_text(errors="replace"))
     returns = [(wall, steps, value / preset.sf_reward_scale) for wall, steps, value in returns]
@@ -182,8 +188,8 @@ def run_sf(venv: Path, preset: Preset, work: Path, seed: int, env_steps: int, ti
 
 def our_overrides(preset: Preset, train_dir: Path, seed: int, env_steps: int, extra: Sequence[str]) -> List[str]:
     return [*preset.our_overrides, f"experiment=ours_{seed}", f"train_dir={train_dir}", f"seed={seed}",
-            f"train_for_env_steps={env_steps}", f"logger.experiment_summaries_interval={REPORT_SEC}",
-            "restart_behavior=overwrite", *extra]
+            f"train_for_env_steps={env_steps}", "train_until_avg_return=null",  # a fixed budget, as SF
+            f"logger.experiment_summaries_interval={REPORT_SEC}", "restart_behavior=overwrite", *extra]
 
 
 def run_ours(preset: Preset, work: Path, seed: int, env_steps: int, extra: Sequence[str],
@@ -274,6 +280,8 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="runs per system, alternating SF, ours, SF, ours, ...")
     p.add_argument("--env-steps", type=int, default=None, help="budget per run (default: the preset's)")
     p.add_argument("--systems", default="sf,ours", help="comma list: sf, ours (for testing one side)")
+    p.add_argument("--sf-arg", action="append", default=[], metavar="FLAG",
+                   help="extra Sample Factory flag, repeatable: --sf-arg=--reward_scale=0.1")
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is killed")
     p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
@@ -285,6 +293,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    exit_cleanly_on_signals()
     if args.setup:
         setup_venv(args.venv)
         return
@@ -301,7 +310,7 @@ def main(argv=None) -> None:
             seed = args.first_seed + i
             if "sf" in systems:
                 wait_for_quiet(args.wait_quiet)
-                results.append(run_sf(args.venv, preset, work, seed, env_steps, args.timeout))
+                results.append(run_sf(args.venv, preset, work, seed, env_steps, args.sf_arg, args.timeout))
                 print_run(results[-1], preset.target)
             if "ours" in systems:
                 wait_for_quiet(args.wait_quiet)

@@ -53,17 +53,13 @@ def quiet_lightning() -> None:
 
 def build_trainer(cfg, run_dir: Path):
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import TensorBoardLogger
 
     from sf_hydra.learner.callbacks import PublishPolicy, StopConditions, Summaries
+    from sf_hydra.learner.checkpointing import PeriodicCheckpoint
 
     quiet_lightning()
-    checkpoints = ModelCheckpoint(
-        dirpath=rd.checkpoint_dir(run_dir), filename="checkpoint_{env_steps:012.0f}", auto_insert_metric_name=False,
-        monitor="env_steps", mode="max", save_top_k=cfg.keep_checkpoints, save_last=True,
-        train_time_interval=timedelta(seconds=cfg.save_every_sec),
-    )
+    checkpoints = PeriodicCheckpoint(rd.checkpoint_dir(run_dir), cfg.save_every_sec, cfg.keep_checkpoints)
     stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
     logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
     trainer = L.Trainer(
@@ -72,7 +68,7 @@ def build_trainer(cfg, run_dir: Path):
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1_000_000,
         default_root_dir=str(run_dir),
     )
-    return trainer, stop
+    return trainer, stop, checkpoints
 
 
 def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_seconds: float, session_steps: int) -> dict:
@@ -102,10 +98,9 @@ def train(cfg) -> dict:
     obs_space, action_space = env_spaces(cfg)
     module = APPOLearner(cfg, obs_space, action_space)
     datamodule = SamplerDataModule(cfg, obs_space, action_space, module)
-    trainer, stop = build_trainer(cfg, run_dir)
+    trainer, stop, checkpoints = build_trainer(cfg, run_dir)
     ckpt = rd.resume_checkpoint(run_dir)
     log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
-    last = rd.checkpoint_dir(run_dir) / rd.LAST
     import time
 
     t0 = time.monotonic()
@@ -113,10 +108,10 @@ def train(cfg) -> dict:
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
         steps0 = _session_start_steps(trainer)
-        trainer.save_checkpoint(last)
+        last = checkpoints.save(trainer, module.env_steps)
     except SamplerError:
         # The learner's state is whole (the failure came from the data side): keep it.
-        trainer.save_checkpoint(last)
+        last = checkpoints.save(trainer, module.env_steps)
         log.error("sampling failed; the learner state was saved to %s", last)
         raise
     finally:

@@ -69,7 +69,7 @@ class Sampler:
         self.processes: list = []
         self.serial_workers: List[RolloutWorker] = []
         self._next_serial = 0
-        self._last_message = time.monotonic()
+        self._backlog: list = []
         self.started = False
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -94,7 +94,6 @@ class Sampler:
                 self.processes.append(p)
             self._wait_ready()
         self.started = True
-        self._last_message = time.monotonic()
 
     def _wait_ready(self) -> None:
         ready, deadline = set(), time.monotonic() + self.cfg.hardware.worker_start_timeout_sec
@@ -102,6 +101,8 @@ class Sampler:
             msg = self._get(deadline - time.monotonic(), during="start-up")
             if msg[0] == "ready":
                 ready.add(msg[1])
+            else:  # a fast worker's first trajectories: keep them for poll()
+                self._backlog.append(msg)
         log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.cfg.hardware.num_envs_per_worker)
 
     def stop(self) -> None:
@@ -112,7 +113,9 @@ class Sampler:
         self.serial_workers = []
         deadline = time.monotonic() + 10.0
         for p in self.processes:
-            p.join(timeout=max(0.1, deadline - time.monotonic()))
+            while p.is_alive() and time.monotonic() < deadline:
+                self._drain()  # a worker cannot exit while its queued messages are unread
+                p.join(timeout=0.05)
         for p in self.processes:
             if p.is_alive():
                 log.warning("worker %s did not stop in time: killing it", p.name)
@@ -120,6 +123,13 @@ class Sampler:
                 p.join(timeout=5.0)
         self.processes = []
         self.started = False
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                self.out_queue.get_nowait()
+        except (queue.Empty, OSError, ValueError):
+            pass
 
     # -- messages ------------------------------------------------------------------------------
     def _get(self, timeout: float, during: str):
@@ -150,7 +160,7 @@ class Sampler:
         if self.serial:
             return self._collect_serial()
         try:
-            msg = self.out_queue.get(timeout=timeout)
+            msg = self._backlog.pop(0) if self._backlog else self.out_queue.get(timeout=timeout)
         except queue.Empty:
             self._check_processes()
             return None
