@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Optional
@@ -65,7 +66,7 @@ def build_trainer(cfg, run_dir: Path):
     trainer = L.Trainer(
         accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
         logger=logger, callbacks=[PublishPolicy(), stop, Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval), checkpoints],
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1_000_000,
+        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0, log_every_n_steps=1_000_000,
         default_root_dir=str(run_dir),
     )
     return trainer, stop, checkpoints
@@ -101,13 +102,9 @@ def train(cfg) -> dict:
     trainer, stop, checkpoints = build_trainer(cfg, run_dir)
     ckpt = rd.resume_checkpoint(run_dir)
     log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
-    import time
-
     t0 = time.monotonic()
-    steps0 = None
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
-        steps0 = _session_start_steps(trainer)
         last = checkpoints.save(trainer, module.env_steps)
     except SamplerError:
         # The learner's state is whole (the failure came from the data side): keep it.
@@ -117,13 +114,6 @@ def train(cfg) -> dict:
     finally:
         datamodule.teardown("fit")
     elapsed = time.monotonic() - t0
-    summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - (steps0 or 0))
+    summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
     log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps, summary["avg_return"], last)
     return summary
-
-
-def _session_start_steps(trainer) -> int:
-    for cb in trainer.callbacks:
-        if hasattr(cb, "history") and cb.history:
-            return cb.history[0][1]
-    return 0

@@ -28,6 +28,7 @@ class StopConditions(L.Callback):
         self.max_steps, self.max_seconds = train_for_env_steps, train_for_seconds
         self.target_return = until_avg_return
         self.reason = None
+        self.start_env_steps = 0  # where this session started (after a resume: the restored count)
         self._last = None
         self._previous_handlers = {}
 
@@ -39,6 +40,7 @@ class StopConditions(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         self._last = time.monotonic()
+        self.start_env_steps = pl_module.env_steps
 
         def handler(signum, frame):
             if self.reason is not None and self.reason.startswith("signal"):
