@@ -10,6 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 from sf_hydra.config import ConfigError, register_configs
+from sf_hydra.config.env_choices import check_env_overrides
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("sf_hydra")
@@ -35,4 +36,9 @@ def _train(cfg: DictConfig):
 
 
 def train_main() -> None:
+    try:
+        check_env_overrides(sys.argv[1:], Path(CONFIG_DIR))
+    except ConfigError as e:
+        print(f"bad config: {e}", file=sys.stderr)
+        sys.exit(2)
     _train()

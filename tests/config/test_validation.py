@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config import validation
 from sf_hydra.config.validation import AT_LEAST_ONE, CHOICES, HALF_OPEN_UNIT_INTERVAL, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL
-from tests.conftest import compose_cfg
+from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg
 
 needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="the doom env family needs vizdoom")
 
@@ -116,15 +116,25 @@ def test_hydra_rejects_unknown_env_config():
         compose_cfg("env=gym/nope")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Hydra lists the options of the override's group (`env`), which holds only the folders "
-    "gym/ and doom/, so `env=gym/nope` gets no list of the valid env configs",
-)
 def test_unknown_env_config_lists_available_options():
-    with pytest.raises(MissingConfigException) as info:
-        compose_cfg("env=gym/nope")
+    from sf_hydra.config.env_choices import check_env_overrides
+
+    with pytest.raises(ConfigError) as info:
+        check_env_overrides(["seed=1", "env=gym/cartpole,gym/nope"], CONF_DIR)
+    assert info.value.key == "env" and info.value.value == "gym/nope"
     assert "gym/cartpole" in str(info.value) and "doom/basic" in str(info.value)
+    check_env_overrides(["env=gym/cartpole,doom/basic"], CONF_DIR)  # known names pass
+
+
+def test_train_py_rejects_unknown_env_before_starting(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train.py"), "env=doom/nope", f"train_dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "env='doom/nope' is not allowed" in proc.stderr and "doom/basic" in proc.stderr
+    assert not any(tmp_path.iterdir())
 
 
 def test_unknown_option_of_a_flat_group_lists_available_options():

@@ -7,6 +7,7 @@ minibatches of `batch_size` transitions, then the policy version goes up by one.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Dict
 
@@ -85,7 +86,9 @@ class APPOLearner(L.LightningModule):
         advantages, targets, old_values = self._advantages_and_targets(batch)
         data = self._chunks(batch, advantages, targets, old_values)
         lag = (self.policy_version - batch["policy_versions"]).float()
+        t0 = time.perf_counter()
         stats = self._train_epochs(data)
+        train_time = time.perf_counter() - t0
         self.policy_version += 1
         self.last_metrics = {
             **stats,
@@ -94,6 +97,8 @@ class APPOLearner(L.LightningModule):
             "learner/wait_for_data_sec": float(meta["wait_seconds"]),
             "learner/lr": self.optimizers().param_groups[0]["lr"],
             "learner/policy_version": float(self.policy_version),
+            "learner/samples_per_sec": lag.numel() * self.algo.num_epochs / max(train_time, 1e-9),
+            **worker_shares(meta["worker_seconds"]),
         }
         self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
 
@@ -179,6 +184,12 @@ class APPOLearner(L.LightningModule):
         self.train_seconds, self.episodes_total = state["train_seconds"], state["episodes_total"]
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
+
+
+def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:
+    """Where the rollout workers' time went since the last batch, as fractions."""
+    total = sum(seconds.values())
+    return {f"workers/{k}_fraction": v / total for k, v in seconds.items()} if total > 0 else {}
 
 
 def resolved_recurrence(cfg) -> int:

@@ -65,6 +65,7 @@ class RolloutWorker:
         self.episode_return, self.episode_length = np.zeros(n), np.zeros(n, dtype=np.int64)
         self.owned: List[int] = []  # free slots handed to us by the learner
         self.round = 0
+        self.timing: Dict[str, float] = {}  # seconds spent per part of the last rollout
         self.sync_mode = not cfg.algo.async_rl
         for i, env in enumerate(self.envs):
             self._store_obs(i, env.reset(seed=env_seed(cfg, worker_id, i))[0])
@@ -106,7 +107,10 @@ class RolloutWorker:
         b = self.buffers
         obs = {k: torch.from_numpy(v[split]) for k, v in self.obs.items()}
         rnn_before = self.rnn[split]
+        t0 = time.perf_counter()
         out = self.model.act(obs, rnn_before if self.model.core is not None else None)
+        t1 = time.perf_counter()
+        self.timing["inference"] += t1 - t0
         for k, v in obs.items():
             b.obs[k][slots, t] = v
         b.actions[slots, t] = out.actions
@@ -132,6 +136,7 @@ class RolloutWorker:
                 self.episode_return[i], self.episode_length[i] = 0.0, 0
                 ob, _ = env.reset()
             self._store_obs(i, ob)
+        self.timing["env_step"] += time.perf_counter() - t1
         b.rewards[slots, t] = torch.from_numpy(np.clip(rewards * self.reward_scale, -self.reward_clip, self.reward_clip))
         done_t = torch.from_numpy(dones)
         b.dones[slots, t] = done_t
@@ -150,8 +155,10 @@ class RolloutWorker:
         if self.sync_mode:
             self._wait_for_learner_round()
         n = len(self.envs)
+        t_wait = time.perf_counter()
         slots = self._acquire_slots(n)
         episodes: list = []
+        self.timing = {"inference": 0.0, "env_step": 0.0, "wait_for_slots": time.perf_counter() - t_wait}
         for t in range(self.rollout):
             self._maybe_sync_weights()
             for split in self.splits:
@@ -159,7 +166,8 @@ class RolloutWorker:
         for split in self.splits:
             self._bootstrap_values(split, slots[split])
         self.round += 1
-        self.out_queue.put(("traj", self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip))
+        self.timing["bookkeeping"] = time.perf_counter() - t_wait - sum(self.timing.values())
+        self.out_queue.put(("traj", self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip, self.timing))
 
     def close(self) -> None:
         for env in self.envs:

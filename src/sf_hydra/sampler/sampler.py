@@ -33,12 +33,14 @@ class SamplerError(RuntimeError):
 
 @dataclass
 class Trajectories:
-    """One worker's message: slots filled, episodes finished, frames simulated."""
+    """One worker's message: slots filled, episodes finished, frames simulated, and the
+    seconds the rollout spent on inference, env steps and waiting for free slots."""
 
     worker_id: int
     slots: List[int]
     episodes: List[tuple]
     frames: int
+    timing: Dict[str, float]
 
 
 def slots_per_worker(cfg) -> int:
@@ -166,7 +168,7 @@ class Sampler:
             return None
         if msg[0] == "error":
             raise SamplerError(f"rollout worker {msg[1]} failed:\n{msg[2]}")
-        return Trajectories(msg[1], msg[2], msg[3], msg[4]) if msg[0] == "traj" else None
+        return Trajectories(*msg[1:6]) if msg[0] == "traj" else None
 
     def _collect_serial(self) -> Trajectories:
         """Serial mode: the workers run their rollouts right here, in turn."""
@@ -175,7 +177,7 @@ class Sampler:
             self._next_serial = (self._next_serial + 1) % self.num_workers
             worker.collect()
         msg = self.out_queue.get_nowait()
-        return Trajectories(msg[1], msg[2], msg[3], msg[4])
+        return Trajectories(*msg[1:6])
 
     def free(self, slots: List[int]) -> None:
         """Returns copied-out slots to the workers that own them."""

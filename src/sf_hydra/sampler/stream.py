@@ -36,7 +36,7 @@ class TrajectoryStream(IterableDataset):
             self.on_start()
         pending: deque = deque()
         consumed_in_round = 0
-        frames, episodes, dropped, wait = 0, [], 0, 0.0
+        frames, episodes, dropped, wait, timing = 0, [], 0, 0.0, {}
         while True:
             if self.sync and consumed_in_round >= self.round_size:
                 self.sampler.release_round()
@@ -54,6 +54,8 @@ class TrajectoryStream(IterableDataset):
                 pending.extend(traj.slots)
                 frames += traj.frames
                 episodes.extend(traj.episodes)
+                for key, seconds in traj.timing.items():
+                    timing[key] = timing.get(key, 0.0) + seconds
                 if not self.sync:
                     dropped += self._drop_stale(pending)
             wait += time.monotonic() - t0
@@ -61,8 +63,9 @@ class TrajectoryStream(IterableDataset):
             consumed_in_round += len(slots)
             batch = self.sampler.buffers.gather(torch.tensor(slots, dtype=torch.int64))
             self.sampler.free(slots)
-            batch["meta"] = {"frames": frames, "episodes": episodes, "dropped_trajectories": dropped, "wait_seconds": wait}
-            frames, episodes, dropped, wait = 0, [], 0, 0.0
+            batch["meta"] = {"frames": frames, "episodes": episodes, "dropped_trajectories": dropped,
+                             "wait_seconds": wait, "worker_seconds": timing}
+            frames, episodes, dropped, wait, timing = 0, [], 0, 0.0, {}
             yield batch
 
     def _drop_stale(self, pending: deque) -> int:
