@@ -64,7 +64,7 @@ def build_trainer(cfg, run_dir: Path):
     stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
     logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
     trainer = L.Trainer(
-        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
+        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, precision=cfg.hardware.precision, max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
         logger=logger, callbacks=[PublishPolicy(), stop, Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval), checkpoints],
         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0, log_every_n_steps=1_000_000,
         default_root_dir=str(run_dir),

@@ -105,6 +105,7 @@ class HardwareConfig:
     worker_num_splits: int = 2
     serial_mode: bool = False
     torch_threads: int = 1  # per process; more threads are far slower for small nets
+    precision: str = "32-true"  # 32-true | bf16-mixed (Lightning's names; bf16 also when acting)
     worker_start_timeout_sec: float = 120.0  # a worker that is not up by then is an error
     worker_stall_timeout_sec: float = 300.0  # no trajectory for this long is an error
 

@@ -9,6 +9,7 @@ from sf_hydra.config.errors import ConfigError
 CHOICES = {
     "restart_behavior": ("resume", "restart", "overwrite"),
     "hardware.device": ("cpu", "cuda"),
+    "hardware.precision": ("32-true", "bf16-mixed"),
     "model.encoder": ("mlp", "conv"),
     "model.encoder_conv_architecture": ("convnet_simple", "convnet_atari"),
     "model.rnn_type": ("gru", "lstm"),

@@ -56,6 +56,8 @@ class RolloutWorker:
         self.obs_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
         self.model = build_model(cfg, self.obs_space, self.action_space)
         self.model.eval()
+        # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
+        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.hardware.precision == "bf16-mixed")
         self.version = store.load_into(self.model)
         self.obs = {k: np.zeros((n, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
                     for k, (shape, dt) in obs_specs(self.obs_space).items()}
@@ -108,14 +110,15 @@ class RolloutWorker:
         obs = {k: torch.from_numpy(v[split]) for k, v in self.obs.items()}
         rnn_before = self.rnn[split]
         t0 = time.perf_counter()
-        out = self.model.act(obs, rnn_before if self.model.core is not None else None)
+        with self.autocast:
+            out = self.model.act(obs, rnn_before if self.model.core is not None else None)
         t1 = time.perf_counter()
         self.timing["inference"] += t1 - t0
         for k, v in obs.items():
             b.obs[k][slots, t] = v
         b.actions[slots, t] = out.actions
-        b.log_probs[slots, t] = out.log_probs
-        b.values[slots, t] = out.values
+        b.log_probs[slots, t] = out.log_probs.float()
+        b.values[slots, t] = out.values.float()
         b.policy_versions[slots, t] = self.version
         if self.model.core is not None:
             b.rnn_states[slots, t] = rnn_before
@@ -142,12 +145,13 @@ class RolloutWorker:
         b.dones[slots, t] = done_t
         b.time_outs[slots, t] = torch.from_numpy(time_outs)
         if out.rnn_states is not None:
-            self.rnn[split] = out.rnn_states * (1.0 - done_t).unsqueeze(1)
+            self.rnn[split] = out.rnn_states.float() * (1.0 - done_t).unsqueeze(1)
 
     def _bootstrap_values(self, split: slice, slots: torch.Tensor) -> None:
         obs = {k: torch.from_numpy(v[split]) for k, v in self.obs.items()}
-        out = self.model.act(obs, self.rnn[split] if self.model.core is not None else None)
-        self.buffers.values[slots, self.rollout] = out.values
+        with self.autocast:
+            out = self.model.act(obs, self.rnn[split] if self.model.core is not None else None)
+        self.buffers.values[slots, self.rollout] = out.values.float()
 
     def collect(self) -> None:
         """One rollout for every env, then one message with the filled slots."""
