@@ -78,3 +78,13 @@ def test_keep_checkpoints_prunes_old_ones(tmp_path):
     numbered = sorted((_run_dir(cfg) / "checkpoints").glob("checkpoint_*.ckpt"))
     assert 1 <= len(numbered) <= 2
     assert (_run_dir(cfg) / "checkpoints" / "last.ckpt").exists()
+
+
+def test_experience_older_than_max_policy_lag_is_dropped(tmp_path):
+    # A slow learner (many epochs) and a deep queue make experience go stale.
+    cfg = make_cfg(tmp_path, "algo.num_epochs=8", "algo.num_batches_to_accumulate=4", "algo.max_policy_lag=1",
+                   "train_for_env_steps=15000")
+    train(cfg)
+    scalars = read_scalars(_run_dir(cfg))
+    assert scalars["learner/dropped_trajectories_total"][-1][1] > 0
+    assert max(v for _, v in scalars["policy_lag/max"]) <= 1.0

@@ -34,6 +34,7 @@ class APPOLearner(L.LightningModule):
         self.episode_returns: deque = deque(maxlen=cfg.logger.stats_avg)
         self.episode_lengths: deque = deque(maxlen=cfg.logger.stats_avg)
         self.episodes_total = 0
+        self.dropped_total = 0  # trajectories older than max_policy_lag, this session
         self.last_metrics: Dict[str, float] = {}
 
     def configure_optimizers(self):
@@ -47,6 +48,7 @@ class APPOLearner(L.LightningModule):
             self.episode_returns.append(ret)
             self.episode_lengths.append(length)
         self.episodes_total += len(meta["episodes"])
+        self.dropped_total += int(meta["dropped_trajectories"])
 
     @torch.no_grad()
     def _advantages_and_targets(self, batch: dict):
@@ -94,6 +96,7 @@ class APPOLearner(L.LightningModule):
             **stats,
             "policy_lag/min": lag.min().item(), "policy_lag/avg": lag.mean().item(), "policy_lag/max": lag.max().item(),
             "learner/dropped_trajectories": float(meta["dropped_trajectories"]),
+            "learner/dropped_trajectories_total": float(self.dropped_total),
             "learner/wait_for_data_sec": float(meta["wait_seconds"]),
             "learner/lr": self.optimizers().param_groups[0]["lr"],
             "learner/policy_version": float(self.policy_version),

@@ -71,13 +71,12 @@ class TrajectoryStream(IterableDataset):
     def _drop_stale(self, pending: deque) -> int:
         """Frees trajectories whose oldest step is more than max_policy_lag versions old."""
         oldest_allowed = self.current_version() - self.cfg.algo.max_policy_lag
-        first_versions = self.sampler.buffers.policy_versions[:, 0]
-        stale = [s for s in pending if int(first_versions[s]) < oldest_allowed]
+        slots = torch.tensor(list(pending), dtype=torch.int64)
+        stale_mask = self.sampler.buffers.policy_versions[slots, 0] < oldest_allowed
+        stale = slots[stale_mask].tolist()
         if stale:
-            stale_set = set(stale)
-            kept = [s for s in pending if s not in stale_set]
             pending.clear()
-            pending.extend(kept)
+            pending.extend(slots[~stale_mask].tolist())
             self.sampler.free(stale)
         return len(stale)
 
