@@ -10,8 +10,8 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from sf_hydra.config.schema import DoomEnvConfig  # noqa: E402
-from sf_hydra.envs.doom import known_scenarios, make_doom_env, single_player_scenarios  # noqa: E402
+from sf_hydra.envs.doom.schema import DoomEnvConfig  # noqa: E402
+from sf_hydra.envs.doom.family import known_scenarios, make_doom_env, single_player_scenarios  # noqa: E402
 from sf_hydra.envs.doom.game import MULTIPLAYER_SCENARIOS  # noqa: E402
 from sf_hydra.envs.registry import get_family, make_env  # noqa: E402
 

@@ -36,17 +36,6 @@ class GymEnvConfig(EnvConfig):
 
 
 @dataclass
-class DoomEnvConfig(EnvConfig):
-    """ViZDoom: a scenario .cfg (from vizdoom.scenarios_path unless a path is given)."""
-
-    family: str = "doom"
-    resolution: str = "256x144"  # the engine's render resolution, WxH
-    downsample: int = 2  # integer pooling of the rendered frame: 256x144 -> 128x72
-    grayscale: bool = False
-    episode_timeout: Optional[int] = None  # tics; None keeps the scenario's own
-
-
-@dataclass
 class ModelConfig:
     encoder: str = "mlp"  # mlp | conv (images); Dict observations combine both
     encoder_mlp_layers: List[int] = field(default_factory=lambda: [512, 512])

@@ -2,9 +2,13 @@
 
 from hydra.core.config_store import ConfigStore
 
-from sf_hydra.config.schema import DoomEnvConfig, GymEnvConfig, TrainConfig
+from sf_hydra.config.schema import GymEnvConfig, TrainConfig
+from sf_hydra.envs.atari.schema import AtariEnvConfig
+from sf_hydra.envs.doom.schema import DoomEnvConfig
+from sf_hydra.envs.mujoco.schema import MujocoEnvConfig
 
-ENV_SCHEMAS = {"gym": GymEnvConfig, "doom": DoomEnvConfig}
+# Each family's typed env node lives beside the family's code, in a module free of heavy imports.
+ENV_SCHEMAS = {"gym": GymEnvConfig, "doom": DoomEnvConfig, "atari": AtariEnvConfig, "mujoco": MujocoEnvConfig}
 
 
 def register_configs() -> None:

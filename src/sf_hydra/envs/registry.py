@@ -25,7 +25,12 @@ class EnvFamily:
 
 _FAMILIES: Dict[str, EnvFamily] = {}
 # Built-in families are imported on first use so that e.g. vizdoom stays optional.
-_BUILTIN = {"gym": "sf_hydra.envs.gym_family", "doom": "sf_hydra.envs.doom"}
+_BUILTIN = {
+    "gym": "sf_hydra.envs.gym_family",
+    "doom": "sf_hydra.envs.doom.family",
+    "atari": "sf_hydra.envs.atari.family",
+    "mujoco": "sf_hydra.envs.mujoco.family",
+}
 
 
 def register_family(name: str, factory: Factory, known_names: Callable[[], list] = list,

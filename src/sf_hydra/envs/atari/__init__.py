@@ -1,0 +1,1 @@
+"""The `atari` family: ALE games by name (`env=atari/pong`)."""

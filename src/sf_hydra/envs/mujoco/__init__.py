@@ -1,0 +1,1 @@
+"""The `mujoco` family: gymnasium MuJoCo v5 tasks with continuous actions."""
