@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.env_choices import check_env_overrides
+from sf_hydra.config.resolvers import sweep_overrides
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("sf_hydra")
@@ -23,6 +24,7 @@ def _train(cfg: DictConfig):
     from sf_hydra.sampler.sampler import SamplerError
     from sf_hydra.train import train
 
+    use_sweep_folder(cfg)
     try:
         summary = train(cfg)
     except ConfigError as e:
@@ -35,10 +37,22 @@ def _train(cfg: DictConfig):
     return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
 
 
+def use_sweep_folder(cfg: DictConfig) -> None:
+    """In --multirun, a run's folder is the one Hydra made for it inside the sweep's folder."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        cfg.run_dir = hydra_cfg.runtime.output_dir
+
+
 def train_main() -> None:
     try:
         check_env_overrides(sys.argv[1:], Path(CONFIG_DIR))
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(2)
+    if "--multirun" in sys.argv or "-m" in sys.argv:
+        sys.argv += sweep_overrides(sys.argv[1:])
     _train()

@@ -1,8 +1,9 @@
-"""The run folder `${train_dir}/${experiment}`: what `restart_behavior` does with an existing
+"""The run folder (`run_dir`: `${train_dir}/${experiment}`, or a run's folder in a sweep): what `restart_behavior` does with an existing
 one, where checkpoints live, and which checkpoint a resume starts from."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -37,3 +38,13 @@ def prepare(run_dir: Path, restart_behavior: str) -> None:
 def resume_checkpoint(run_dir: Path) -> Optional[Path]:
     path = checkpoint_dir(run_dir) / LAST
     return path if path.exists() else None
+
+
+def finished_summary(run_dir: Path, train_for_env_steps: int) -> Optional[dict]:
+    """The saved summary of a run whose checkpoint already used its env-step budget, so that
+    re-running a finished sweep leaves finished runs alone (a larger budget continues them)."""
+    summary_path = run_dir / "summary.json"
+    if resume_checkpoint(run_dir) is None or not summary_path.exists():
+        return None
+    summary = json.loads(summary_path.read_text())
+    return summary if summary.get("env_steps", 0) >= train_for_env_steps else None

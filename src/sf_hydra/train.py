@@ -86,8 +86,12 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
 def train(cfg) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
     validate(cfg)
-    run_dir = Path(cfg.train_dir).absolute() / cfg.experiment
+    run_dir = Path(cfg.run_dir).absolute()
     rd.prepare(run_dir, cfg.restart_behavior)
+    done = rd.finished_summary(run_dir, cfg.train_for_env_steps)
+    if done is not None:
+        log.info("run folder %s: already trained for %d env steps (train_for_env_steps=%d); nothing to do", run_dir, done["env_steps"], cfg.train_for_env_steps)
+        return done
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     torch.set_num_threads(cfg.hardware.torch_threads)
     seed_everything(cfg.seed)

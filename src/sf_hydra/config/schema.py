@@ -51,7 +51,8 @@ class ModelConfig:
     policy_init_gain: float = 1.0
     adaptive_stddev: bool = True  # Box actions: state-dependent std (else a learned vector)
     initial_stddev: float = 1.0
-    continuous_tanh_scale: float = 0.0  # >0: means squashed as tanh(mu / s) * s
+    continuous_tanh_scale: float = 0.0  # >0: means squashed as tanh(mu / s) * s (samples are clipped to the Box)
+    tanh_squash_actions: bool = False  # Box actions = tanh(Gaussian sample) rescaled to the bounds (log-prob corrected)
 
 
 @dataclass
@@ -116,6 +117,8 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     experiment: str = MISSING
     train_dir: str = "train_dir"
+    run_dir: str = MISSING  # this run's folder: ${train_dir}/${experiment}, or its folder in a sweep
+    sweep_name: str = "sweep"  # --multirun: the sweep's folder name (train.py derives it from the overrides)
     seed: Optional[int] = 0
     restart_behavior: str = "resume"  # resume | restart | overwrite
     train_for_env_steps: int = 10_000_000_000

@@ -2,6 +2,7 @@
 
 from hydra.core.config_store import ConfigStore
 
+from sf_hydra.config.resolvers import register_resolvers
 from sf_hydra.config.schema import GymEnvConfig, TrainConfig
 from sf_hydra.envs.atari.schema import AtariEnvConfig
 from sf_hydra.envs.doom.schema import DoomEnvConfig
@@ -13,6 +14,7 @@ ENV_SCHEMAS = {"gym": GymEnvConfig, "doom": DoomEnvConfig, "atari": AtariEnvConf
 
 def register_configs() -> None:
     """`train_schema` types the whole tree; `schema/env/<family>` types one family's env node."""
+    register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     for family, node in ENV_SCHEMAS.items():
