@@ -50,9 +50,11 @@ def sweep_overrides(argv: Sequence[str]) -> List[str]:
     named = [o for o in parsed if not _is_placement(o.key_or_group)]
     extra = []
     if not any(o.key_or_group == "sweep_name" for o in parsed):
-        # What varies first: long names are cut, and that part tells sweeps apart.
+        # What varies, then the experiment: long names are cut, and that part tells sweeps apart.
         swept = sorted(o.input_line.lstrip("+~") for o in named if o.is_sweep_override())
-        fixed = sorted(o.input_line.lstrip("+~") for o in named if not o.is_sweep_override() and not _is_budget(o.key_or_group))
+        fixed = sorted((o.key_or_group != "experiment", o.input_line.lstrip("+~")) for o in named
+                       if not o.is_sweep_override() and not _is_budget(o.key_or_group))
+        fixed = [line for _, line in fixed]
         name = "__".join(swept + fixed) or "sweep"
         extra.append(f"sweep_name='{safe_name(name)}'")
     fixed = sorted({o.key_or_group for o in named if not o.is_sweep_override()} | set(PLACEMENT_KEYS))

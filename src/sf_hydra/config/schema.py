@@ -58,6 +58,7 @@ class ModelConfig:
 @dataclass
 class AlgoConfig:
     name: str = "appo"
+    num_policies: int = 1  # policies trained jointly (several: multi-agent self-play, PBT)
     async_rl: bool = True
     rollout: int = 32
     recurrence: int = -1  # -1: rollout for RNNs, 1 for feed-forward nets
@@ -94,6 +95,8 @@ class HardwareConfig:
     num_envs_per_worker: int = 16
     worker_num_splits: int = 2
     serial_mode: bool = False
+    batched_sampling: bool = False  # each split of a worker's envs is one vectorized env, stepped as one batch
+    vector_backend: str = "auto"  # batched_sampling: auto (the env's own vector version, else sync) | sync | envpool
     torch_threads: int = 1  # per process; more threads are far slower for small nets
     precision: str = "32-true"  # 32-true | bf16-mixed (Lightning's names; bf16 also when acting)
     worker_start_timeout_sec: float = 120.0  # a worker that is not up by then is an error
@@ -109,16 +112,36 @@ class LoggerConfig:
 
 
 @dataclass
+class PbtConfig:
+    """Population-based training over `algo.num_policies` policies (Sample Factory's pbt_* keys)."""
+
+    with_pbt: bool = False
+    period_env_steps: int = 5_000_000  # replace the worst policies with the best ones this often
+    start_mutation: int = 20_000_000  # let the population diversify this long first
+    replace_fraction: float = 0.3
+    mutation_rate: float = 0.15
+    replace_reward_gap: float = 0.1  # relative return gap needed to replace a policy
+    replace_reward_gap_absolute: float = 1e-6
+    optimize_gamma: bool = False
+    target_objective: str = "true_objective"
+    perturb_min: float = 1.1
+    perturb_max: float = 1.5
+    mix_policies_in_one_env: bool = True
+
+
+@dataclass
 class TrainConfig:
     env: Any = MISSING  # an EnvConfig subclass, chosen by the env family's file
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    pbt: PbtConfig = field(default_factory=PbtConfig)
     experiment: str = MISSING
     train_dir: str = "train_dir"
     run_dir: str = MISSING  # this run's folder: ${train_dir}/${experiment}, or its folder in a sweep
     sweep_name: str = "sweep"  # --multirun: the sweep's folder name (train.py derives it from the overrides)
+    imports: List[str] = field(default_factory=list)  # your modules that register env families/encoders
     seed: Optional[int] = 0
     restart_behavior: str = "resume"  # resume | restart | overwrite
     train_for_env_steps: int = 10_000_000_000

@@ -3,13 +3,14 @@
 from hydra.core.config_store import ConfigStore
 
 from sf_hydra.config.resolvers import register_resolvers
-from sf_hydra.config.schema import GymEnvConfig, TrainConfig
+from sf_hydra.config.schema import EnvConfig, GymEnvConfig, TrainConfig
 from sf_hydra.envs.atari.schema import AtariEnvConfig
+from sf_hydra.envs.dmlab.schema import DmlabEnvConfig
 from sf_hydra.envs.doom.schema import DoomEnvConfig
 from sf_hydra.envs.mujoco.schema import MujocoEnvConfig
 
 # Each family's typed env node lives beside the family's code, in a module free of heavy imports.
-ENV_SCHEMAS = {"gym": GymEnvConfig, "doom": DoomEnvConfig, "atari": AtariEnvConfig, "mujoco": MujocoEnvConfig}
+ENV_SCHEMAS = {"gym": GymEnvConfig, "doom": DoomEnvConfig, "atari": AtariEnvConfig, "mujoco": MujocoEnvConfig, "dmlab": DmlabEnvConfig}
 
 
 def register_configs() -> None:
@@ -19,3 +20,6 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     for family, node in ENV_SCHEMAS.items():
         cs.store(group="schema/env", name=family, node=node)
+    # A family registered from the user's own module (see the `imports` key): the keys every
+    # family understands; its own settings go under env.kwargs.
+    cs.store(group="schema/env", name="custom", node=EnvConfig)

@@ -10,7 +10,6 @@ CHOICES = {
     "restart_behavior": ("resume", "restart", "overwrite"),
     "hardware.device": ("cpu", "cuda"),
     "hardware.precision": ("32-true", "bf16-mixed"),
-    "model.encoder": ("mlp", "conv"),
     "model.encoder_conv_architecture": ("convnet_simple", "convnet_atari"),
     "model.rnn_type": ("gru", "lstm"),
     "model.nonlinearity": ("elu", "relu", "tanh"),
@@ -33,7 +32,7 @@ POSITIVE = (
     "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
 )
 
-NON_NEGATIVE = ("algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff")
+NON_NEGATIVE = ("algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale")
 
 UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda")
 
@@ -46,6 +45,14 @@ def _get(cfg, key: str):
     for part in key.split("."):
         node = getattr(node, part)
     return node
+
+
+def _check_encoder(cfg) -> None:
+    from sf_hydra.models.encoders import encoder_names
+
+    if cfg.model.encoder not in encoder_names():
+        raise ConfigError("model.encoder", cfg.model.encoder, f"one of the registered encoders {encoder_names()} "
+                          "(add yours with sf_hydra.models.encoders.register_encoder in a module listed in `imports`)")
 
 
 def _check_ranges(cfg) -> None:
@@ -68,6 +75,9 @@ def _check_ranges(cfg) -> None:
     for key in HALF_OPEN_UNIT_INTERVAL:
         if not 0.0 <= _get(cfg, key) < 1.0:
             raise ConfigError(key, _get(cfg, key), "a number in [0, 1)")
+    if cfg.model.tanh_squash_actions and cfg.model.continuous_tanh_scale > 0:
+        raise ConfigError("model.continuous_tanh_scale", cfg.model.continuous_tanh_scale,
+                          "0 when model.tanh_squash_actions=true (squashed actions are bounded already)")
     if cfg.algo.recurrence != -1 and cfg.algo.recurrence < 1:
         raise ConfigError("algo.recurrence", cfg.algo.recurrence, "-1 (automatic) or an integer >= 1")
     if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
@@ -110,6 +120,15 @@ def _check_sampling(cfg) -> None:
             raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
 
 
+def _check_unavailable(cfg) -> None:
+    """Keys that experiment configs already use (to reproduce Sample Factory's command lines)
+    for features that have not landed yet: say so instead of silently training one policy."""
+    if cfg.algo.num_policies != 1:
+        raise ConfigError("algo.num_policies", cfg.algo.num_policies, "1 (training several policies jointly is not available yet)")
+    if cfg.pbt.with_pbt:
+        raise ConfigError("pbt.with_pbt", True, "false (population-based training is not available yet)")
+
+
 def _check_env(cfg) -> None:
     from sf_hydra.envs import family_names, get_family
 
@@ -147,6 +166,11 @@ def _check_missing(cfg) -> None:
 def validate(cfg) -> None:
     """Raises ConfigError on the first rule the config breaks."""
     _check_missing(cfg)
+    from sf_hydra.user_modules import import_user_modules
+
+    import_user_modules(cfg.imports)  # they may register the env family or encoder checked below
     _check_ranges(cfg)
+    _check_encoder(cfg)
     _check_sampling(cfg)
     _check_env(cfg)
+    _check_unavailable(cfg)

@@ -30,6 +30,7 @@ _BUILTIN = {
     "doom": "sf_hydra.envs.doom.family",
     "atari": "sf_hydra.envs.atari.family",
     "mujoco": "sf_hydra.envs.mujoco.family",
+    "dmlab": "sf_hydra.envs.dmlab.family",
 }
 
 
