@@ -60,24 +60,53 @@ class MultiCategorical:
 
 
 class GaussianHead(nn.Module):
-    """Diagonal Gaussian; std is state-dependent (adaptive) or a learned vector."""
+    """Diagonal Gaussian over a Box; std is state-dependent (adaptive) or a learned vector.
 
-    def __init__(self, in_size: int, space: gym.spaces.Box, adaptive: bool, initial_std: float, tanh_scale: float):
+    Two ways to respect the Box bounds:
+    - `tanh_scale > 0` squashes only the means (Sample Factory's way): samples may still leave
+      the box; the sampler clips them on their way to env.step (sampler/spaces.to_env_action)
+      and the learner sees the unclipped sample with its exact Gaussian log-prob.
+    - `squash` samples u ~ N(mu, std) and acts a = tanh(u) rescaled to [low, high]: actions are
+      in the box by construction and the log-prob carries the change of variables.
+    """
+
+    def __init__(self, in_size: int, space: gym.spaces.Box, adaptive: bool, initial_std: float, tanh_scale: float,
+                 squash: bool = False):
         super().__init__()
         n = int(np.prod(space.shape))
-        self.adaptive, self.tanh_scale = adaptive, tanh_scale
+        self.adaptive, self.tanh_scale, self.squash = adaptive, tanh_scale, squash
         self.mean = nn.Linear(in_size, n)
         if adaptive:
             self.log_std = nn.Linear(in_size, n)
         else:
             self.log_std_param = nn.Parameter(torch.full((n,), math.log(initial_std)))
+        if squash:
+            center, half_range = box_center_and_half_range(space)
+            # Not in the state dict: derived from the space, the same in every process.
+            self.register_buffer("center", center, persistent=False)
+            self.register_buffer("half_range", half_range, persistent=False)
 
-    def distribution(self, x: torch.Tensor) -> "DiagGaussian":
+    def distribution(self, x: torch.Tensor) -> "DiagGaussian | TanhDiagGaussian":
         mu = self.mean(x)
         if self.tanh_scale > 0:
             mu = torch.tanh(mu / self.tanh_scale) * self.tanh_scale
         log_std = self.log_std(x) if self.adaptive else self.log_std_param.expand_as(mu)
-        return DiagGaussian(mu, log_std.clamp(-4.0, 2.0).exp())
+        std = log_std.clamp(-4.0, 2.0).exp()
+        if self.squash:
+            return TanhDiagGaussian(mu, std, self.center, self.half_range)
+        return DiagGaussian(mu, std)
+
+
+def box_center_and_half_range(space: gym.spaces.Box):
+    """Flat float tensors; squashing needs finite bounds (a tanh cannot reach infinity)."""
+    from sf_hydra.config.errors import ConfigError
+
+    low, high = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise ConfigError("model.tanh_squash_actions", True,
+                          f"false for this action space {space}: squashing needs finite bounds")
+    center, half_range = (high + low) / 2.0, (high - low) / 2.0
+    return torch.as_tensor(center, dtype=torch.float32), torch.as_tensor(half_range, dtype=torch.float32)
 
 
 class DiagGaussian:
@@ -97,7 +126,49 @@ class DiagGaussian:
         return self.normal.entropy().sum(-1)
 
 
+class TanhDiagGaussian:
+    """a = center + half_range * tanh(u), u ~ N(mu, std), per dimension:
+    log p(a) = log N(u) - log(half_range) - log(1 - tanh(u)^2).
+
+    The buffers store `a`, so log_prob recovers u = atanh(y) with y = (a - center) / half_range
+    kept just inside (-1, 1): a float32 tanh saturates to exactly +-1 for |u| > ~9, where the
+    density would be infinite. The rollout worker and the learner both evaluate the stored `a`
+    this way, so the behaviour and the learner's log-probs agree and the PPO ratio is exact.
+    """
+
+    EDGE = 1e-6  # y is clamped to [-1 + EDGE, 1 - EDGE] (representable in float32)
+
+    def __init__(self, mu: torch.Tensor, std: torch.Tensor, center: torch.Tensor, half_range: torch.Tensor):
+        self.normal = Normal(mu, std)
+        self.center, self.half_range = center, half_range
+
+    def _squash(self, u: torch.Tensor) -> torch.Tensor:
+        return self.center + self.half_range * torch.tanh(u)
+
+    def sample(self) -> torch.Tensor:
+        return self._squash(self.normal.sample())
+
+    def mode(self) -> torch.Tensor:
+        return self._squash(self.normal.mean)
+
+    def _log_det_jacobian(self, y: torch.Tensor) -> torch.Tensor:
+        """log |da/du| per dimension, from y = tanh(u)."""
+        return torch.log(self.half_range) + torch.log1p(-y * y)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        y = ((actions - self.center) / self.half_range).clamp(-1.0 + self.EDGE, 1.0 - self.EDGE)
+        return (self.normal.log_prob(torch.atanh(y)) - self._log_det_jacobian(y)).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        """H(a) = H(u) + E[log |da/du|] has no closed form: a one-sample, reparameterized
+        estimate of the second term (unbiased, and its gradient reaches mu and std)."""
+        u = self.normal.rsample()
+        y = torch.tanh(u)
+        return (self.normal.entropy() + self._log_det_jacobian(y.clamp(-1.0 + self.EDGE, 1.0 - self.EDGE))).sum(-1)
+
+
 def make_action_head(in_size: int, space: gym.Space, model_cfg) -> nn.Module:
     if isinstance(space, gym.spaces.Box):
-        return GaussianHead(in_size, space, model_cfg.adaptive_stddev, model_cfg.initial_stddev, model_cfg.continuous_tanh_scale)
+        return GaussianHead(in_size, space, model_cfg.adaptive_stddev, model_cfg.initial_stddev,
+                            model_cfg.continuous_tanh_scale, model_cfg.tanh_squash_actions)
     return CategoricalHead(in_size, discrete_sizes(space), single=isinstance(space, gym.spaces.Discrete))

@@ -1,0 +1,58 @@
+"""The named gym configs (acrobot, pendulum, lunar_lander): each composes with the
+defaults its file sets, passes validation as shipped, and trains a short real run; a
+missing Box2D is a config error before anything starts."""
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from sf_hydra.config import validate
+from sf_hydra.train import train
+from tests.conftest import REPO_ROOT, compose_cfg, make_cfg
+
+HAS_BOX2D = importlib.util.find_spec("Box2D") is not None
+NEEDS_BOX2D = pytest.mark.skipif(not HAS_BOX2D, reason="Box2D is not installed (pip install 'gymnasium[box2d]')")
+
+# name -> (gymnasium id, action kind)
+CONFIGS = {
+    "acrobot": ("Acrobot-v1", "discrete"),
+    "pendulum": ("Pendulum-v1", "box"),
+    "lunar_lander": ("LunarLander-v3", "discrete"),
+}
+PARAMS = [pytest.param(name, marks=NEEDS_BOX2D) if name == "lunar_lander" else name for name in CONFIGS]
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_config_composes_and_validates_as_shipped(name):
+    cfg = compose_cfg(f"env=gym/{name}")
+    assert cfg.env.family == "gym" and cfg.env.id == CONFIGS[name][0] and cfg.env.name == name
+    assert cfg.train_for_env_steps <= 1_000_000  # a budget that learns, not the global default
+    validate(cfg)
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_config_trains_a_short_run(tmp_path, name):
+    # The fast settings (2 workers x 4 envs x 16 steps = 128 = one batch) keep sync PPO valid.
+    cfg = make_cfg(tmp_path, f"env=gym/{name}", "algo.batch_size=64", "algo.num_batches_per_epoch=2",
+                   "train_for_env_steps=1500")
+    summary = train(cfg)
+    assert summary["env_steps"] >= 1500 and summary["policy_version"] >= 3
+
+
+def test_missing_box2d_is_a_config_error():
+    """In a fresh interpreter where importing Box2D fails, as on a machine without it."""
+    code = (
+        "import sys; sys.modules['Box2D'] = None\n"
+        "from sf_hydra.config import validate\n"
+        "from sf_hydra.config.errors import ConfigError\n"
+        "from tests.conftest import compose_cfg\n"
+        "try:\n"
+        "    validate(compose_cfg('env=gym/lunar_lander'))\n"
+        "except ConfigError as e:\n"
+        "    print('CONFIG_ERROR', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert "CONFIG_ERROR env.id='LunarLander-v3'" in out.stdout, out.stdout + out.stderr
+    assert "gymnasium[box2d]" in out.stdout
