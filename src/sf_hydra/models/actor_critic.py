@@ -14,7 +14,7 @@ from torch import nn
 
 from sf_hydra.models.action_heads import make_action_head
 from sf_hydra.models.cores import RnnCore
-from sf_hydra.models.encoders import MultiKeyEncoder, mlp
+from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd
 
 
@@ -32,7 +32,7 @@ class ActorCritic(nn.Module):
             obs_shapes, env_cfg.obs_scale, env_cfg.obs_subtract_mean, algo_cfg.normalize_input
         )
         self.returns_norm = RunningMeanStd(()) if algo_cfg.normalize_returns else None
-        self.encoder = MultiKeyEncoder(obs_shapes, model_cfg)
+        self.encoder = make_encoder(obs_shapes, model_cfg)
         size = self.encoder.out_size
         self.core = RnnCore(size, model_cfg.rnn_type, model_cfg.rnn_size, model_cfg.rnn_num_layers) if model_cfg.use_rnn else None
         size = self.core.out_size if self.core else size

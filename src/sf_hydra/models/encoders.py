@@ -1,8 +1,9 @@
-"""Observation encoders: MLP for vectors, conv nets for images, one per Dict key."""
+"""Observation encoders: MLP for vectors, conv nets for images, one per Dict key; and the
+registry `model.encoder` names, which users extend from their own module."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 import torch
 from torch import nn
@@ -71,3 +72,33 @@ class MultiKeyEncoder(nn.Module):
     def forward(self, obs: Dict[str, torch.Tensor]) -> torch.Tensor:
         feats = [enc(obs[key]) for key, enc in self.encoders.items()]
         return feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)
+
+
+# factory(obs_shapes, model_cfg) -> nn.Module whose forward(obs dict of scaled tensors)
+# returns [batch, out_size] features, with an int attribute `out_size`.
+EncoderFactory = Callable[[Dict[str, Sequence[int]], Any], nn.Module]
+_ENCODERS: Dict[str, EncoderFactory] = {}
+
+
+def register_encoder(name: str, factory: EncoderFactory) -> None:
+    """Makes `model.encoder=<name>` build `factory(obs_shapes, model_cfg)`. Call it from your
+    own module and list that module in the `imports` config key."""
+    _ENCODERS[name] = factory
+
+
+def encoder_names() -> list:
+    return sorted(_ENCODERS)
+
+
+def make_encoder(obs_shapes: Dict[str, Sequence[int]], model_cfg) -> nn.Module:
+    if model_cfg.encoder not in _ENCODERS:
+        raise KeyError(f"model.encoder={model_cfg.encoder!r} is not a registered encoder: known encoders are {encoder_names()}")
+    encoder = _ENCODERS[model_cfg.encoder](obs_shapes, model_cfg)
+    if not isinstance(getattr(encoder, "out_size", None), int):
+        raise TypeError(f"encoder {model_cfg.encoder!r} must set an int attribute `out_size` (its feature size)")
+    return encoder
+
+
+# Both built-in names pick per observation key by rank: a conv net for 3-D keys, an MLP otherwise.
+register_encoder("mlp", MultiKeyEncoder)
+register_encoder("conv", MultiKeyEncoder)
