@@ -24,27 +24,28 @@ def _train(cfg: DictConfig):
     from sf_hydra.sampler.sampler import SamplerError
     from sf_hydra.train import train
 
-    use_sweep_folder(cfg)
+    in_sweep = use_sweep_folder(cfg)
     try:
         summary = train(cfg)
-    except ConfigError as e:
-        log.error("bad config: %s", e)
-        sys.exit(2)
-    except SamplerError as e:
-        log.error("%s", e)
-        sys.exit(1)
+    except (ConfigError, SamplerError) as e:
+        log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
+        if in_sweep:
+            raise  # Hydra records this run as failed, runs the others, then reports it
+        sys.exit(2 if isinstance(e, ConfigError) else 1)
     # Sweepers (e.g. Optuna) optimise what the task function returns.
     return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
 
 
-def use_sweep_folder(cfg: DictConfig) -> None:
+def use_sweep_folder(cfg: DictConfig) -> bool:
     """In --multirun, a run's folder is the one Hydra made for it inside the sweep's folder."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode == RunMode.MULTIRUN:
-        cfg.run_dir = hydra_cfg.runtime.output_dir
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return False
+    cfg.run_dir = hydra_cfg.runtime.output_dir
+    return True
 
 
 def train_main() -> None:

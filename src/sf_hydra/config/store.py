@@ -20,6 +20,16 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     for family, node in ENV_SCHEMAS.items():
         cs.store(group="schema/env", name=family, node=node)
+    _register_launchers(cs)
+
+
+def _register_launchers(cs: ConfigStore) -> None:
+    """Our launcher schemas, when hydra-submitit-launcher (the `slurm` extra) is installed."""
+    try:
+        from hydra_plugins.sf_hydra_launcher.local_parallel import LocalParallelConf
+    except ImportError:
+        return
+    cs.store(group="hydra/launcher", name="local_parallel_schema", node=LocalParallelConf)
     # A family registered from the user's own module (see the `imports` key): the keys every
     # family understands; its own settings go under env.kwargs.
     cs.store(group="schema/env", name="custom", node=EnvConfig)
