@@ -12,7 +12,7 @@ from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher (the `slurm` extra) is not installed")
-from hydra_plugins.sf_hydra_launcher.local_parallel import core_shares, gpu_for_slot  # noqa: E402
+from hydra_plugins.sf_hydra_plugins.local_parallel import core_shares, gpu_for_slot  # noqa: E402
 
 
 def run_parallel(train_dir, *overrides, timeout=300):

@@ -67,6 +67,17 @@ def job_dirname(override_dirname: Optional[str]) -> str:
     return safe_name(override_dirname) if override_dirname else "run"
 
 
+def sqlite_path(path: str) -> str:
+    """An sqlite URL for a file whose folder may not exist yet (e.g. an Optuna study kept in
+    the sweep's folder, opened before any run has made that folder)."""
+    from pathlib import Path
+
+    file = Path(path).absolute()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{file}"
+
+
 def register_resolvers() -> None:
-    if not OmegaConf.has_resolver("sf_job_dirname"):
-        OmegaConf.register_new_resolver("sf_job_dirname", job_dirname)
+    for name, fn in (("sf_job_dirname", job_dirname), ("sf_sqlite_path", sqlite_path)):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)

@@ -24,9 +24,12 @@ def register_configs() -> None:
 
 
 def _register_launchers(cs: ConfigStore) -> None:
-    """Our launcher schemas, when hydra-submitit-launcher (the `slurm` extra) is installed."""
+    """Our launcher and sweeper nodes, when their plugins' extras (slurm, optuna) are installed."""
+    from hydra_plugins.sf_hydra_plugins import optuna_defaults
+
+    optuna_defaults.register()
     try:
-        from hydra_plugins.sf_hydra_launcher.local_parallel import LocalParallelConf
+        from hydra_plugins.sf_hydra_plugins.local_parallel import LocalParallelConf
     except ImportError:
         return
     cs.store(group="hydra/launcher", name="local_parallel_schema", node=LocalParallelConf)

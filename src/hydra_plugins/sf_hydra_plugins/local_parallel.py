@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LocalParallelConf(LocalQueueConf):
-    _target_: str = "hydra_plugins.sf_hydra_launcher.local_parallel.LocalParallelLauncher"
+    _target_: str = "hydra_plugins.sf_hydra_plugins.local_parallel.LocalParallelLauncher"
     max_parallel: int = 2  # runs at once
     experiments_per_gpu: int = 1  # runs sharing one GPU
     num_gpus: int = 0  # GPUs to spread runs over (0: none, CPU only)
