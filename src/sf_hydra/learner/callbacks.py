@@ -10,6 +10,8 @@ from collections import deque
 
 import lightning as L
 
+from sf_hydra.launch import signals
+
 log = logging.getLogger("sf_hydra")
 
 
@@ -21,8 +23,10 @@ class PublishPolicy(L.Callback):
 
 
 class StopConditions(L.Callback):
-    """Ends training on the env-step or time budget, or on SIGINT/SIGTERM (once: a second
-    Ctrl+C aborts at once). Training time accumulates across resumes."""
+    """Ends training on the env-step or time budget, or on a stop signal: SIGINT/SIGTERM and,
+    in a Slurm job, submitit's preemption signal (launch/signals.py). A signal only asks for a
+    stop, so the run ends after a whole learner step with a checkpoint; a second one aborts
+    at once. Training time accumulates across resumes."""
 
     def __init__(self, train_for_env_steps: int, train_for_seconds: float, until_avg_return=None):
         self.max_steps, self.max_seconds = train_for_env_steps, train_for_seconds
@@ -30,7 +34,6 @@ class StopConditions(L.Callback):
         self.reason = None
         self.start_env_steps = 0  # where this session started (after a resume: the restored count)
         self._last = None
-        self._previous_handlers = {}
 
     def _request(self, trainer, reason: str) -> None:
         if self.reason is None:
@@ -42,14 +45,15 @@ class StopConditions(L.Callback):
         self._last = time.monotonic()
         self.start_env_steps = pl_module.env_steps
 
-        def handler(signum, frame):
-            if self.reason is not None and self.reason.startswith("signal"):
-                raise KeyboardInterrupt  # second signal: stop waiting for a clean stop
-            log.warning("received %s: saving a checkpoint and stopping", signal.Signals(signum).name)
-            self._request(trainer, f"signal {signal.Signals(signum).name}")
+        signals.catch(lambda signum, frame: self._on_signal(trainer, signal.Signals(signum)))
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous_handlers[sig] = signal.signal(sig, handler)
+    def _on_signal(self, trainer, sig: signal.Signals) -> None:
+        if signals.received() is not None:
+            raise KeyboardInterrupt  # second signal: stop waiting for a clean stop
+        signals.record(sig)
+        then = " (preempted or near the time limit: the job is requeued after it)" if sig == signals.preemption_signal() else ""
+        log.warning("received %s: saving a checkpoint and stopping%s", sig.name, then)
+        self._request(trainer, f"signal {sig.name}")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         now = time.monotonic()
@@ -67,8 +71,10 @@ class StopConditions(L.Callback):
         return window_full and m.avg_return() >= self.target_return
 
     def on_train_end(self, trainer, pl_module):
-        for sig, previous in self._previous_handlers.items():
-            signal.signal(sig, previous)
+        signals.release()
+
+    def on_exception(self, trainer, pl_module, exception):
+        signals.release()
 
 
 class Summaries(L.Callback):

@@ -1,0 +1,82 @@
+"""The signals that ask a training run to save a checkpoint and stop, and which of them did.
+
+Training (learner/callbacks.py StopConditions) only asks to stop when one arrives; what
+happens after the checkpoint is saved depends on the signal, and is decided by whoever
+launched the run (launch/requeue.py): Ctrl+C or `kill` end the run, Slurm's preemption /
+time-limit signal (sent through submitit) requeues the job, Slurm's SIGTERM (scancel)
+leaves the job without a result so that Slurm's own record says what became of it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any, Callable, Dict, Optional, Tuple
+
+# submitit's own variables: set in every job it runs, and the signal it asks Slurm to send
+# before the time limit (`#SBATCH --signal=USR2@<signal_delay_s>`), USR2 unless set.
+SUBMITIT_EXECUTOR_ENV = "SUBMITIT_EXECUTOR"
+PREEMPT_SIGNAL_ENV = "SUBMITIT_PREEMPT_SIGNAL"
+
+_received: Optional[signal.Signals] = None
+_replaced: Dict[signal.Signals, Any] = {}
+
+
+def preemption_signal() -> Optional[signal.Signals]:
+    """The signal that means "preempted or out of time, requeue me" in a submitit job; None
+    outside one (there SIGUSR2 keeps its default meaning)."""
+    if not os.environ.get(SUBMITIT_EXECUTOR_ENV):
+        return None
+    return signal.Signals["SIG" + os.environ.get(PREEMPT_SIGNAL_ENV, "USR2")]
+
+
+def stop_signals() -> Tuple[signal.Signals, ...]:
+    """Every signal that asks this process's training run to save and stop."""
+    return (signal.SIGINT, signal.SIGTERM) + _held()
+
+
+def _held() -> Tuple[signal.Signals, ...]:
+    preempt = preemption_signal()
+    return (preempt,) if preempt else ()
+
+
+def hold() -> None:
+    """Blocks the preemption signal until training takes it (`catch`). Slurm signals every
+    process of a job, and SIGUSR2 would kill the processes the learner starts (rollout
+    workers, multiprocessing's resource tracker): they inherit the block instead, and the
+    learner stops them itself. One that comes during start-up waits for training to take
+    it. (SIGTERM is not held: Slurm kills the job after it anyway.)"""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _held())
+
+
+def catch(handler: Callable) -> None:
+    """Makes `handler` take every stop signal for a new run (remembering the handlers it
+    replaces, e.g. submitit's), forgets what an earlier run received, and lets a held
+    signal in."""
+    global _received
+    _received = None
+    for sig in stop_signals():
+        previous = signal.signal(sig, handler)
+        _replaced.setdefault(sig, previous)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _held())
+
+
+def release() -> None:
+    """Gives the stop signals back to the handlers `catch` replaced, and lets in one still
+    held (again: a no-op)."""
+    while _replaced:
+        sig, previous = _replaced.popitem()
+        signal.signal(sig, previous)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _held())
+
+
+def record(signum: int) -> None:
+    """Notes the first stop signal of the current run."""
+    global _received
+    if _received is None:
+        _received = signal.Signals(signum)
+
+
+def received() -> Optional[signal.Signals]:
+    """The stop signal that ended the current run, if one did."""
+    return _received

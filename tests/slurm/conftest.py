@@ -1,0 +1,46 @@
+"""The tests in this folder submit real jobs to a real Slurm cluster (cluster/slurm/start.sh
+starts a one-node one here). Without one they are skipped, saying why."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Optional
+
+import pytest
+
+from tests.slurm.jobs import SlurmSweep
+
+START = "cluster/slurm/start.sh"
+
+
+def cluster_problem() -> Optional[str]:
+    """Why no job could run here, or None when a node is up."""
+    if shutil.which("sinfo") is None:
+        return f"no Slurm here (sinfo not found); {START} installs and starts a one-node cluster"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return f"the Slurm cluster does not answer (sinfo timed out after 30 s); restart it with {START}"
+    if out.returncode != 0:
+        return f"the Slurm cluster is down (sinfo: {out.stderr.strip()[:300]}); start it with {START}"
+    states = {s.rstrip("*~#!%$@^-") for s in out.stdout.split()}
+    if not states & {"idle", "mixed", "allocated", "completing"}:
+        return f"no Slurm node can run jobs (node states: {', '.join(sorted(states)) or 'none'}); see `sinfo -R`"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    problem = cluster_problem()
+    if problem:
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def sweep(slurm_cluster, tmp_path):
+    """A sweep through `hydra/launcher=slurm` with its run folders in tmp_path; whatever
+    the test leaves behind (the sweep process, its jobs) is stopped afterwards."""
+    s = SlurmSweep(tmp_path)
+    yield s
+    s.stop()
