@@ -29,6 +29,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from sf_hydra.config import register_configs
+from sf_hydra.config.aliases import apply_aliases
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"
@@ -53,7 +54,7 @@ def compose_cfg(*overrides: str) -> DictConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose("train", overrides=list(overrides))
+            return compose("train", overrides=apply_aliases(overrides))
     finally:
         GlobalHydra.instance().clear()
 

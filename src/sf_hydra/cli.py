@@ -10,6 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 from sf_hydra.config import ConfigError, register_configs
+from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.env_choices import check_env_overrides
 from sf_hydra.config.resolvers import sweep_overrides
 
@@ -49,6 +50,7 @@ def use_sweep_folder(cfg: DictConfig) -> bool:
 
 
 def train_main() -> None:
+    sys.argv[1:] = apply_aliases(sys.argv[1:])
     try:
         check_env_overrides(sys.argv[1:], Path(CONFIG_DIR))
     except ConfigError as e:
@@ -57,3 +59,21 @@ def train_main() -> None:
     if "--multirun" in sys.argv or "-m" in sys.argv:
         sys.argv += sweep_overrides(sys.argv[1:])
     _train()
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="enjoy")
+def _enjoy(cfg: DictConfig):
+    from sf_hydra.enjoy import enjoy
+
+    if cfg.episodes < 1:
+        log.error("bad config: %s", ConfigError("episodes", cfg.episodes, "an integer >= 1"))
+        sys.exit(2)
+    try:
+        return enjoy(cfg)["mean_return"]
+    except ConfigError as e:
+        log.error("bad config: %s", e)
+        sys.exit(2)
+
+
+def enjoy_main() -> None:
+    _enjoy()

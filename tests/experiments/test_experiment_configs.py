@@ -22,8 +22,13 @@ CASES = [(name, env) for name in EXPERIMENTS for env in sweep_envs(name)]
 
 
 def test_experiments_are_found_as_a_config_group():
-    assert (REPO_ROOT / "conf" / "experiment").resolve() == (REPO_ROOT / "experiments").resolve()
+    assert (REPO_ROOT / "conf" / "experiments").resolve() == (REPO_ROOT / "experiments").resolve()
     assert len(EXPERIMENTS) >= 12
+
+
+def test_experiment_is_both_a_run_name_and_a_preset():
+    cfg = compose_cfg("+experiment=mujoco_halfcheetah", "experiment=my_run")
+    assert cfg.experiment == "my_run" and cfg.env.family == "mujoco"
 
 
 def test_each_file_says_what_it_reproduces():

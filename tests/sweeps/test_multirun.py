@@ -71,8 +71,8 @@ def test_budget_is_not_part_of_the_sweep_name_unless_swept():
 
 
 def test_experiment_comes_right_after_what_varies():
-    name = sweep_overrides(["+experiment=doom_basic_envs", "algo.gamma=0.9", "seed=0,1"])[0]
-    assert name == "sweep_name='seed=0,1__experiment=doom_basic_envs__algo.gamma=0.9'"
+    name = sweep_overrides(["+experiments=doom_basic_envs", "algo.gamma=0.9", "seed=0,1"])[0]
+    assert name == "sweep_name='seed=0,1__experiments=doom_basic_envs__algo.gamma=0.9'"
 
 
 def test_explicit_sweep_name_is_kept():

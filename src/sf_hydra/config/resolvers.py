@@ -52,7 +52,7 @@ def sweep_overrides(argv: Sequence[str]) -> List[str]:
     if not any(o.key_or_group == "sweep_name" for o in parsed):
         # What varies, then the experiment: long names are cut, and that part tells sweeps apart.
         swept = sorted(o.input_line.lstrip("+~") for o in named if o.is_sweep_override())
-        fixed = sorted((o.key_or_group != "experiment", o.input_line.lstrip("+~")) for o in named
+        fixed = sorted((o.key_or_group != "experiments", o.input_line.lstrip("+~")) for o in named
                        if not o.is_sweep_override() and not _is_budget(o.key_or_group))
         fixed = [line for _, line in fixed]
         name = "__".join(swept + fixed) or "sweep"

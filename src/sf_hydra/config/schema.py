@@ -149,3 +149,19 @@ class TrainConfig:
     train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this
     save_every_sec: float = 120.0
     keep_checkpoints: int = 2
+
+
+@dataclass
+class EnjoyConfig:
+    """`python enjoy.py`: which run to load and how to play it."""
+
+    experiment: str = MISSING
+    train_dir: str = "train_dir"
+    run_dir: str = MISSING
+    checkpoint: str = "last"
+    episodes: int = 5
+    deterministic: bool = False
+    render: bool = False
+    video: bool = False
+    max_episode_steps: Optional[int] = None
+    seed: Optional[int] = 0

@@ -3,7 +3,7 @@
 from hydra.core.config_store import ConfigStore
 
 from sf_hydra.config.resolvers import register_resolvers
-from sf_hydra.config.schema import EnvConfig, GymEnvConfig, TrainConfig
+from sf_hydra.config.schema import EnjoyConfig, EnvConfig, GymEnvConfig, TrainConfig
 from sf_hydra.envs.atari.schema import AtariEnvConfig
 from sf_hydra.envs.dmlab.schema import DmlabEnvConfig
 from sf_hydra.envs.doom.schema import DoomEnvConfig
@@ -18,6 +18,7 @@ def register_configs() -> None:
     register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="enjoy_schema", node=EnjoyConfig)
     for family, node in ENV_SCHEMAS.items():
         cs.store(group="schema/env", name=family, node=node)
     _register_launchers(cs)

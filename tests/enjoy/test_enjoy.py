@@ -1,0 +1,71 @@
+"""`python enjoy.py experiment=<name>`: loads a trained run's config and checkpoint, plays
+episodes with its policy, writes eval.json and GIFs; bad input is named before anything runs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from sf_hydra.train import train
+from tests.conftest import REPO_ROOT, make_cfg
+
+
+def gif_frames(path) -> int:
+    """Frames shown, counting Pillow's merges of identical consecutive frames (their durations add)."""
+    with Image.open(path) as gif:
+        durations = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            durations.append(gif.info["duration"])
+    return round(sum(durations) / min(durations))
+
+
+def enjoy(tmp_path, *overrides):
+    cmd = [sys.executable, str(REPO_ROOT / "enjoy.py"), f"train_dir={tmp_path}", *overrides]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("enjoy")
+    train(make_cfg(tmp_path, "train_for_env_steps=3000"))
+    return tmp_path
+
+
+def test_enjoy_plays_episodes_and_records_them(cartpole_run):
+    result = enjoy(cartpole_run, "experiment=test", "episodes=2", "video=true", "max_episode_steps=30")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((cartpole_run / "test" / "enjoy" / "eval.json").read_text())
+    assert report["checkpoint"].endswith("last.ckpt")
+    assert len(report["episodes"]) == 2
+    for episode in report["episodes"]:
+        assert 1 <= episode["length"] <= 30
+        assert gif_frames(episode["video"]) == episode["length"]
+        with Image.open(episode["video"]) as gif:
+            assert gif.size[0] > 100
+    assert (cartpole_run / "test" / "enjoy" / "enjoy.log").exists()
+
+
+def test_enjoy_names_a_missing_run_and_creates_nothing(cartpole_run):
+    result = enjoy(cartpole_run, "experiment=nope")
+    assert result.returncode == 2
+    assert "experiment='nope'" in result.stdout + result.stderr and "test" in result.stdout + result.stderr
+    assert not (cartpole_run / "nope").exists()
+
+
+def test_enjoy_names_a_missing_checkpoint(cartpole_run):
+    result = enjoy(cartpole_run, "experiment=test", "checkpoint=nope")
+    assert result.returncode == 2
+    assert "last.ckpt" in result.stdout + result.stderr
+
+
+def test_enjoy_doom_pixels_and_rnn(tmp_path):
+    pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
+    train(make_cfg(tmp_path, "env=doom/basic", "hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=32",
+                   "algo.batch_size=64", "model.rnn_size=64", "model.encoder_conv_mlp_layers=[64]", "train_for_env_steps=600"))
+    result = enjoy(tmp_path, "experiment=test", "episodes=1", "video=true", "max_episode_steps=20", "deterministic=true")
+    assert result.returncode == 0, result.stderr[-3000:]
+    episode = json.loads((tmp_path / "test" / "enjoy" / "eval.json").read_text())["episodes"][0]
+    assert gif_frames(episode["video"]) == episode["length"]
