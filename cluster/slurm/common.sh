@@ -24,7 +24,7 @@ recorded() { [[ -f $PIDS/$1 ]]; }
 # The last lines of every log the cluster writes (for failure messages).
 show_logs() {
     local f
-    for f in "$LOGS"/*.log "$STATE"/munge/*.log; do
+    for f in "$LOGS"/*.log "$LOGS"/*.out "$STATE"/munge/*.log; do
         [[ -s $f ]] || continue
         echo "----- $f (last 25 lines)"
         tail -n 25 "$f"

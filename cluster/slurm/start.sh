@@ -10,7 +10,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/common.sh"
 
 TIMEOUT=${SF_SLURM_TIMEOUT:-180}   # seconds for each daemon, and for the node, to come up
-DB_PORT=${SF_SLURM_DB_PORT:-3316}  # mariadb on 127.0.0.1 (not 3306: leave a system one alone)
 CLUSTER=sf_hydra
 ACCOUNT=sf_hydra
 PARTITION=main
@@ -29,7 +28,8 @@ wait_for() {
     local daemon=$1 deadline=$((SECONDS + TIMEOUT))
     shift
     until "$@" >/dev/null 2>&1; do
-        live_pid "$daemon" >/dev/null || die "$daemon exited during start-up"
+        # (not live_pid: right after launch the process may not have exec'd the daemon yet)
+        kill -0 "$(cut -d' ' -f1 "$PIDS/$daemon")" 2>/dev/null || die "$daemon exited during start-up"
         ((SECONDS < deadline)) || die "$daemon did not come up within ${TIMEOUT}s"
         sleep 0.5
     done
@@ -132,8 +132,7 @@ SlurmUser=slurm
 LogFile=$LOGS/slurmdbd.log
 PidFile=$RUN/slurmdbd.pid
 StorageType=accounting_storage/mysql
-StorageHost=127.0.0.1
-StoragePort=$DB_PORT
+StorageHost=localhost
 StorageUser=slurm
 StoragePass=$password
 StorageLoc=slurm_acct_db
@@ -160,12 +159,12 @@ start_mariadb() {
         die "mariadb-install-db failed (see $LOGS/mariadb-install.log)"
     launch mariadb /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$STATE/mysql" \
         --socket="$RUN/mysqld.sock" --pid-file="$RUN/mariadb.pid" --log-error="$LOGS/mariadb.log" \
-        --bind-address=127.0.0.1 --port="$DB_PORT" --skip-name-resolve \
+        --skip-networking --skip-name-resolve \
         --innodb-buffer-pool-size=32M --innodb-use-native-aio=0
     wait_for "mariadb" sql "SELECT 1"
     sql "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-         CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
-         GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+         CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$password';
+         GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
 }
 
 # munged must run as the munge user, with a key only it can read.
@@ -233,7 +232,9 @@ main() {
     link_system_conf
     start_mariadb "$password"
     start_munged
-    launch slurmdbd /usr/sbin/slurmdbd -D
+    # No TCP for the database (no port to collide with): slurmdbd's client library finds
+    # the socket through MYSQL_UNIX_PORT.
+    MYSQL_UNIX_PORT=$RUN/mysqld.sock launch slurmdbd /usr/sbin/slurmdbd -D
     wait_for "slurmdbd" sacctmgr -n show cluster
     register_in_accounting
     launch slurmctld /usr/sbin/slurmctld -D

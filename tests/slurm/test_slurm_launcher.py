@@ -53,13 +53,15 @@ def test_cancelled_job_fails_the_sweep_and_names_the_job(sweep):
 
 def test_preempted_job_is_requeued_and_resumes_its_run(sweep):
     budget = 12000
-    sweep.start("seed=1", f"train_for_env_steps={budget}", "keep_checkpoints=10")
+    # With a 10-minute limit, submitit takes any USR2 as "near the time limit" (its timeout
+    # path: requeue while max_num_timeout allows); Slurm itself would send it at 8 minutes.
+    sweep.start("seed=1", f"train_for_env_steps={budget}", "keep_checkpoints=10", "hydra.launcher.timeout_min=10")
     run_dir = sweep.dir / "run"
     train_log = run_dir / "train.log"
     wait_until(lambda: train_log.exists() and any(n >= 3000 for n in logged_steps(train_log.read_text())),
                240, "3000 env steps of training inside the job")
     [job] = sweep.job_ids()
-    # What Slurm sends `signal_delay_s` before the time limit, or when preempting.
+    # What Slurm sends `signal_delay_s` before the time limit.
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
     wait_until(lambda: sweep.job_state(job) == "PENDING", 60, "the job back in the queue")
     # Slurm holds a requeued job for 2 minutes (its EligibleTime); let it start now.

@@ -24,7 +24,7 @@ log = logging.getLogger("sf_hydra")
 
 
 class RequeueAfterCheckpoint:
-    """Mixed into one of hydra-submitit-launcher's launchers (hydra_plugins/sf_hydra_pluginss,
+    """Mixed into one of hydra-submitit-launcher's launchers (hydra_plugins/sf_hydra_plugins,
     where Hydra wants plugins): in the job, a stop signal is acted on only after the run has
     saved its checkpoint."""
 
