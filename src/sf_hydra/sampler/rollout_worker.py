@@ -1,5 +1,7 @@
 """A rollout worker: steps a vector of envs with its own copy of the policy and writes
-trajectories into shared slots.
+trajectories into shared slots. This module holds the single-agent worker (one slot per
+env and rollout, the fast common case); `agent_rows.py` holds the worker for multi-agent
+envs and batched sampling, whose rows may skip transitions.
 
 On a CPU-only machine with few cores, acting with a local policy copy (weights re-read from
 shared memory when their version changes) saves an inter-process round trip per step and a
@@ -24,6 +26,7 @@ from sf_hydra.models import ActorCritic
 from sf_hydra.sampler.buffers import TrajectoryBuffers
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.spaces import obs_shapes, obs_specs, to_env_action
+from sf_hydra.user_modules import import_user_modules
 
 
 class StopRequested(Exception):
@@ -40,7 +43,10 @@ def env_seed(cfg, worker_id: int, env_index: int):
     return int(cfg.seed) * 100_003 + worker_id * 1_009 + env_index
 
 
-class RolloutWorker:
+class WorkerBase:
+    """What every rollout worker shares: its policy copy, its slots, the stop and sync
+    signals, and the message it sends after a rollout."""
+
     def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, store: PolicyStore,
                  free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, parent_pid):
         """parent_pid: the learner's pid, watched so that we exit if it dies (None in serial mode)."""
@@ -51,34 +57,36 @@ class RolloutWorker:
         self.rollout = cfg.algo.rollout
         self.reward_scale, self.reward_clip = cfg.env.reward_scale, cfg.env.reward_clip
         self.frameskip = cfg.env.frameskip
-        n = cfg.hardware.num_envs_per_worker
-        self.envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
-        self.obs_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
-        self.model = build_model(cfg, self.obs_space, self.action_space)
-        self.model.eval()
-        # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
-        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.hardware.precision == "bf16-mixed")
-        self.version = store.load_into(self.model)
-        self.obs = {k: np.zeros((n, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
-                    for k, (shape, dt) in obs_specs(self.obs_space).items()}
-        self.rnn = torch.zeros(n, self.model.rnn_state_size)
-        bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
-        self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.episode_return, self.episode_length = np.zeros(n), np.zeros(n, dtype=np.int64)
         self.owned: List[int] = []  # free slots handed to us by the learner
         self.round = 0
         self.timing: Dict[str, float] = {}  # seconds spent per part of the last rollout
         self.sync_mode = not cfg.algo.async_rl
-        for i, env in enumerate(self.envs):
-            self._store_obs(i, env.reset(seed=env_seed(cfg, worker_id, i))[0])
 
-    # -- small helpers ---------------------------------------------------------------------
-    def _store_obs(self, i: int, obs) -> None:
-        if isinstance(obs, dict):
-            for k, v in obs.items():
-                self.obs[k][i] = v
-        else:
-            self.obs["obs"][i] = obs
+    def _init_policy(self, obs_space, action_space) -> None:
+        self.obs_space, self.action_space = obs_space, action_space
+        self.model = build_model(self.cfg, obs_space, action_space)
+        self.model.eval()
+        # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
+        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.hardware.precision == "bf16-mixed")
+        self.version = self.store.load_into(self.model)
+
+    def _obs_arrays(self, rows: int) -> Dict[str, np.ndarray]:
+        return {k: np.zeros((rows, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
+                for k, (shape, dt) in obs_specs(self.obs_space).items()}
+
+    def _scaled_rewards(self, rewards: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.clip(rewards * self.reward_scale, -self.reward_clip, self.reward_clip))
+
+    def _act(self, rows):
+        """The policy step for these rows (a slice or an index array) of `self.obs` and
+        `self.rnn`; returns the inputs it used and its output."""
+        obs = {k: torch.from_numpy(v[rows]) for k, v in self.obs.items()}
+        rnn_before = self.rnn[rows]
+        t0 = time.perf_counter()
+        with self.autocast:
+            out = self.model.act(obs, rnn_before if self.model.core is not None else None)
+        self.timing["inference"] += time.perf_counter() - t0
+        return obs, rnn_before, out
 
     def _check_alive(self) -> None:
         if bool(self.stop_flag[0]) or (self.parent_pid is not None and os.getppid() != self.parent_pid):
@@ -104,16 +112,36 @@ class RolloutWorker:
             self._check_alive()
             time.sleep(0.0005)
 
+
+class RolloutWorker(WorkerBase):
+    """Single-agent envs, one trajectory slot per env and rollout, stepped in a Python loop."""
+
+    def __init__(self, worker_id: int, cfg, *args, **kwargs):
+        super().__init__(worker_id, cfg, *args, **kwargs)
+        n = cfg.hardware.num_envs_per_worker
+        self.envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
+        self._init_policy(self.envs[0].observation_space, self.envs[0].action_space)
+        self.obs = self._obs_arrays(n)
+        self.rnn = torch.zeros(n, self.model.rnn_state_size)
+        bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
+        self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.episode_return, self.episode_length = np.zeros(n), np.zeros(n, dtype=np.int64)
+        for i, env in enumerate(self.envs):
+            self._store_obs(i, env.reset(seed=env_seed(cfg, worker_id, i))[0])
+
+    # -- small helpers ---------------------------------------------------------------------
+    def _store_obs(self, i: int, obs) -> None:
+        if isinstance(obs, dict):
+            for k, v in obs.items():
+                self.obs[k][i] = v
+        else:
+            self.obs["obs"][i] = obs
+
     # -- the loop ----------------------------------------------------------------------------
     def _act_and_step(self, split: slice, slots: torch.Tensor, t: int, episodes: list) -> None:
         b = self.buffers
-        obs = {k: torch.from_numpy(v[split]) for k, v in self.obs.items()}
-        rnn_before = self.rnn[split]
-        t0 = time.perf_counter()
-        with self.autocast:
-            out = self.model.act(obs, rnn_before if self.model.core is not None else None)
+        obs, rnn_before, out = self._act(split)
         t1 = time.perf_counter()
-        self.timing["inference"] += t1 - t0
         for k, v in obs.items():
             b.obs[k][slots, t] = v
         b.actions[slots, t] = out.actions
@@ -140,7 +168,7 @@ class RolloutWorker:
                 ob, _ = env.reset()
             self._store_obs(i, ob)
         self.timing["env_step"] += time.perf_counter() - t1
-        b.rewards[slots, t] = torch.from_numpy(np.clip(rewards * self.reward_scale, -self.reward_clip, self.reward_clip))
+        b.rewards[slots, t] = self._scaled_rewards(rewards)
         done_t = torch.from_numpy(dones)
         b.dones[slots, t] = done_t
         b.time_outs[slots, t] = torch.from_numpy(time_outs)
@@ -148,10 +176,7 @@ class RolloutWorker:
             self.rnn[split] = out.rnn_states.float() * (1.0 - done_t).unsqueeze(1)
 
     def _bootstrap_values(self, split: slice, slots: torch.Tensor) -> None:
-        obs = {k: torch.from_numpy(v[split]) for k, v in self.obs.items()}
-        with self.autocast:
-            out = self.model.act(obs, self.rnn[split] if self.model.core is not None else None)
-        self.buffers.values[slots, self.rollout] = out.values.float()
+        self.buffers.values[slots, self.rollout] = self._act(split)[2].values.float()
 
     def collect(self) -> None:
         """One rollout for every env, then one message with the filled slots."""
@@ -174,16 +199,21 @@ class RolloutWorker:
         self.out_queue.put(("traj", self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip, self.timing))
 
     def close(self) -> None:
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception:  # closing is best effort: the process is exiting anyway
-                pass
+        close_all(self.envs)
 
 
-def worker_process_main(worker_id: int, cfg_container: Dict, buffers, store, free_slots, out_queue,
+def close_all(envs) -> None:
+    for env in envs:
+        try:
+            env.close()
+        except Exception:  # closing is best effort: the process is exiting anyway
+            pass
+
+
+def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, store, free_slots, out_queue,
                         stop_flag, sync_round, parent_pid: int) -> None:
-    """Entry point of a worker process. Ctrl+C is the learner's to handle: it stops us."""
+    """Entry point of a worker process (`worker_cls`: RolloutWorker or AgentRowsWorker).
+    Ctrl+C is the learner's to handle: it stops us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from omegaconf import OmegaConf
 
@@ -191,7 +221,8 @@ def worker_process_main(worker_id: int, cfg_container: Dict, buffers, store, fre
     torch.set_num_threads(cfg.hardware.torch_threads)
     worker = None
     try:
-        worker = RolloutWorker(worker_id, cfg, buffers, store, free_slots, out_queue, stop_flag, sync_round, parent_pid)
+        import_user_modules(cfg.get("imports"))  # a fresh interpreter: register the user's families/encoders again
+        worker = worker_cls(worker_id, cfg, buffers, store, free_slots, out_queue, stop_flag, sync_round, parent_pid)
         out_queue.put(("ready", worker_id))
         while True:
             worker.collect()

@@ -3,6 +3,10 @@ serial mode, the same workers in this process) and the queues between them.
 
 Queues carry only slot indices and tiny messages. A worker that dies, raises, or stays
 silent too long becomes a `SamplerError` naming the worker and its traceback.
+
+Single-agent envs use `RolloutWorker` (one slot per env and rollout). Multi-agent envs and
+`hardware.batched_sampling=true` use `AgentRowsWorker` (one row per agent or sub-env, rows
+that may skip inactive transitions: see agent_rows.py).
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from typing import Dict, List, Optional
 import torch
 from omegaconf import OmegaConf
 
+from sf_hydra.config.errors import ConfigError
 from sf_hydra.sampler import mp
+from sf_hydra.sampler.agent_rows import AgentRowsWorker
 from sf_hydra.sampler.buffers import TrajectoryBuffers
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import RolloutWorker, worker_process_main
 from sf_hydra.sampler.spaces import action_spec, obs_specs
+from sf_hydra.sampler.vector_envs import check_batched_sampling
 
 log = logging.getLogger(__name__)
 
@@ -43,21 +50,34 @@ class Trajectories:
     timing: Dict[str, float]
 
 
-def slots_per_worker(cfg) -> int:
-    """Enough slots for the envs being filled plus `num_batches_to_accumulate` iterations
-    waiting for the learner; beyond that the workers block (back-pressure)."""
-    envs_total = cfg.hardware.num_workers * cfg.hardware.num_envs_per_worker
+def slots_per_worker(cfg, rows_per_worker: int, agent_rows: bool) -> int:
+    """Enough slots for the rows being filled plus `num_batches_to_accumulate` iterations
+    waiting for the learner; beyond that the workers block (back-pressure). An agent-rows
+    worker also holds, per row, a full slot waiting for its bootstrap value and, in sync
+    mode, one completed early for the next round."""
+    rows_total = cfg.hardware.num_workers * rows_per_worker
     traj_per_iteration = cfg.algo.batch_size * cfg.algo.num_batches_per_epoch // cfg.algo.rollout
-    rounds_waiting = math.ceil(cfg.algo.num_batches_to_accumulate * traj_per_iteration / envs_total)
-    return cfg.hardware.num_envs_per_worker * (1 + max(1, rounds_waiting))
+    rounds_waiting = math.ceil(cfg.algo.num_batches_to_accumulate * traj_per_iteration / rows_total)
+    return rows_per_worker * ((3 if agent_rows else 1) + max(1, rounds_waiting))
+
+
+def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
+    check_batched_sampling(cfg)
+    if num_agents is not None and cfg.hardware.batched_sampling:
+        raise ConfigError("hardware.batched_sampling", True, f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
 
 
 class Sampler:
-    def __init__(self, cfg, obs_space, action_space, model: torch.nn.Module):
+    def __init__(self, cfg, obs_space, action_space, model: torch.nn.Module, num_agents: Optional[int] = None):
+        """num_agents: None for a single-agent gymnasium env, else the multi-agent env's count."""
+        check_sampling_options(cfg, num_agents)
         self.cfg = cfg
         self.ctx = mp.context()
         self.num_workers = cfg.hardware.num_workers
-        self.per_worker = slots_per_worker(cfg)
+        agent_rows = num_agents is not None or cfg.hardware.batched_sampling
+        self.worker_cls = AgentRowsWorker if agent_rows else RolloutWorker
+        self.rows_per_worker = cfg.hardware.num_envs_per_worker * (num_agents or 1)
+        self.per_worker = slots_per_worker(cfg, self.rows_per_worker, agent_rows)
         self.buffers = TrajectoryBuffers.allocate(
             self.num_workers * self.per_worker, cfg.algo.rollout, obs_specs(obs_space), action_spec(action_space),
             model.rnn_state_size,
@@ -74,6 +94,11 @@ class Sampler:
         self._backlog: list = []
         self.started = False
 
+    @property
+    def rows_total(self) -> int:
+        """Trajectory rows over all workers: the slots of one synchronous round."""
+        return self.num_workers * self.rows_per_worker
+
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
         """Hands every worker its slots, starts them and waits until each has built its envs."""
@@ -83,13 +108,13 @@ class Sampler:
         if self.serial:
             cfg = OmegaConf.create(plain_cfg)
             self.serial_workers = [
-                RolloutWorker(w, cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
+                self.worker_cls(w, cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
                               self.stop_flag, self.sync_round, parent_pid=None)
                 for w in range(self.num_workers)
             ]
         else:
             for w in range(self.num_workers):
-                args = (w, plain_cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
+                args = (self.worker_cls, w, plain_cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
                         self.stop_flag, self.sync_round, os.getpid())
                 p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
                 p.start()

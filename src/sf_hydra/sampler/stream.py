@@ -26,7 +26,7 @@ class TrajectoryStream(IterableDataset):
         self.current_version, self.stop_requested, self.on_start = current_version, stop_requested, on_start
         self.traj_per_batch = cfg.algo.batch_size * cfg.algo.num_batches_per_epoch // cfg.algo.rollout
         self.sync = not cfg.algo.async_rl
-        self.round_size = cfg.hardware.num_workers * cfg.hardware.num_envs_per_worker
+        self.round_size = sampler.rows_total
 
     def __len__(self) -> int:
         return ENDLESS

@@ -1,0 +1,103 @@
+"""Agent groups: what the agent-rows worker steps. A group is one env object that moves
+several trajectory rows per step: the agents of a multi-agent env, or the envs of a
+vectorized env. Both answer `step(actions[A]) -> StepBatch` with arrays, so the worker
+never loops over agents in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from sf_hydra.envs.multi_agent.protocol import is_active, num_agents
+from sf_hydra.sampler.spaces import to_env_action
+from sf_hydra.sampler.vector_envs import VectorEnv
+
+
+class StepBatch(NamedTuple):
+    obs: Dict[str, np.ndarray]  # [A, ...] per observation key: what each agent acts on next
+    rewards: np.ndarray  # float32 [A]
+    terminated: np.ndarray  # bool [A]
+    truncated: np.ndarray  # bool [A]
+    active: np.ndarray  # bool [A]: the transition starting from `obs` is trained on
+    frames: int  # agent steps the env really simulated (reset-only steps excluded)
+
+
+def obs_rows(obs) -> Dict[str, np.ndarray]:
+    """Per-agent observations (a list, a batched array or a dict of either) as {key: [A, ...]}."""
+    if isinstance(obs, dict):
+        return {k: np.asarray(v) for k, v in obs.items()}
+    if isinstance(obs, np.ndarray):
+        return {"obs": obs}
+    if obs and isinstance(obs[0], dict):
+        return {k: np.stack([o[k] for o in obs]) for k in obs[0]}
+    return {"obs": np.stack(obs)}
+
+
+class ProtocolEnvGroup:
+    """One env following `sf_hydra.envs.multi_agent.protocol`."""
+
+    def __init__(self, env):
+        self.env = env
+        self.num_agents = num_agents(env)
+        self.observation_space, self.action_space = env.observation_space, env.action_space
+        self._all = np.ones(self.num_agents, dtype=bool)
+
+    def _active(self, infos) -> np.ndarray:
+        flags = [is_active(info) for info in infos]
+        return self._all if all(flags) else np.asarray(flags, dtype=bool)
+
+    def reset(self, seed=None):
+        obs, infos = self.env.reset(seed=seed)
+        return obs_rows(obs), self._active(infos)
+
+    def step(self, actions: np.ndarray) -> StepBatch:
+        obs, rewards, terminated, truncated, infos = self.env.step([to_env_action(self.action_space, a) for a in actions])
+        return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), np.asarray(terminated, dtype=bool),
+                         np.asarray(truncated, dtype=bool), self._active(infos), self.num_agents)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def batch_actions(space: gym.Space, actions: np.ndarray):
+    """Action rows [A, ...] as a vector env takes them."""
+    if isinstance(space, gym.spaces.Box):
+        actions = actions.reshape(len(actions), *space.shape)
+        return np.clip(actions, space.low, space.high).astype(space.dtype, copy=False)
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(actions[:, i] for i in range(actions.shape[1]))
+    return actions
+
+
+class VectorEnvGroup:
+    """A gymnasium vector env or an EnvPool env: each sub-env is one row. With "next step"
+    autoreset, the step after a done only resets that env: it is an inactive transition."""
+
+    def __init__(self, vector: VectorEnv):
+        self.env, self.resets_next_step = vector.env, vector.resets_next_step
+        self.observation_space, self.action_space = vector.observation_space, vector.action_space
+        self.num_agents = int(self.env.num_envs)
+        self._resetting = np.zeros(self.num_agents, dtype=bool)  # envs whose next step only resets them
+        self._all = np.ones(self.num_agents, dtype=bool)
+
+    def reset(self, seed=None):
+        obs, _ = self.env.reset(seed=seed)
+        self._resetting[:] = False
+        return obs_rows(obs), self._all
+
+    def step(self, actions: np.ndarray) -> StepBatch:
+        obs, rewards, terminated, truncated, _ = self.env.step(batch_actions(self.action_space, actions))
+        terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
+        frames = self.num_agents
+        active = self._all
+        if self.resets_next_step:
+            frames -= int(self._resetting.sum())
+            self._resetting = terminated | truncated
+            active = ~self._resetting
+        return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), terminated, truncated, active, frames)
+
+    def close(self) -> None:
+        self.env.close()

@@ -1,0 +1,257 @@
+"""The rollout worker for multi-agent envs and batched sampling: one trajectory row per
+agent (of each multi-agent env) or per sub-env (of each vector env), each row with its own
+slot, write position and RNN state.
+
+Inactive transitions are not recorded at all (rather than recorded and masked): an
+inactive row's policy step is computed with the others (one batched forward) but nothing
+is written, its write position does not move and its RNN state is kept as it was. A slot
+therefore holds `rollout` consecutive *active* transitions of one agent, so everything
+downstream is unchanged and exact:
+
+- GAE: the next value of a recorded transition is that of the agent's next recorded one,
+  which is its next active observation (the time it spent inactive is skipped, like a
+  pause). A slot is complete after `rollout` transitions but is sent only once the value
+  of the agent's next active observation is known (its bootstrap value): at its next
+  active step, or in the pass at the end of each round of `rollout` steps.
+- Dones: a done that happens while the agent is inactive is written onto its last
+  recorded transition, which is still ours to edit (the slot holding it has not been sent,
+  for lack of a bootstrap value), so GAE never bootstraps across episodes.
+- RNN: the learner unrolls over recorded transitions only, starting from the state stored
+  with each chunk; the worker's state skips inactive steps in the same way (kept, then
+  zeroed by a done), so both compute the same function.
+- Batches hold only real data: no validity mask, no smaller effective batch, input and
+  return normalizers never see an inactive agent's observation.
+
+The price: rows fill at different rates, so slots complete at different steps. The worker
+still sends one message per round of `rollout` steps (async) with whatever completed; in
+sync mode it keeps stepping until it has one slot per row to send, and a transition
+recorded before the round's end but sent in the next round has a policy lag of one.
+
+Frames count the agent steps the envs simulated (with inactive ones; vector envs' reset-only
+steps excluded); episode lengths count the agent's active steps.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import List
+
+import numpy as np
+import torch
+
+from sf_hydra.envs import make_env
+from sf_hydra.envs.multi_agent.protocol import is_multi_agent
+from sf_hydra.sampler.agent_groups import ProtocolEnvGroup, VectorEnvGroup
+from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
+from sf_hydra.sampler.vector_envs import make_vector_env
+
+
+def make_groups(cfg, worker_id: int) -> list:
+    """Batched sampling: one vector env per split. Otherwise one group per multi-agent env."""
+    n, splits = cfg.hardware.num_envs_per_worker, cfg.hardware.worker_num_splits
+    if cfg.hardware.batched_sampling:
+        per = n // splits
+        return [VectorEnvGroup(make_vector_env(cfg, per, env_seed(cfg, worker_id, s * per))) for s in range(splits)]
+    groups = []
+    for i in range(n):
+        env = make_env(cfg.env, seed=env_seed(cfg, worker_id, i))
+        if not is_multi_agent(env):
+            env.close()
+            raise TypeError(f"env {cfg.env.id!r} has no `num_agents`: it is not a multi-agent env (sf_hydra.envs.multi_agent.protocol)")
+        groups.append(ProtocolEnvGroup(env))
+    return groups
+
+
+class Split:
+    """A contiguous run of groups that act and step together."""
+
+    def __init__(self, rows: slice, groups: list, group_rows: list):
+        self.rows, self.groups, self.group_rows = rows, groups, group_rows
+
+
+class AgentRowsWorker(WorkerBase):
+    def __init__(self, worker_id: int, cfg, *args, **kwargs):
+        super().__init__(worker_id, cfg, *args, **kwargs)
+        self.groups = make_groups(cfg, worker_id)
+        self._init_policy(self.groups[0].observation_space, self.groups[0].action_space)
+        bounds = np.cumsum([0] + [g.num_agents for g in self.groups])
+        self.num_rows = rows = int(bounds[-1])
+        group_rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        per_split = len(self.groups) // cfg.hardware.worker_num_splits
+        self.splits = []
+        for s in range(0, len(self.groups), per_split):
+            members = range(s, s + per_split)
+            self.splits.append(Split(slice(group_rows[s].start, group_rows[s + per_split - 1].stop),
+                                     [self.groups[i] for i in members], [group_rows[i] for i in members]))
+        self.obs = self._obs_arrays(rows)
+        self.rnn = torch.zeros(rows, self.model.rnn_state_size)
+        self.active = np.ones(rows, dtype=bool)  # the row's next transition is trained on
+        self.slot = None  # [rows] slot each row writes into (taken at the first collect)
+        self.cursor = np.zeros(rows, dtype=np.int64)  # next write position in that slot
+        self.pending = np.full(rows, -1, dtype=np.int64)  # a full slot waiting for its bootstrap value
+        self.ready: List[int] = []  # complete slots not sent yet
+        self.episode_return, self.episode_length = np.zeros(rows), np.zeros(rows, dtype=np.int64)
+        self._flat_views()
+        for i, (group, r) in enumerate(zip(self.groups, group_rows)):
+            obs, active = group.reset(seed=env_seed(cfg, worker_id, i))
+            self._store_obs(r, obs)
+            self.active[r] = active
+
+    def _flat_views(self) -> None:
+        """[N, T, ...] buffers seen as [N*T, ...], so a row's write is one index_copy_."""
+        b = self.buffers
+        flat = lambda t: t.view(t.shape[0] * t.shape[1], *t.shape[2:])  # noqa: E731
+        self.f_obs = {k: flat(v) for k, v in b.obs.items()}
+        self.f_actions, self.f_log_probs, self.f_rewards = flat(b.actions), flat(b.log_probs), flat(b.rewards)
+        self.f_dones, self.f_time_outs, self.f_versions = flat(b.dones), flat(b.time_outs), flat(b.policy_versions)
+        self.f_rnn = flat(b.rnn_states)
+        self.f_values = b.values.view(-1)  # [N * (T + 1)]
+
+    def _store_obs(self, rows: slice, obs: dict) -> None:
+        for k, v in obs.items():
+            self.obs[k][rows] = v
+
+    def _acquire(self, n: int) -> np.ndarray:
+        t0 = time.perf_counter()
+        slots = self._acquire_slots(n).numpy()
+        self.timing["wait_for_slots"] = self.timing.get("wait_for_slots", 0.0) + time.perf_counter() - t0
+        return slots
+
+    # -- one step of one split -------------------------------------------------------------
+    def _act_and_step(self, split: Split, episodes: list) -> int:
+        rows = split.rows
+        obs, rnn_before, out = self._act(rows)
+        active = self.active[rows].copy()
+        local = np.flatnonzero(active)
+        select = None if len(local) == len(active) else torch.from_numpy(local)
+        recorded = local + rows.start
+        flat = self._write_policy_step(recorded, select, obs, out, rnn_before) if len(local) else None
+
+        actions = out.actions.numpy()
+        t2 = time.perf_counter()
+        batches = []
+        for group, r in zip(split.groups, split.group_rows):
+            batch = group.step(actions[r.start - rows.start : r.stop - rows.start])
+            self._store_obs(r, batch.obs)
+            batches.append(batch)
+        self.timing["env_step"] += time.perf_counter() - t2
+        cat = (lambda f: getattr(batches[0], f)) if len(batches) == 1 else (lambda f: np.concatenate([getattr(b, f) for b in batches]))
+        rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
+        done = terminated | truncated
+        self._count_episodes(rows, rewards, active, done, episodes)
+        if flat is not None:
+            self._write_outcome(recorded, local, flat, rewards, terminated, truncated)
+        for j in np.flatnonzero(done & ~active):
+            self._end_last_transition(rows.start + int(j), bool(truncated[j] and not terminated[j]))
+        if out.rnn_states is not None:
+            self._update_rnn(rows, out.rnn_states.float(), rnn_before, active, done)
+        self.active[rows] = cat("active")
+        return sum(b.frames for b in batches)
+
+    def _write_policy_step(self, recorded: np.ndarray, select, obs, out, rnn_before) -> torch.Tensor:
+        """Writes the active rows' inputs and policy outputs; returns their flat positions."""
+        self._resolve_pending(recorded, out.values if select is None else out.values.index_select(0, select))
+        take = (lambda x: x) if select is None else (lambda x: x.index_select(0, select))
+        flat = torch.from_numpy(self.slot[recorded] * self.rollout + self.cursor[recorded])
+        for k, v in obs.items():
+            self.f_obs[k].index_copy_(0, flat, take(v))
+        self.f_actions.index_copy_(0, flat, take(out.actions).to(self.f_actions.dtype))
+        self.f_log_probs.index_copy_(0, flat, take(out.log_probs).float())
+        self.f_values.index_copy_(0, self._value_positions(self.slot[recorded], self.cursor[recorded]), take(out.values).float())
+        self.f_versions.index_fill_(0, flat, self.version)
+        if self.model.core is not None:
+            self.f_rnn.index_copy_(0, flat, take(rnn_before))
+        return flat
+
+    def _value_positions(self, slots: np.ndarray, positions) -> torch.Tensor:
+        """Flat positions in `values`, which has rollout + 1 columns (the last bootstraps)."""
+        return torch.from_numpy(slots * (self.rollout + 1) + positions)
+
+    def _resolve_pending(self, rows: np.ndarray, values: torch.Tensor) -> None:
+        """The value of these rows' current observation bootstraps their full slot, if any."""
+        waiting = np.flatnonzero(self.pending[rows] >= 0)
+        if not len(waiting):
+            return
+        slots = self.pending[rows[waiting]]
+        self.f_values.index_copy_(0, self._value_positions(slots, self.rollout), values.index_select(0, torch.from_numpy(waiting)).float())
+        self.ready.extend(slots.tolist())
+        self.pending[rows[waiting]] = -1
+
+    def _write_outcome(self, recorded, local, flat, rewards, terminated, truncated) -> None:
+        """Rewards and dones of the recorded transitions; rows whose slot is full move on."""
+        self.f_rewards.index_copy_(0, flat, self._scaled_rewards(rewards[local]))
+        self.f_dones.index_copy_(0, flat, torch.from_numpy((terminated | truncated)[local].astype(np.float32)))
+        self.f_time_outs.index_copy_(0, flat, torch.from_numpy((truncated & ~terminated)[local].astype(np.float32)))
+        self.cursor[recorded] += 1
+        full = recorded[self.cursor[recorded] == self.rollout]
+        if len(full):
+            self.pending[full] = self.slot[full]
+            self.cursor[full] = 0
+            self.slot[full] = self._acquire(len(full))
+
+    def _end_last_transition(self, row: int, time_out: bool) -> None:
+        """A done while inactive ends the episode of the row's last recorded transition."""
+        if self.cursor[row] > 0:
+            pos = int(self.slot[row]) * self.rollout + int(self.cursor[row]) - 1
+        elif self.pending[row] >= 0:
+            pos = int(self.pending[row]) * self.rollout + self.rollout - 1
+        else:
+            return  # nothing recorded yet
+        if self.f_dones[pos] == 0:
+            self.f_dones[pos] = 1.0
+            self.f_time_outs[pos] = float(time_out)
+
+    def _count_episodes(self, rows: slice, rewards, active, done, episodes: list) -> None:
+        self.episode_return[rows] += rewards
+        self.episode_length[rows] += active
+        for j in np.flatnonzero(done):
+            i = rows.start + int(j)
+            episodes.append((float(self.episode_return[i]), int(self.episode_length[i])))
+            self.episode_return[i], self.episode_length[i] = 0.0, 0
+
+    def _update_rnn(self, rows: slice, new: torch.Tensor, before: torch.Tensor, active, done) -> None:
+        """Inactive rows keep their state; a done zeroes it."""
+        if not active.all():
+            new = torch.where(torch.from_numpy(active).unsqueeze(1), new, before)
+        if done.any():
+            new = new * torch.from_numpy(~done).unsqueeze(1)
+        self.rnn[rows] = new
+
+    def _bootstrap_pending(self) -> None:
+        """Full slots whose row is active now get their bootstrap value in one forward pass."""
+        rows = np.flatnonzero((self.pending >= 0) & self.active)
+        if not len(rows):
+            return
+        self._resolve_pending(rows, self._act(rows)[2].values)
+
+    # -- one message ---------------------------------------------------------------------------
+    def collect(self) -> None:
+        """`rollout` steps of every row (sync: until one slot per row is complete), then one
+        message with the completed slots."""
+        self._check_alive()
+        if self.sync_mode:
+            self._wait_for_learner_round()
+        t_start = time.perf_counter()
+        self.timing = {"inference": 0.0, "env_step": 0.0, "wait_for_slots": 0.0}
+        if self.slot is None:
+            self.slot = self._acquire(self.num_rows)
+        episodes: list = []
+        frames, steps = 0, 0
+        while True:
+            self._maybe_sync_weights()
+            for split in self.splits:
+                frames += self._act_and_step(split, episodes)
+            steps += 1
+            if steps >= self.rollout:
+                self._bootstrap_pending()
+                if not self.sync_mode or len(self.ready) >= self.num_rows:
+                    break
+                self._check_alive()
+        quota = self.num_rows if self.sync_mode else len(self.ready)
+        sent, self.ready = self.ready[:quota], self.ready[quota:]
+        self.round += 1
+        self.timing["bookkeeping"] = time.perf_counter() - t_start - sum(self.timing.values())
+        self.out_queue.put(("traj", self.id, sent, episodes, frames * self.frameskip, self.timing))
+
+    def close(self) -> None:
+        close_all(self.groups)

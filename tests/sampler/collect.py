@@ -1,0 +1,63 @@
+"""Run the real sampler (worker processes, shared buffers) without a learner and read back
+what it wrote: the tests of multi-agent envs, PettingZoo and batched sampling use this."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+import torch
+
+from sf_hydra.config import validate
+from sf_hydra.sampler.env_info import describe_env
+from sf_hydra.sampler.rollout_worker import build_model
+from sf_hydra.sampler.sampler import Sampler
+
+
+@dataclass
+class Collected:
+    batch: Dict[str, torch.Tensor]  # the gathered slots, concatenated on dim 0
+    episodes: List[tuple] = field(default_factory=list)  # (return, length) per finished agent episode
+    frames: int = 0
+    model: torch.nn.Module = None  # the policy the workers acted with (version 0)
+
+
+@contextmanager
+def running_sampler(cfg):
+    """A started sampler acting with a fresh model; stopped (processes reaped) on exit."""
+    validate(cfg)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    info = describe_env(cfg.env, seed=cfg.seed)
+    model = build_model(cfg, info.observation_space, info.action_space)
+    sampler = Sampler(cfg, info.observation_space, info.action_space, model, info.num_agents)
+    sampler.model = model
+    try:
+        sampler.publish(model, 0)
+        sampler.start()
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+def collect(cfg, min_slots: int, timeout: float = 60.0) -> Collected:
+    """Polls until at least `min_slots` trajectories arrived; copies them out and frees them."""
+    with running_sampler(cfg) as sampler:
+        parts, out = [], Collected(batch={})
+        count, deadline = 0, time.monotonic() + timeout
+        while count < min_slots:
+            assert time.monotonic() < deadline, f"only {count} of {min_slots} trajectories in {timeout} s"
+            traj = sampler.poll(0.5)
+            if traj is None:
+                continue
+            out.episodes += traj.episodes
+            out.frames += traj.frames
+            if traj.slots:
+                parts.append(sampler.buffers.gather(torch.tensor(traj.slots)))
+                sampler.free(traj.slots)
+                count += len(traj.slots)
+        out.batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+        out.model = sampler.model
+        return out
