@@ -1,0 +1,36 @@
+"""Atari through the whole stack: the family's config files pick the preprocessing, the
+Atari conv net and PPO settings; a short real training runs through the sampler."""
+
+import pytest
+
+pytest.importorskip("ale_py", reason="ale-py is not installed (pip install -e '.[atari]')")
+pytest.importorskip("cv2", reason="OpenCV is not installed (pip install -e '.[atari]')")
+
+from sf_hydra.train import train  # noqa: E402
+from tests.conftest import make_cfg  # noqa: E402
+
+FRAMESKIP = 4
+
+
+def small_run(tmp_path, *overrides):
+    return make_cfg(
+        tmp_path, "hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=32",
+        "algo.batch_size=64", "algo.num_batches_per_epoch=1", "algo.num_epochs=1", "model.encoder_conv_mlp_layers=[64]",
+        *overrides,
+    )
+
+
+def test_pong_trains_a_few_hundred_steps_and_counts_frames(tmp_path):
+    cfg = small_run(tmp_path, "env=atari/pong", "train_for_env_steps=2048")
+    assert cfg.env.frameskip == FRAMESKIP and cfg.model.encoder_conv_architecture == "convnet_atari"
+    summary = train(cfg)
+    # One worker round is 2 envs x 32 agent steps x 4 frames; env steps count frames.
+    assert summary["env_steps"] >= 2048 and summary["env_steps"] % (2 * 32 * FRAMESKIP) == 0
+    assert summary["policy_version"] >= 2048 // FRAMESKIP // 64
+
+
+def test_breakout_with_lives_trains_in_serial_mode(tmp_path):
+    # Episodic life ends the learner's episode on each lost life: episodes are counted here.
+    cfg = small_run(tmp_path, "env=atari/breakout", "hardware.serial_mode=true", "train_for_env_steps=4096")
+    summary = train(cfg)
+    assert summary["env_steps"] >= 4096 and summary["episodes"] >= 1
