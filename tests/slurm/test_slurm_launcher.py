@@ -78,5 +78,8 @@ def test_preempted_job_is_requeued_and_resumes_its_run(sweep):
     steps_after = logged_steps(resumed)
     assert saved_at < steps_after[0] <= saved_at + 2000, (saved_at, steps_after[:3])
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= budget
+    # Only training took the signal: no rollout worker or helper process died of it.
+    job_errors = (sweep.dir / ".submitit" / job / f"{job}_0_log.err").read_text()
+    assert "Traceback" not in job_errors and "died" not in job_errors, job_errors[-3000:]
     history = wait_until(lambda: (h := sweep.history(job))[-1:] == ["COMPLETED"] and h, 60, "the job COMPLETED in sacct")
     assert history == ["REQUEUED", "COMPLETED"], history

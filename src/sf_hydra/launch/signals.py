@@ -41,23 +41,26 @@ def _held() -> Tuple[signal.Signals, ...]:
 
 
 def hold() -> None:
-    """Blocks the preemption signal until training takes it (`catch`). Slurm signals every
-    process of a job, and SIGUSR2 would kill the processes the learner starts (rollout
-    workers, multiprocessing's resource tracker): they inherit the block instead, and the
-    learner stops them itself. One that comes during start-up waits for training to take
-    it. (SIGTERM is not held: Slurm kills the job after it anyway.)"""
+    """Blocks the preemption signal until training is under way (`admit`). Slurm signals
+    every process of a job, and SIGUSR2 would kill the processes the learner starts (rollout
+    workers, multiprocessing's resource tracker): started meanwhile, they inherit the block,
+    and the learner stops them itself. One that comes during start-up waits for training to
+    take it. (SIGTERM is not held: Slurm kills the job after it anyway.)"""
     signal.pthread_sigmask(signal.SIG_BLOCK, _held())
 
 
 def catch(handler: Callable) -> None:
     """Makes `handler` take every stop signal for a new run (remembering the handlers it
-    replaces, e.g. submitit's), forgets what an earlier run received, and lets a held
-    signal in."""
+    replaces, e.g. submitit's) and forgets what an earlier run received."""
     global _received
     _received = None
     for sig in stop_signals():
         previous = signal.signal(sig, handler)
         _replaced.setdefault(sig, previous)
+
+
+def admit() -> None:
+    """Lets a held signal in: training runs, and every process it needs has started."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _held())
 
 
@@ -67,7 +70,7 @@ def release() -> None:
     while _replaced:
         sig, previous = _replaced.popitem()
         signal.signal(sig, previous)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _held())
+    admit()
 
 
 def record(signum: int) -> None:

@@ -34,6 +34,7 @@ class StopConditions(L.Callback):
         self.reason = None
         self.start_env_steps = 0  # where this session started (after a resume: the restored count)
         self._last = None
+        self._admitted = False
 
     def _request(self, trainer, reason: str) -> None:
         if self.reason is None:
@@ -56,6 +57,9 @@ class StopConditions(L.Callback):
         self._request(trainer, f"signal {sig.name}")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if not self._admitted:  # the first batch: the sampler's processes all run by now
+            signals.admit()
+            self._admitted = True
         now = time.monotonic()
         pl_module.train_seconds += now - self._last
         self._last = now
