@@ -29,7 +29,7 @@ class RequeueAfterCheckpoint:
     saved its checkpoint."""
 
     def __call__(self, *args, **kwargs):
-        signals.hold()
+        signals.hold_preemption()
         try:
             return super().__call__(*args, **kwargs)
         finally:

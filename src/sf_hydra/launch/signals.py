@@ -20,6 +20,7 @@ PREEMPT_SIGNAL_ENV = "SUBMITIT_PREEMPT_SIGNAL"
 
 _received: Optional[signal.Signals] = None
 _replaced: Dict[signal.Signals, Any] = {}
+_preemption_held = False  # a launcher hands the preemption signal on after the checkpoint
 
 
 def preemption_signal() -> Optional[signal.Signals]:
@@ -36,16 +37,21 @@ def stop_signals() -> Tuple[signal.Signals, ...]:
 
 
 def _held() -> Tuple[signal.Signals, ...]:
-    preempt = preemption_signal()
+    preempt = preemption_signal() if _preemption_held else None
     return (preempt,) if preempt else ()
 
 
-def hold() -> None:
-    """Blocks the preemption signal until training is under way (`admit`). Slurm signals
-    every process of a job, and SIGUSR2 would kill the processes the learner starts (rollout
-    workers, multiprocessing's resource tracker): started meanwhile, they inherit the block,
-    and the learner stops them itself. One that comes during start-up waits for training to
-    take it. (SIGTERM is not held: Slurm kills the job after it anyway.)"""
+def hold_preemption() -> None:
+    """Called by a launcher that hands the preemption signal on to submitit once the run has
+    saved its checkpoint (launch/requeue.py); elsewhere submitit keeps handling it itself.
+    Training takes the signal, and until it is under way (`admit`) the signal is blocked:
+    Slurm signals every process of a job, and SIGUSR2 would kill the processes the learner
+    starts (rollout workers, multiprocessing's resource tracker). Started meanwhile, they
+    inherit the block, and the learner stops them itself; a signal that comes during
+    start-up waits for training to take it. (SIGTERM is not held: Slurm kills the job after
+    it anyway.)"""
+    global _preemption_held
+    _preemption_held = True
     signal.pthread_sigmask(signal.SIG_BLOCK, _held())
 
 
