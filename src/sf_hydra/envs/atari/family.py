@@ -15,7 +15,7 @@ import numpy as np
 from ale_py.env import AtariEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TimeLimit, TransformObservation
 
-from sf_hydra.envs.atari.games import check_env_config, game_ids, parse_resolution
+from sf_hydra.envs.atari.games import check_env_config, check_game, game_ids, parse_resolution
 from sf_hydra.envs.atari.wrappers import EpisodicLife, FireReset
 from sf_hydra.envs.registry import register_family
 
@@ -42,8 +42,9 @@ def _channels_first(env: gym.Env) -> gym.Env:
 
 
 def make_atari_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
-    """AtariEnvConfig -> uint8 observations (frame_stack x channels, H, W), Discrete actions."""
-    check_env_config(env_cfg)
+    """AtariEnvConfig -> uint8 observations (frame_stack x channels, H, W), Discrete actions.
+    The full check (`check_env_config`) ran at validation; it loads the ROM once more."""
+    check_game(env_cfg.id)
     env: gym.Env = _ale(env_cfg, render_mode)
     env = AtariPreprocessing(
         env, noop_max=env_cfg.noop_max, frame_skip=env_cfg.frameskip, screen_size=parse_resolution(env_cfg.resolution),
