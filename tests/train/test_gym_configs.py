@@ -35,8 +35,9 @@ def test_config_composes_and_validates_as_shipped(name):
 @pytest.mark.parametrize("name", PARAMS)
 def test_config_trains_a_short_run(tmp_path, name):
     # The fast settings (2 workers x 4 envs x 16 steps = 128 = one batch) keep sync PPO valid.
+    # In serial mode: the same sampler code without the worker processes' start-up.
     cfg = make_cfg(tmp_path, f"env=gym/{name}", "algo.batch_size=64", "algo.num_batches_per_epoch=2",
-                   "train_for_env_steps=1500")
+                   "hardware.serial_mode=true", "train_for_env_steps=1500")
     summary = train(cfg)
     assert summary["env_steps"] >= 1500 and summary["policy_version"] >= 3
 
@@ -56,3 +57,15 @@ def test_missing_box2d_is_a_config_error():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert "CONFIG_ERROR env.id='LunarLander-v3'" in out.stdout, out.stdout + out.stderr
     assert "gymnasium[box2d]" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, bar", [("acrobot", -100.0), ("pendulum", -300.0),
+                                       pytest.param("lunar_lander", 100.0, marks=NEEDS_BOX2D)])
+def test_default_config_learns_within_its_budget(tmp_path, name, bar):
+    """Each named config reaches its bar (average over the last 100 episodes) within the
+    budget its file sets; the run stops as soon as it does."""
+    cfg = compose_cfg(f"train_dir={tmp_path}", f"env=gym/{name}", f"train_until_avg_return={bar}")
+    summary = train(cfg)
+    assert summary["env_steps"] <= cfg.train_for_env_steps + 10_000
+    assert summary["avg_return"] >= bar, summary

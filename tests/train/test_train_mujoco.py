@@ -41,7 +41,10 @@ def test_family_defaults_come_from_config_files(tmp_path):
 
 @pytest.mark.parametrize("name", MUJOCO_CONFIGS)
 def test_config_trains_a_few_hundred_steps(tmp_path, name):
-    cfg = make_cfg(tmp_path, f"env={name}", *SMALL, "train_for_env_steps=600")
+    # Worker processes for one task; the same sampler code in-process (serial) for the rest,
+    # which saves each run the workers' start-up.
+    serial = name != "mujoco/halfcheetah"
+    cfg = make_cfg(tmp_path, f"env={name}", *SMALL, f"hardware.serial_mode={serial}", "train_for_env_steps=600")
     summary = train(cfg)
     assert summary["env_steps"] >= 600
     assert summary["policy_version"] >= 2
@@ -49,7 +52,8 @@ def test_config_trains_a_few_hundred_steps(tmp_path, name):
 
 
 def test_tanh_squashed_actions_train(tmp_path):
-    cfg = make_cfg(tmp_path, "env=mujoco/humanoid", *SMALL, "model.tanh_squash_actions=true", "train_for_env_steps=600")
+    cfg = make_cfg(tmp_path, "env=mujoco/humanoid", *SMALL, "model.tanh_squash_actions=true", "hardware.serial_mode=true",
+                   "train_for_env_steps=600")
     summary = train(cfg)
     assert summary["env_steps"] >= 600 and summary["policy_version"] >= 2
 
@@ -103,3 +107,14 @@ def test_sampler_stores_samples_and_env_receives_them_in_bounds(tmp_path, squash
         torch.testing.assert_close(log_probs, sampler.buffers.log_probs[slots], rtol=1e-5, atol=1e-4)
     finally:
         sampler.stop()
+
+
+@pytest.mark.slow
+def test_default_halfcheetah_reaches_1500_within_1m_steps(tmp_path):
+    """The family's learning bar with the shipped defaults (a few minutes on 2 cores)."""
+    from tests.conftest import compose_cfg
+
+    cfg = compose_cfg(f"train_dir={tmp_path}", "env=mujoco/halfcheetah", "train_until_avg_return=1500")
+    summary = train(cfg)
+    assert summary["env_steps"] <= 1_010_000
+    assert summary["avg_return"] >= 1500, summary
