@@ -11,7 +11,7 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 from omegaconf import OmegaConf  # noqa: E402
 
 from sf_hydra.envs.doom.schema import DoomEnvConfig  # noqa: E402
-from sf_hydra.envs.doom.family import known_scenarios, make_doom_env, single_player_scenarios  # noqa: E402
+from sf_hydra.envs.doom.family import known_scenarios, make_doom_env, resolve_scenario, single_player_scenarios  # noqa: E402
 from sf_hydra.envs.doom.game import MULTIPLAYER_SCENARIOS  # noqa: E402
 from sf_hydra.envs.registry import get_family, make_env  # noqa: E402
 
@@ -172,7 +172,7 @@ def test_multiplayer_scenarios_refused_without_host_args():
 def _missing_iwad(scenario):
     """doom.cfg / doom2.cfg need the commercial IWADs, which the wheel does not ship."""
     game = vzd.DoomGame()
-    game.load_config(os.path.join(vzd.scenarios_path, scenario + ".cfg"))
+    game.load_config(resolve_scenario(scenario))
     iwad = os.path.basename(game.get_doom_game_path())
     pkg = os.path.dirname(vzd.scenarios_path)
     return bool(iwad) and not any(os.path.exists(os.path.join(d, iwad)) for d in (vzd.scenarios_path, pkg))

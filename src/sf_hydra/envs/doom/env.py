@@ -1,26 +1,34 @@
-"""One ViZDoom scenario as a gymnasium.Env with channel-first uint8 pixel observations."""
+"""One ViZDoom game as a gymnasium.Env with channel-first uint8 pixel observations
+(plus game variables as a "measurements" vector when the config asks for them)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
 
 from sf_hydra.config.errors import ConfigError
-from sf_hydra.envs.doom.actions import make_action_mapping
+from sf_hydra.envs.doom.actions import TURN_DELTA, make_action_mapping
 from sf_hydra.envs.doom.frames import as_chw, downsample, obs_shape
-from sf_hydra.envs.doom.game import build_game, to_vizdoom_seed
+from sf_hydra.envs.doom.game import build_game, parse_buttons, parse_game_variables, to_vizdoom_seed
 
 DOOM_TICRATE = 35  # engine tics per second
 
 
 class DoomEnv(gym.Env):
-    """Observation Box(0, 255, (C, H, W), uint8); Discrete one-button actions.
+    """Observation Box(0, 255, (C, H, W), uint8), or Dict {"obs": that, "measurements":
+    Box(float32, (k,))} with `measurements` game variables. Actions: see actions.py.
 
     Rewards are the scenario's own, summed over the `frameskip` tics of a step (the
     sampler applies `reward_scale`). An episode that ends on the scenario's timeout is
     truncated; one that ends by death or by the scenario's own goal is terminated.
+
+    In a multiplayer game (`network_args` host or join one), death does not end the
+    episode: the player respawns (the host's rules need +sv_forcerespawn 1). `bots`
+    built-in bots are added at every reset (host only).
+    The last step of an episode reports `episode_stats` game variables (their change over
+    the episode: some counters survive new_episode) in info["episode_extra_stats"].
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": DOOM_TICRATE}
@@ -37,6 +45,11 @@ class DoomEnv(gym.Env):
         seed: Optional[int] = None,
         render_mode: Optional[str] = None,
         game_settings: Optional[Mapping[str, Any]] = None,
+        actions: Optional[Mapping[str, Any]] = None,
+        measurements: Sequence[str] = (),
+        episode_stats: Sequence[str] = (),
+        network_args: str = "",
+        bots: int = 0,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode, f"ViZDoom runs headless: use one of {self.metadata['render_modes']} or None")
@@ -50,18 +63,40 @@ class DoomEnv(gym.Env):
         self.max_episode_steps = max_episode_steps
         self.render_mode = render_mode
         self.metadata = dict(self.metadata, render_fps=DOOM_TICRATE / self.frameskip)
+        self.multiplayer = bool(network_args)
+        self.bots = int(bots)
 
-        self.game = build_game(scenario, resolution, grayscale, episode_timeout, seed, game_settings)
+        actions = dict(actions or {})
+        groups = [parse_buttons(g) for g in actions.get("groups") or []]
+        turn_bins = int(actions.get("turn_delta_bins") or 0)
+        variables = parse_game_variables(measurements)
+        self.stat_variables = dict(zip(episode_stats, parse_game_variables(episode_stats, "env.episode_stats")))
+        mapping = make_action_mapping((), groups, parse_buttons([TURN_DELTA])[0], turn_bins, float(actions.get("turn_delta_max", 10.0)))
+        self.game = build_game(
+            scenario, resolution, grayscale, episode_timeout, seed, game_settings,
+            buttons=mapping.buttons if groups else None, game_variables=variables, network_args=network_args,
+        )
         self._closed = False
-        self.actions = make_action_mapping(self.game.get_available_buttons())
+        self.actions = mapping if groups else make_action_mapping(self.game.get_available_buttons())
         self.action_space = self.actions.space
         channels = 1 if grayscale else 3
         shape = obs_shape(channels, self.game.get_screen_height(), self.game.get_screen_width(), self.factor)
-        self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
+        pixels = gym.spaces.Box(0, 255, shape, np.uint8)
+        self.n_measurements = len(variables)
+        if self.n_measurements:
+            vector = gym.spaces.Box(-np.inf, np.inf, (self.n_measurements,), np.float32)
+            self.observation_space = gym.spaces.Dict({"obs": pixels, "measurements": vector})
+        else:
+            self.observation_space = pixels
 
         self._frame: Optional[np.ndarray] = None  # last full-resolution (C, H, W) frame
-        self._obs = np.zeros(shape, np.uint8)  # last observation, repeated once the episode is over
+        # Last observation, repeated once the episode is over (the engine has no state then).
+        self._pixels = np.zeros(shape, np.uint8)
+        self._measurements = np.zeros(self.n_measurements, np.float32)
+        self._stats_at_start: dict = {}
         self._steps = 0
+        self._untouched = True  # init() started an episode nobody has played yet
+        self._step_reward = 0.0
 
     # -- gymnasium API -------------------------------------------------------------
 
@@ -69,19 +104,46 @@ class DoomEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:
             self.game.set_seed(to_vizdoom_seed(seed))
-        self.game.new_episode()
+        # A network game starts its first match in init(); restarting it before anyone
+        # moved desynchronizes the players (they then wait for each other forever).
+        if not (self.multiplayer and self._untouched):
+            self.game.new_episode()
+        self._untouched = False
+        if self.bots:
+            self.game.send_game_command("removebots")
+            for _ in range(self.bots):
+                self.game.send_game_command("addbot")
         self._steps = 0
+        self._stats_at_start = self._read_stats()
         self._observe()
-        return self._obs, {}
+        return self._obs(), {}
 
     def step(self, action):
-        reward = self.game.make_action(self.actions.to_buttons(action), self.frameskip)
-        self._steps += 1
+        return self._conclude_step(self.game.make_action(self.actions.to_buttons(action), self.frameskip))
+
+    def tic(self, action, last: bool):
+        """One tic of a step, for network games with several of our players: their
+        engines deadlock unless every player advances one tic at a time in lockstep
+        (the caller, multiagent.py, is the metronome). `action` starts a step (None:
+        keep it); the step's result comes with its `last` tic, None before."""
         game = self.game
+        if action is not None:
+            game.set_action(self.actions.to_buttons(action))
+            self._step_reward = 0.0
+        if not game.is_episode_finished():  # a match ends for all players at the same tic
+            game.advance_action(1, True)
+            self._step_reward += game.get_last_reward()
+        return self._conclude_step(self._step_reward) if last else None
+
+    def _conclude_step(self, reward: float):
+        game = self.game
+        self._steps += 1
         terminated = truncated = False
+        info = {}
         if game.is_episode_finished():
             # The state is None now: the observation stays the last frame seen.
-            if game.is_player_dead() or not game.is_episode_timeout_reached():
+            # Death ends a single-player episode; the scenario's own goal ends any.
+            if not game.is_episode_timeout_reached() or (not self.multiplayer and game.is_player_dead()):
                 terminated = True
             else:
                 truncated = True
@@ -89,7 +151,10 @@ class DoomEnv(gym.Env):
             self._observe()
             if self.max_episode_steps is not None and self._steps >= self.max_episode_steps:
                 truncated = True
-        return self._obs, float(reward), terminated, truncated, {}
+        if (terminated or truncated) and self.stat_variables:
+            end = self._read_stats()
+            info["episode_extra_stats"] = {k: end[k] - self._stats_at_start.get(k, 0.0) for k in end}
+        return self._obs(), float(reward), terminated, truncated, info
 
     def render(self):
         """rgb_array: the last full-resolution frame, (H, W, 3) uint8."""
@@ -107,12 +172,22 @@ class DoomEnv(gym.Env):
 
     # -- internals -----------------------------------------------------------------
 
+    def _obs(self):
+        if self.n_measurements:
+            return {"obs": self._pixels, "measurements": self._measurements}
+        return self._pixels
+
     def _observe(self) -> None:
         state = self.game.get_state()
         if state is None:  # not expected while the episode runs; keep the last observation
             return
         self._frame = as_chw(state.screen_buffer)
-        self._obs = downsample(self._frame, self.factor)
+        self._pixels = downsample(self._frame, self.factor)
+        if self.n_measurements:
+            self._measurements = np.asarray(state.game_variables, np.float32)
+
+    def _read_stats(self) -> dict:
+        return {name: float(self.game.get_game_variable(var)) for name, var in self.stat_variables.items()}
 
     def __del__(self):
         # Best effort: a forgotten env must not leave a vizdoom process behind.

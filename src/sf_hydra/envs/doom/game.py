@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import vizdoom as vzd
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.envs.doom.maps.build import BATTLE_SPECS, build_scenario
 
 # Shipped .cfg files made for multiplayer games (deathmatch maps, CIG competition set-up).
 # Their `init()` segfaults (vizdoom 1.3.2) unless the engine hosts a game, e.g. with
@@ -20,9 +21,14 @@ MULTIPLAYER_HINT = "-host 1 -deathmatch"
 DOOM1_IWADS = frozenset({"doom.wad", "doom1.wad", "freedoom1.wad"})
 
 
-def known_scenarios() -> list:
+def shipped_scenarios() -> list:
     """Names of the scenario .cfg files shipped in the vizdoom wheel."""
     return sorted(f[: -len(".cfg")] for f in os.listdir(vzd.scenarios_path) if f.endswith(".cfg"))
+
+
+def known_scenarios() -> list:
+    """Shipped scenarios and our generated battle maps."""
+    return sorted(shipped_scenarios() + list(BATTLE_SPECS))
 
 
 def single_player_scenarios() -> list:
@@ -30,15 +36,34 @@ def single_player_scenarios() -> list:
 
 
 def resolve_scenario(scenario: str) -> str:
-    """A scenario name (`basic`) or a path to an existing .cfg -> the .cfg path."""
+    """A scenario name (`basic`, `battle`) or a path to an existing .cfg -> the .cfg path.
+    Battle maps are built on first use (see maps/build.py)."""
     if scenario.endswith(".cfg") and os.path.isfile(scenario):
         return os.path.abspath(scenario)
+    if scenario in BATTLE_SPECS:
+        return str(build_scenario(scenario))
     path = os.path.join(vzd.scenarios_path, scenario + ".cfg")
     if os.path.isfile(path):
         return path
     raise ConfigError(
         "env.id", scenario, f"known ViZDoom scenarios are {known_scenarios()} (or give a path to an existing .cfg file)"
     )
+
+
+def _enum_member(enum, name: str, key: str):
+    value = getattr(enum, str(name).strip().upper(), None)
+    if not isinstance(value, enum):
+        allowed = sorted(n for n in dir(enum) if not n.startswith("_") and isinstance(getattr(enum, n), enum))
+        raise ConfigError(key, name, f"ViZDoom's {enum.__name__} names: {allowed}")
+    return value
+
+
+def parse_buttons(names: Sequence[str], key: str = "env.actions.groups") -> list:
+    return [_enum_member(vzd.Button, n, key) for n in names]
+
+
+def parse_game_variables(names: Sequence[str], key: str = "env.measurements") -> list:
+    return [_enum_member(vzd.GameVariable, n, key) for n in names]
 
 
 def parse_resolution(resolution: str):
@@ -89,10 +114,18 @@ def build_game(
     episode_timeout: Optional[int] = None,
     seed: Optional[int] = None,
     settings: Optional[Mapping[str, Any]] = None,
+    buttons: Optional[Sequence] = None,
+    game_variables: Optional[Sequence] = None,
+    network_args: str = "",
 ) -> vzd.DoomGame:
-    """Load the scenario, make it headless and single-player, set the screen, init it."""
+    """Load the scenario, make it headless and synchronous, set the screen, init it.
+
+    buttons / game_variables: what the game makes available (None keeps the .cfg's);
+    network_args: engine args that host or join a multiplayer game.
+    """
     cfg_path = resolve_scenario(scenario)
-    if scenario in MULTIPLAYER_SCENARIOS and "-host" not in str((settings or {}).get("game_args", "")):
+    all_args = f"{(settings or {}).get('game_args', '')} {network_args}"
+    if scenario in MULTIPLAYER_SCENARIOS and "-host" not in all_args and "-join" not in all_args:
         raise ConfigError(
             "env.id",
             scenario,
@@ -117,6 +150,12 @@ def build_game(
     game.set_console_enabled(False)
     if episode_timeout is not None:
         game.set_episode_timeout(int(episode_timeout))
+    if buttons is not None:
+        game.set_available_buttons(list(buttons))
+    if game_variables is not None:
+        game.set_available_game_variables(list(game_variables))
+    if network_args:
+        game.add_game_args(network_args)
     if settings:
         apply_settings(game, settings)
     if seed is not None:
