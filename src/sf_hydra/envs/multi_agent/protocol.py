@@ -13,7 +13,8 @@ A multi-agent env is any object with:
 Auto-reset, per agent: when `terminated[i] or truncated[i]`, agent i's episode is over and
 the env has already started its next one: `obs_list[i]` is the first observation of the
 new episode (never the last of the old one). `info_list[i]` of that step may carry
-`episode_extra_stats` (a dict of floats) for the finished episode. An env that cannot
+`episode_extra_stats` (a dict of floats) for the finished episode (reserved: the sampler
+reports each agent's return and length, not these yet). An env that cannot
 restart one agent alone (e.g. it restarts when every agent is done) keeps the agent
 inactive (below) until it can; the next *active* observation after a done is then the
 first of the new episode.
@@ -28,6 +29,11 @@ respawn observation with `is_active=True`. Rewards given to an inactive agent ar
 in its episode statistics but not trained on (give them at an active step instead);
 a done that happens while an agent is inactive ends its last active transition's episode
 (no bootstrapping into the next episode).
+
+From a config: any env family's factory may return such an env. With the gym family's
+"module:Id" form, register the id with `disable_env_checker=True, order_enforce=False` and
+leave `env.max_episode_steps` unset: gymnasium's checker and time limit expect one agent's
+values (see toy.py and conf/env/multi_agent/).
 """
 
 from __future__ import annotations

@@ -1,0 +1,110 @@
+"""Sampling throughput of one rollout worker, no learner: batched sampling off vs on.
+
+    python benchmarks/sampler_throughput.py --repeats 5 --seconds 5 -- env=gym/cartpole
+
+Each run is a fresh process that builds the sampler in serial mode with one worker
+(`hardware.num_workers=1`, the worker's own policy copy acting, trajectories written to
+the shared buffers and freed at once), warms up for 3 rollouts, then counts env frames for
+--seconds. Variants alternate (off, on, envpool, off, on, ...) so that a busy machine
+hurts them alike; medians are printed. Training FPS (throughput.py) also includes the
+learner, which on CartPole is the bottleneck: this script isolates the sampling side that
+`hardware.batched_sampling` changes.
+
+Variants: `off` (one env per Python loop iteration), `on` (hardware.batched_sampling=true,
+the env's own vectorized version if gymnasium has one, else SyncVectorEnv), `envpool`
+(hardware.vector_backend=envpool; left out when envpool is not installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO, fmt, median, print_table, python_env  # noqa: E402
+
+VARIANTS = {
+    "off": ["hardware.batched_sampling=false"],
+    "on": ["hardware.batched_sampling=true"],
+    "envpool": ["hardware.batched_sampling=true", "hardware.vector_backend=envpool"],
+}
+
+
+def measure(overrides: Sequence[str], seconds: float) -> float:
+    """In this process: env frames per second of one serial-mode worker."""
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from sf_hydra.config import register_configs, validate
+    from sf_hydra.sampler.env_info import describe_env
+    from sf_hydra.sampler.rollout_worker import build_model
+    from sf_hydra.sampler.sampler import Sampler
+
+    torch.set_num_threads(1)
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=[*overrides, "hardware.serial_mode=true", "hardware.num_workers=1"])
+    validate(cfg)
+    info = describe_env(cfg.env, seed=cfg.seed)
+    model = build_model(cfg, info.observation_space, info.action_space)
+    sampler = Sampler(cfg, info.observation_space, info.action_space, model, info.num_agents)
+    sampler.publish(model, 0)
+    sampler.start()
+    try:
+        for _ in range(3):
+            sampler.free(sampler.poll().slots)
+        frames, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            traj = sampler.poll()
+            sampler.free(traj.slots)
+            frames += traj.frames
+        return frames / (time.perf_counter() - start)
+    finally:
+        sampler.stop()
+
+
+def run_child(overrides: Sequence[str], seconds: float) -> Optional[float]:
+    cmd = [sys.executable, __file__, "--child", "--seconds", str(seconds), "--", *overrides]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=python_env(), cwd=REPO, timeout=600)
+    if proc.returncode != 0:
+        print(f"  failed: {' '.join(overrides)}\n{proc.stderr[-2000:]}", flush=True)
+        return None
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run (after warm-up)")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("overrides", nargs="*", help="after `--`: Hydra overrides for every variant (env=..., ...)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.child:
+        print(f"{measure(args.overrides, args.seconds):.1f}")
+        return
+    variants = [v for v in args.variants if v != "envpool" or importlib.util.find_spec("envpool")]
+    results: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
+    for i in range(args.repeats):
+        for variant in variants:
+            fps = run_child([*args.overrides, *VARIANTS[variant]], args.seconds)
+            results[variant].append(fps)
+            print(f"  run {i} {variant}: {fmt(fps)} FPS", flush=True)
+    base = median(results.get("off", []))
+    print()
+    print_table(["batched sampling", "median FPS", "vs off"], [
+        [v, fmt(median(r)), fmt(median(r) / base if base and median(r) else None, ".2f")] for v, r in results.items()
+    ])
+
+
+if __name__ == "__main__":
+    main()
