@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.env_choices import check_env_overrides
-from sf_hydra.config.resolvers import sweep_overrides
+from sf_hydra.config.resolvers import is_multirun, sweep_overrides, with_overrides
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("sf_hydra")
@@ -56,8 +56,8 @@ def train_main() -> None:
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(2)
-    if "--multirun" in sys.argv or "-m" in sys.argv:
-        sys.argv += sweep_overrides(sys.argv[1:])
+    if is_multirun(sys.argv[1:]):
+        sys.argv[1:] = with_overrides(sys.argv[1:], sweep_overrides(sys.argv[1:]))
     _train()
 
 

@@ -50,6 +50,8 @@ def quiet_lightning() -> None:
         logger.setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*IterableDataset. has .__len__. defined.*")
     warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+    # Printed on any machine with Slurm installed; inside a job our launcher handles Slurm.
+    warnings.filterwarnings("ignore", message=".*`srun` command is available.*")
 
 
 def build_trainer(cfg, run_dir: Path):

@@ -317,7 +317,7 @@ def test_unknown_gym_id_lists_close_matches():
 
 
 def test_unrelated_gym_id_gives_examples(base):
-    err = rejected(edited(base, {"env.id": "Zzqx-v9"}), "env.id")
+    err = rejected(edited(base, {"env.id": "Qjxkwvqjxkwv-v99"}), "env.id")
     assert "CartPole-v1" in str(err) and "doom" in str(err)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sf_hydra.config.resolvers import job_dirname, safe_name, sweep_overrides
+from sf_hydra.config.resolvers import job_dirname, safe_name, sweep_overrides, with_overrides
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 from tests.helpers.tensorboard import read_scalars
 
@@ -73,6 +73,20 @@ def test_budget_is_not_part_of_the_sweep_name_unless_swept():
 def test_experiment_comes_right_after_what_varies():
     name = sweep_overrides(["+experiments=doom_basic_envs", "algo.gamma=0.9", "seed=0,1"])[0]
     assert name == "sweep_name='seed=0,1__experiments=doom_basic_envs__algo.gamma=0.9'"
+
+
+def test_hydra_options_are_not_overrides():
+    extra = sweep_overrides(["--multirun", "seed=0,1", "--cfg", "hydra", "--resolve"])
+    assert extra[0] == "sweep_name='seed=0,1'"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["-m", "a=1", "--cfg", "hydra"], ["-m", "a=1", "X", "--cfg", "hydra"]),
+    (["-m", "--cfg", "hydra"], ["-m", "--cfg", "hydra", "X"]),
+    (["a=1", "-m"], ["a=1", "X", "-m"]),
+])
+def test_extra_overrides_join_the_users_own(argv, expected):
+    assert with_overrides(argv, ["X"]) == expected
 
 
 def test_explicit_sweep_name_is_kept():

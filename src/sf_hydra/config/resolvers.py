@@ -36,6 +36,27 @@ def _is_placement(key: str) -> bool:
     return key in PLACEMENT_KEYS or key.startswith("hydra.")
 
 
+def command_line_overrides(argv: Sequence[str]) -> List[str]:
+    """The overrides of a command line, without Hydra's own options (`--cfg hydra`, `-m`)."""
+    from hydra._internal.utils import get_args_parser
+
+    return list(get_args_parser().parse_known_args(list(argv))[0].overrides)
+
+
+def with_overrides(argv: Sequence[str], extra: Sequence[str]) -> List[str]:
+    """`argv` with `extra` overrides placed right after the user's own: Hydra's parser takes
+    one run of overrides only (`-m a=1 --cfg hydra b=2` is refused)."""
+    argv, given = list(argv), command_line_overrides(argv)
+    at = max((i for i, a in enumerate(argv) if a in given), default=len(argv) - 1) + 1
+    return argv[:at] + list(extra) + argv[at:]
+
+
+def is_multirun(argv: Sequence[str]) -> bool:
+    from hydra._internal.utils import get_args_parser
+
+    return bool(get_args_parser().parse_known_args(list(argv))[0].multirun)
+
+
 def _is_budget(key: str) -> bool:
     return key in BUDGET_KEYS or key.startswith("logger.")
 
@@ -45,8 +66,7 @@ def sweep_overrides(argv: Sequence[str]) -> List[str]:
     which keys to leave out of each run's folder name (those equal in every run)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    args = [a for a in argv if not a.startswith("-")]
-    parsed = OverridesParser.create().parse_overrides(args)
+    parsed = OverridesParser.create().parse_overrides(command_line_overrides(argv))
     named = [o for o in parsed if not _is_placement(o.key_or_group)]
     extra = []
     if not any(o.key_or_group == "sweep_name" for o in parsed):
