@@ -6,7 +6,8 @@ Each run is a fresh process that builds the sampler in serial mode with one work
 (`hardware.num_workers=1`, the worker's own policy copy acting, trajectories written to
 the shared buffers and freed at once), warms up for 3 rollouts, then counts env frames for
 --seconds. Variants alternate (off, on, envpool, off, on, ...) so that a busy machine
-hurts them alike; medians are printed. Training FPS (throughput.py) also includes the
+hurts them alike; medians are printed, of wall-clock FPS and of frames per CPU-second of
+the process (all its threads: EnvPool's too), which a shared machine disturbs less. Training FPS (throughput.py) also includes the
 learner, which on CartPole is the bottleneck: this script isolates the sampling side that
 `hardware.batched_sampling` changes.
 
@@ -23,10 +24,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, fmt, median, print_table, python_env  # noqa: E402
+from _common import REPO, fmt, median, print_table, python_env, ratio  # noqa: E402
 
 VARIANTS = {
     "off": ["hardware.batched_sampling=false"],
@@ -35,8 +36,9 @@ VARIANTS = {
 }
 
 
-def measure(overrides: Sequence[str], seconds: float) -> float:
-    """In this process: env frames per second of one serial-mode worker."""
+def measure(overrides: Sequence[str], seconds: float) -> Tuple[float, float]:
+    """In this process: env frames per wall-clock second and per CPU-second of one
+    serial-mode worker."""
     import torch
     from hydra import compose, initialize_config_dir
 
@@ -58,23 +60,24 @@ def measure(overrides: Sequence[str], seconds: float) -> float:
     try:
         for _ in range(3):
             sampler.free(sampler.poll().slots)
-        frames, start = 0, time.perf_counter()
+        frames, start, cpu_start = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - start < seconds:
             traj = sampler.poll()
             sampler.free(traj.slots)
             frames += traj.frames
-        return frames / (time.perf_counter() - start)
+        return frames / (time.perf_counter() - start), frames / (time.process_time() - cpu_start)
     finally:
         sampler.stop()
 
 
-def run_child(overrides: Sequence[str], seconds: float) -> Optional[float]:
+def run_child(overrides: Sequence[str], seconds: float) -> Tuple[Optional[float], Optional[float]]:
     cmd = [sys.executable, __file__, "--child", "--seconds", str(seconds), "--", *overrides]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=python_env(), cwd=REPO, timeout=600)
     if proc.returncode != 0:
         print(f"  failed: {' '.join(overrides)}\n{proc.stderr[-2000:]}", flush=True)
-        return None
-    return float(proc.stdout.strip().splitlines()[-1])
+        return None, None
+    wall, cpu = proc.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def parse_args(argv=None):
@@ -90,19 +93,21 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.child:
-        print(f"{measure(args.overrides, args.seconds):.1f}")
+        print("%.1f %.1f" % measure(args.overrides, args.seconds))
         return
     variants = [v for v in args.variants if v != "envpool" or importlib.util.find_spec("envpool")]
-    results: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
+    wall: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
+    cpu: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
     for i in range(args.repeats):
         for variant in variants:
-            fps = run_child([*args.overrides, *VARIANTS[variant]], args.seconds)
-            results[variant].append(fps)
-            print(f"  run {i} {variant}: {fmt(fps)} FPS", flush=True)
-    base = median(results.get("off", []))
+            fps, per_cpu = run_child([*args.overrides, *VARIANTS[variant]], args.seconds)
+            wall[variant].append(fps)
+            cpu[variant].append(per_cpu)
+            print(f"  run {i} {variant}: {fmt(fps)} FPS, {fmt(per_cpu)} frames per CPU-second", flush=True)
     print()
-    print_table(["batched sampling", "median FPS", "vs off"], [
-        [v, fmt(median(r)), fmt(median(r) / base if base and median(r) else None, ".2f")] for v, r in results.items()
+    print_table(["batched sampling", "median FPS", "vs off", "frames/CPU-s", "vs off"], [
+        [v, fmt(median(wall[v])), fmt(ratio(median(wall[v]), median(wall.get("off", []))), ".2f"),
+         fmt(median(cpu[v])), fmt(ratio(median(cpu[v]), median(cpu.get("off", []))), ".2f")] for v in variants
     ])
 
 
