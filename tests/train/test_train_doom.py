@@ -28,3 +28,34 @@ def test_doom_basic_trains_a_few_hundred_steps(tmp_path):
     assert summary["env_steps"] >= 2000
     assert summary["policy_version"] >= 7
     assert summary["episodes"] >= 1
+
+
+SMALL_MODEL = ("model.rnn_size=64", "model.encoder_conv_mlp_layers=[64]", "model.encoder_mlp_layers=[32]")
+
+
+@pytest.fixture
+def map_cache(tmp_path, monkeypatch):
+    """Battle maps are built into this test's own cache (worker processes inherit it)."""
+    from sf_hydra.envs.doom.maps.build import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "maps"))
+    return tmp_path / "maps"
+
+
+def test_battle_trains_through_worker_processes(tmp_path, map_cache):
+    """Dict observations (pixels + measurements) and a Tuple of Discrete actions through the
+    real sampler processes, the shared buffers and the learner."""
+    cfg = make_cfg(tmp_path, "env=doom/battle", "algo.batch_size=64", *SMALL_MODEL, "train_for_env_steps=3000")
+    summary = train(cfg)
+    assert summary["env_steps"] >= 3000 and summary["policy_version"] >= 5
+    assert list(map_cache.glob("doom_maps/battle-*/battle.wad"))  # built at first use
+
+
+@pytest.mark.parametrize("name", ["deadly_corridor", "duel_bots"])
+def test_doom_configs_train_in_serial_mode(tmp_path, name):
+    """A button-group Tuple with measurements, and a game hosted against bots, in the same
+    sampler code without worker processes."""
+    cfg = make_cfg(tmp_path, f"env=doom/{name}", "hardware.serial_mode=true", "algo.batch_size=64",
+                   *SMALL_MODEL, "train_for_env_steps=1500")
+    summary = train(cfg)
+    assert summary["env_steps"] >= 1500 and summary["policy_version"] >= 3

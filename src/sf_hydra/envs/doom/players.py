@@ -44,7 +44,7 @@ class PlayerProcess:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sf_hydra.envs.doom.agent_process", str(child_sock.fileno())],
-                pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL,
+                pass_fds=[child_sock.fileno()], start_new_session=True, stdin=subprocess.DEVNULL,
                 stdout=self.log, stderr=subprocess.STDOUT, env=_child_env(),
             )
         finally:

@@ -27,7 +27,7 @@ class Layout:
     styles: List[SectorStyle]
 
 
-def open_arena(seed: int, cells: int = 58, cell: int = 32, obstacles: int = 36) -> Layout:
+def open_arena(seed: int, cells: int = 58, cell: int = 32, obstacles: int = 90) -> Layout:
     rng = np.random.default_rng(seed)
     grid = Grid.empty(cells, cells, cell)
     grid.block_textures = ["STONE3"] + [WALL_TEXTURES[i % len(WALL_TEXTURES)] for i in range(obstacles)]
