@@ -89,7 +89,8 @@ def save_gif(frames: List[np.ndarray], path: Path, fps: float) -> Path:
     from PIL import Image
 
     images = [Image.fromarray(f) for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=max(1, int(1000 / fps)), loop=0)
+    centiseconds = max(1, round(100 / fps))  # GIF frame times are whole centiseconds
+    images[0].save(path, save_all=True, append_images=images[1:], duration=centiseconds * 10, loop=0)
     return path
 
 
