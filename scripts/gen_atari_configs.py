@@ -31,8 +31,8 @@ TUNED = {
 # Tuned for a 10-minute run on a loaded 2-core CPU (learning check: the return rises from -21).
 # Throughput is the limit there, so: 42x42 screens (the conv net costs ~10x less than at 84x84;
 # emulating the ALE becomes the main cost) and many small updates per sample: 96 Adam steps of
-# 32 shuffled transitions per 1024 collected. With 8 steps of 256 (lr 5e-4) the policy had not
-# moved after 2M frames (entropy still at its maximum, KL ~1e-5).
+# 32 shuffled transitions per 1024 collected. With 8 steps of 256 (lr 5e-4, asynchronous) the
+# policy had not moved after 2M frames (entropy still at its maximum, KL ~1e-5).
 algo:
   batch_size: 32
   num_batches_per_epoch: 32
