@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import make_env
 from sf_hydra.sampler.spaces import obs_specs, to_env_action
+from sf_hydra.user_modules import import_user_modules
 
 log = logging.getLogger("sf_hydra")
 
@@ -104,6 +105,7 @@ def enjoy(cfg) -> dict:
     """Plays `cfg.episodes` episodes of the run in `cfg.run_dir`; returns (and writes) the results."""
     run_dir = Path(cfg.run_dir).absolute()
     train_cfg = load_run(run_dir)
+    import_user_modules(train_cfg.get("imports") or [])  # families/encoders registered by the user's code
     ckpt = find_checkpoint(run_dir, cfg.checkpoint)
     render_mode = "human" if cfg.render else ("rgb_array" if cfg.video else None)
     env = make_env(train_cfg.env, seed=cfg.seed, render_mode=render_mode)
