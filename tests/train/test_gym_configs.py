@@ -59,7 +59,7 @@ def test_missing_box2d_is_a_config_error():
     assert "gymnasium[box2d]" in out.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name, bar", [("acrobot", -100.0), ("pendulum", -300.0),
                                        pytest.param("lunar_lander", 100.0, marks=NEEDS_BOX2D)])
 def test_default_config_learns_within_its_budget(tmp_path, name, bar):

@@ -109,7 +109,7 @@ def test_sampler_stores_samples_and_env_receives_them_in_bounds(tmp_path, squash
         sampler.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_default_halfcheetah_reaches_1500_within_1m_steps(tmp_path):
     """The family's learning bar with the shipped defaults (a few minutes on 2 cores)."""
     from tests.conftest import compose_cfg
