@@ -15,7 +15,8 @@ from tests.helpers.tensorboard import read_scalars
 
 def run_sweep(train_dir: Path, *overrides: str, timeout: float = 240) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", f"train_dir={train_dir}", *FAST_OVERRIDES, *overrides]
-    return subprocess.run(cmd, cwd=train_dir, capture_output=True, text=True, timeout=timeout)
+    # Hydra logs to stdout in --multirun: read both streams as one.
+    return subprocess.run(cmd, cwd=train_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
 
 def summaries(sweep_dir: Path) -> dict:
@@ -24,7 +25,7 @@ def summaries(sweep_dir: Path) -> dict:
 
 def test_sweep_layout_and_resume(tmp_path):
     first = run_sweep(tmp_path, "seed=1,2", "train_for_env_steps=2000")
-    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.returncode == 0, first.stdout[-3000:]
     sweeps = list((tmp_path / "multirun").iterdir())
     assert len(sweeps) == 1, sweeps
     sweep = sweeps[0]
@@ -38,15 +39,15 @@ def test_sweep_layout_and_resume(tmp_path):
 
     # Same command: every run already used its budget and is left alone.
     again = run_sweep(tmp_path, "seed=1,2", "train_for_env_steps=2000")
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.returncode == 0, again.stdout[-3000:]
     assert summaries(sweep) == runs
-    assert again.stderr.count("nothing to do") == 2, again.stderr[-3000:]
+    assert again.stdout.count("nothing to do") == 2, again.stdout[-3000:]
 
     # A larger budget is the same sweep: each run resumes from its own step counter.
     more = run_sweep(tmp_path, "seed=1,2", "train_for_env_steps=4000")
-    assert more.returncode == 0, more.stderr[-3000:]
+    assert more.returncode == 0, more.stdout[-3000:]
     assert list((tmp_path / "multirun").iterdir()) == [sweep]
-    assert more.stderr.count("resuming from last.ckpt") == 2, more.stderr[-3000:]
+    assert more.stdout.count("resuming from last.ckpt") == 2, more.stdout[-3000:]
     resumed = summaries(sweep)
     for name in runs:
         assert resumed[name]["env_steps"] >= 4000
