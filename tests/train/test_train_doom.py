@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
 
 from sf_hydra.train import train  # noqa: E402
-from tests.conftest import make_cfg  # noqa: E402
+from tests.conftest import compose_cfg, make_cfg  # noqa: E402
 
 
 def test_doom_family_defaults_come_from_config_files(tmp_path):
@@ -59,3 +59,17 @@ def test_doom_configs_train_in_serial_mode(tmp_path, name):
                    *SMALL_MODEL, "train_for_env_steps=1500")
     summary = train(cfg)
     assert summary["env_steps"] >= 1500 and summary["policy_version"] >= 3
+
+
+@pytest.mark.slow
+def test_battle_return_rises(tmp_path, map_cache):
+    """The battle learning check: with the config as shipped (2 workers x 8 envs), the average
+    return of the last 100 episodes after 600k frames beats that of the first ones clearly.
+    Measured here (loaded 2-core machine, 10 min, ~690k frames): 1.2 -> 2.2."""
+    from tests.helpers.tensorboard import read_scalars
+
+    cfg = compose_cfg(f"train_dir={tmp_path}", "experiment=battle", "env=doom/battle", "train_for_env_steps=600000")
+    summary = train(cfg)
+    early = [value for step, value in read_scalars(tmp_path / "battle")["episode/return"] if step <= 100_000]
+    first = sum(early) / len(early)
+    assert summary["avg_return"] >= first + 0.3, (first, summary["avg_return"])

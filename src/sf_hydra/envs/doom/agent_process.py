@@ -1,14 +1,13 @@
 """One player of a multiplayer game, in its own process: `python -m sf_hydra.envs.doom.agent_process FD`.
 
-Why a process per player: in a synchronous network game every player's make_action
-blocks until all players sent their input for the tic, and ViZDoom keeps the GIL while
-it waits, so two players in threads of one process deadlock. The parent talks to us over
-the socket FD with pickled messages:
+Why a process per player: two players' games in threads of one process deadlocked on
+their first steps here (vizdoom 1.3.2), and a process can be killed with its engine when
+it hangs. The parent talks to us over the socket FD with pickled messages:
 
     parent -> ("init", DoomEnv kwargs)   child -> ("ready", observation_space, action_space)
     parent -> ("reset", seed)            child -> ("ok", (obs, info))
-    parent -> ("step", action)           child -> ("ok", (obs, reward, terminated, truncated, info))
-    parent -> ("tic", action|None, last) child -> ("ok", None), or the step's result on its last tic
+    parent -> ("tic", action|None, last) child -> ("ok", None), or on a step's last tic
+                                                  ("ok", (obs, reward, terminated, truncated, info))
     parent -> ("close",)                 child exits
     any failure                          child -> ("error", traceback text), then exits
 
@@ -58,8 +57,6 @@ def serve(conn: Connection) -> None:
                 conn.send(("ready", env.observation_space, env.action_space))
             elif cmd == "reset":
                 conn.send(("ok", env.reset(seed=msg[1])))
-            elif cmd == "step":
-                conn.send(("ok", env.step(msg[1])))
             elif cmd == "tic":
                 conn.send(("ok", env.tic(msg[1], msg[2])))
             elif cmd == "close":

@@ -16,6 +16,15 @@ from sf_hydra.envs.doom.game import build_game, parse_buttons, parse_game_variab
 DOOM_TICRATE = 35  # engine tics per second
 
 
+def _grouped_actions(actions: Mapping[str, Any]):
+    """The mapping of the `env.actions` config when it names button groups, else None."""
+    groups = [parse_buttons(g) for g in actions.get("groups") or []]
+    if not groups:
+        return None
+    turn_bins = int(actions.get("turn_delta_bins") or 0)
+    return make_action_mapping((), groups, parse_buttons([TURN_DELTA])[0], turn_bins, float(actions.get("turn_delta_max", 10.0)))
+
+
 class DoomEnv(gym.Env):
     """Observation Box(0, 255, (C, H, W), uint8), or Dict {"obs": that, "measurements":
     Box(float32, (k,))} with `measurements` game variables. Actions: see actions.py.
@@ -66,18 +75,15 @@ class DoomEnv(gym.Env):
         self.multiplayer = bool(network_args)
         self.bots = int(bots)
 
-        actions = dict(actions or {})
-        groups = [parse_buttons(g) for g in actions.get("groups") or []]
-        turn_bins = int(actions.get("turn_delta_bins") or 0)
+        grouped = _grouped_actions(actions or {})  # None: the scenario's own buttons, one at a time
         variables = parse_game_variables(measurements)
         self.stat_variables = dict(zip(episode_stats, parse_game_variables(episode_stats, "env.episode_stats")))
-        mapping = make_action_mapping((), groups, parse_buttons([TURN_DELTA])[0], turn_bins, float(actions.get("turn_delta_max", 10.0)))
         self.game = build_game(
             scenario, resolution, grayscale, episode_timeout, seed, game_settings,
-            buttons=mapping.buttons if groups else None, game_variables=variables, network_args=network_args,
+            buttons=grouped.buttons if grouped else None, game_variables=variables, network_args=network_args,
         )
         self._closed = False
-        self.actions = mapping if groups else make_action_mapping(self.game.get_available_buttons())
+        self.actions = grouped or make_action_mapping(self.game.get_available_buttons())
         self.action_space = self.actions.space
         channels = 1 if grayscale else 3
         shape = obs_shape(channels, self.game.get_screen_height(), self.game.get_screen_width(), self.factor)

@@ -44,11 +44,13 @@ class DoomMultiAgentEnv:
     # -- the protocol --------------------------------------------------------------------
 
     def reset(self, seed: Optional[int] = None):
+        """`seed` is ignored: players are seeded once at start-up (seed + index); reseeding
+        engines in the middle of a network game is not safe."""
         try:
-            return self._reset_all(seed)
+            return self._reset_all()
         except (PlayerTimeout, PlayerFailed) as e:
             self._restart(e)
-            return self._reset_all(seed)
+            return self._reset_all()
 
     def step(self, actions):
         if len(actions) != self.num_agents:
@@ -59,7 +61,7 @@ class DoomMultiAgentEnv:
                 results = self._ask_all([("tic", a if t == 0 else None, last) for a in actions], "step")
         except (PlayerTimeout, PlayerFailed) as e:
             self._restart(e)
-            obs, infos = self._reset_all(None)
+            obs, infos = self._reset_all()
             for info in infos:
                 info["restarted"] = True
             n = self.num_agents
@@ -86,9 +88,8 @@ class DoomMultiAgentEnv:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _reset_all(self, seed: Optional[int]):
-        seeds = [None if seed is None else seed + i for i in range(self.num_agents)]
-        results = self._ask_all([("reset", s) for s in seeds], "reset")
+    def _reset_all(self):
+        results = self._ask_all([("reset", None)] * self.num_agents, "reset")
         obs = [r[0] for r in results]
         infos = [dict(r[1], is_active=True) for r in results]
         return obs, infos
