@@ -16,6 +16,14 @@ from sf_hydra.envs.doom.game import MULTIPLAYER_SCENARIOS  # noqa: E402
 from sf_hydra.envs.registry import get_family, make_env  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def private_map_cache(tmp_path, monkeypatch):
+    """Battle maps are built into the test's folder, not the user's cache."""
+    from sf_hydra.envs.doom.maps.build import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "map_cache"))
+
+
 def doom_cfg(scenario="basic", **overrides):
     cfg = OmegaConf.structured(DoomEnvConfig(name=f"doom_{scenario}", id=scenario))
     # What conf/env_family/doom.yaml sets.

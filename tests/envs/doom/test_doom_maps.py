@@ -9,7 +9,7 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 
 from sf_hydra.envs.doom.env import DoomEnv  # noqa: E402
 from sf_hydra.envs.doom.maps import decorate  # noqa: E402
-from sf_hydra.envs.doom.maps.build import BATTLE_SPECS, CACHE_ENV, build_layout, build_scenario, wad_bytes  # noqa: E402
+from sf_hydra.envs.doom.maps.build import BATTLE_SPECS, build_layout, build_scenario, wad_bytes  # noqa: E402
 from sf_hydra.envs.doom.maps.grid import (  # noqa: E402
     FREE, Grid, allot_slots, clear_cells, is_connected, separate_diagonal_blocks, spot_areas,
 )
@@ -18,12 +18,6 @@ from sf_hydra.envs.doom.maps.wad import map_lumps, read_wad, write_wad  # noqa: 
 
 BATTLE_ACTIONS = {"groups": [["MOVE_FORWARD", "MOVE_BACKWARD"], ["MOVE_RIGHT", "MOVE_LEFT"], ["ATTACK"], ["SPEED"]],
                   "turn_delta_bins": 11, "turn_delta_max": 10.0}
-
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """Each test builds its maps in its own cache folder."""
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
 
 
 # -- geometry ---------------------------------------------------------------------------
