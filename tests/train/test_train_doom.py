@@ -61,7 +61,7 @@ def test_doom_configs_train_in_serial_mode(tmp_path, name):
     assert summary["env_steps"] >= 1500 and summary["policy_version"] >= 3
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_battle_return_rises(tmp_path, map_cache):
     """The battle learning check: with the config as shipped (2 workers x 8 envs), the average
     return of the last 100 episodes after 600k frames beats that of the first ones clearly.

@@ -98,6 +98,8 @@ def doom_env_node(**overrides):
     ({"actions.turn_delta_bins": 1}, "env.actions.turn_delta_bins"),
     ({"measurements": ["HEALTH", "MANA"]}, "env.measurements"),
     ({"episode_stats": ["KILLS"]}, "env.episode_stats"),
+    ({"delta_rewards": {"FRAGS": [1.0, -1.0]}}, "env.delta_rewards"),
+    ({"delta_rewards": {"FRAGCOUNT": [1.0]}}, "env.delta_rewards.FRAGCOUNT"),
     ({"num_agents": 0}, "env.num_agents"),
     ({"num_agents": 2, "episode_timeout": None}, "env.episode_timeout"),
     ({"num_bots": 16}, "env.num_bots"),

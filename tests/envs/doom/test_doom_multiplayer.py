@@ -168,3 +168,29 @@ def test_players_exit_when_their_parent_dies(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_a_death_is_penalized_once_however_long_the_player_stays_dead():
+    """duel_bots' delta rewards: -0.75 per death (+ -1.5 for a suicide's lost frag), once;
+    nothing for the steps spent dead (2 s respawn delay) nor for the health a respawn restores."""
+    env = make_env(env_node("duel_bots", episode_timeout=4200), seed=0)
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        deaths = frags = 0
+        dead_steps = 0
+        for _ in range(400):
+            before = [env.game.get_game_variable(v) for v in (vzd.GameVariable.DEATHCOUNT, vzd.GameVariable.FRAGCOUNT)]
+            _, reward, _, _, _ = env.step(env.action_space.sample())
+            died = env.game.get_game_variable(vzd.GameVariable.DEATHCOUNT) - before[0]
+            lost = min(0.0, env.game.get_game_variable(vzd.GameVariable.FRAGCOUNT) - before[1])
+            if died:
+                deaths += died
+                frags += lost
+                assert reward == pytest.approx(-0.75 * died + 1.5 * lost, abs=0.35)  # + hits/damage terms
+            else:
+                assert reward > -0.35  # no death penalty while dead, no reward for the respawn's health
+            dead_steps += env.game.is_player_dead()
+        assert deaths >= 1 and dead_steps > deaths  # the player stayed dead for several steps
+    finally:
+        env.close()

@@ -12,6 +12,7 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA, make_action_mapping
 from sf_hydra.envs.doom.frames import as_chw, downsample, obs_shape
 from sf_hydra.envs.doom.game import build_game, parse_buttons, parse_game_variables, to_vizdoom_seed
+from sf_hydra.envs.doom.shaping import DeltaRewards
 
 DOOM_TICRATE = 35  # engine tics per second
 
@@ -36,6 +37,7 @@ class DoomEnv(gym.Env):
     In a multiplayer game (`network_args` host or join one), death does not end the
     episode: the player respawns (the host's rules need +sv_forcerespawn 1). `bots`
     built-in bots are added at every reset (host only).
+    `delta_rewards` adds rewards for changes of game variables (see shaping.py).
     The last step of an episode reports `episode_stats` game variables (their change over
     the episode: some counters survive new_episode) in info["episode_extra_stats"].
     """
@@ -57,6 +59,7 @@ class DoomEnv(gym.Env):
         actions: Optional[Mapping[str, Any]] = None,
         measurements: Sequence[str] = (),
         episode_stats: Sequence[str] = (),
+        delta_rewards: Optional[Mapping[str, Sequence[float]]] = None,
         network_args: str = "",
         bots: int = 0,
     ):
@@ -83,6 +86,7 @@ class DoomEnv(gym.Env):
             buttons=grouped.buttons if grouped else None, game_variables=variables, network_args=network_args,
         )
         self._closed = False
+        self.shaping = DeltaRewards(self.game, delta_rewards) if delta_rewards else None
         self.actions = grouped or make_action_mapping(self.game.get_available_buttons())
         self.action_space = self.actions.space
         channels = 1 if grayscale else 3
@@ -121,6 +125,8 @@ class DoomEnv(gym.Env):
                 self.game.send_game_command("addbot")
         self._steps = 0
         self._stats_at_start = self._read_stats()
+        if self.shaping is not None:
+            self.shaping.start()
         self._observe()
         return self._obs(), {}
 
@@ -144,6 +150,8 @@ class DoomEnv(gym.Env):
     def _conclude_step(self, reward: float):
         game = self.game
         self._steps += 1
+        if self.shaping is not None:
+            reward += self.shaping()
         terminated = truncated = False
         info = {}
         if game.is_episode_finished():

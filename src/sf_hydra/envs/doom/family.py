@@ -44,6 +44,7 @@ def doom_env_kwargs(env_cfg, seed: Optional[int] = None, render_mode: Optional[s
                  "turn_delta_max": actions.turn_delta_max},
         measurements=list(env_cfg.measurements),
         episode_stats=list(env_cfg.episode_stats),
+        delta_rewards={k: list(v) for k, v in (env_cfg.delta_rewards or {}).items()},
     )
 
 
@@ -83,6 +84,10 @@ def validate_doom_config(env_cfg) -> None:
         raise ConfigError("env.actions.turn_delta_bins", env_cfg.actions.turn_delta_bins, "0, or >= 2 together with env.actions.groups")
     parse_game_variables(list(env_cfg.measurements))
     parse_game_variables(list(env_cfg.episode_stats), "env.episode_stats")
+    parse_game_variables(list(env_cfg.delta_rewards), "env.delta_rewards")
+    for name, weights in env_cfg.delta_rewards.items():
+        if len(weights) != 2:
+            raise ConfigError(f"env.delta_rewards.{name}", list(weights), "[reward per unit increase, reward per unit decrease]")
     if not 1 <= env_cfg.num_agents <= MAX_PLAYERS:
         raise ConfigError("env.num_agents", env_cfg.num_agents, f"1..{MAX_PLAYERS}")
     if not 0 <= env_cfg.num_bots <= MAX_PLAYERS - env_cfg.num_agents:

@@ -1,7 +1,7 @@
 """Typed `env` node of the doom family (no vizdoom import: the schema must load without it)."""
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from sf_hydra.config.schema import EnvConfig
 
@@ -38,6 +38,9 @@ class DoomEnvConfig(EnvConfig):
     measurements: List[str] = field(default_factory=list)
     # Game variables reported at the end of an episode in info["episode_extra_stats"] (kills, frags).
     episode_stats: List[str] = field(default_factory=list)
+    # Rewards for changes of game variables, {VARIABLE: [per unit up, per unit down]}, e.g.
+    # {FRAGCOUNT: [1.0, -1.5], DEATHCOUNT: [-0.75, 0.0]}; added to the scenario's own rewards.
+    delta_rewards: Dict[str, List[float]] = field(default_factory=dict)
     # Multiplayer (deathmatch rules, loopback network): num_agents > 1 is a multi-agent env
     # of our own players; num_bots built-in bots join the game.
     num_agents: int = 1
