@@ -100,11 +100,12 @@ def train(cfg) -> dict:
 
     from sf_hydra.learner.module import APPOLearner
     from sf_hydra.sampler.datamodule import SamplerDataModule
+    from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import SamplerError
 
-    obs_space, action_space = env_spaces(cfg)
-    module = APPOLearner(cfg, obs_space, action_space)
-    datamodule = SamplerDataModule(cfg, obs_space, action_space, module)
+    env = describe_env(cfg.env, seed=cfg.seed)  # one env build: its spaces and agent count
+    module = APPOLearner(cfg, env.observation_space, env.action_space)
+    datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module, num_agents=env.num_agents)
     trainer, stop, checkpoints = build_trainer(cfg, run_dir)
     ckpt = rd.resume_checkpoint(run_dir)
     log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")

@@ -85,6 +85,9 @@ def _check_ranges(cfg) -> None:
 
 
 def _check_sampling(cfg) -> None:
+    from sf_hydra.sampler.vector_envs import check_batched_sampling
+
+    check_batched_sampling(cfg)
     hw, algo = cfg.hardware, cfg.algo
     if hw.num_envs_per_worker % hw.worker_num_splits:
         raise ConfigError(
