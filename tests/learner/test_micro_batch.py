@@ -1,0 +1,58 @@
+"""Splitting a minibatch into micro-batches (hardware.learner_micro_batch) must give the
+same gradient and the same statistics as one pass over the whole minibatch."""
+
+import gymnasium as gym
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from sf_hydra.learner.module import APPOLearner, resolved_micro_batch
+
+ROWS, T = 8, 4
+
+
+def _learner(tmp_cfg, micro: int) -> APPOLearner:
+    cfg = tmp_cfg("env=gym/cartpole", "model.use_rnn=true", "model.rnn_size=16", f"algo.rollout={T}",
+                  f"hardware.learner_micro_batch={micro}")
+    torch.manual_seed(0)
+    obs_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    learner = APPOLearner(cfg, obs_space, gym.spaces.Discrete(2))
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.strategy.connect(learner)
+    learner.trainer = trainer
+    return learner
+
+
+def _minibatch(state_size: int) -> dict:
+    g = torch.Generator().manual_seed(1)
+    dones = (torch.rand(ROWS, T, generator=g) < 0.2).float()
+    return {
+        "obs.obs": torch.randn(ROWS, T, 4, generator=g), "actions": torch.randint(0, 2, (ROWS, T), generator=g),
+        "log_probs": torch.full((ROWS, T), -0.69) + 0.1 * torch.randn(ROWS, T, generator=g), "dones": dones,
+        "advantages": torch.randn(ROWS, T, generator=g), "targets": torch.randn(ROWS, T, generator=g),
+        "old_values": torch.randn(ROWS, T, generator=g), "policy_versions": torch.zeros(ROWS, T),
+        "rnn_states": torch.randn(ROWS, state_size, generator=g),
+    }
+
+
+def test_micro_batches_give_the_whole_minibatch_gradient(tmp_cfg):
+    whole, split = _learner(tmp_cfg, 0), _learner(tmp_cfg, T * 3)  # 3 rows, 3 rows, 2 rows
+    mb = _minibatch(whole.model.rnn_state_size)
+    stats_whole = whole._accumulate_gradients(mb)
+    stats_split = split._accumulate_gradients(mb)
+    for (name, a), b in zip(whole.model.named_parameters(), split.model.parameters()):
+        assert a.grad is not None, name
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)
+    assert stats_whole.keys() == stats_split.keys()
+    for key in stats_whole:
+        assert stats_split[key] == pytest.approx(stats_whole[key], rel=1e-4, abs=1e-6), key
+
+
+def test_auto_micro_batch_splits_only_image_observations_on_cpu(tmp_cfg):
+    cfg = tmp_cfg("env=gym/cartpole", "algo.rollout=32", "model.use_rnn=true")
+    image = gym.spaces.Box(0, 255, (3, 72, 128), np.uint8)
+    assert resolved_micro_batch(cfg, image) == 256
+    assert resolved_micro_batch(cfg, gym.spaces.Box(-1.0, 1.0, (4,), np.float32)) == 0
+    cfg.algo.rollout = cfg.algo.recurrence = 96
+    assert resolved_micro_batch(cfg, image) == 192  # whole recurrence chunks
