@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import make_env
+from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.sampler.spaces import obs_specs, to_env_action
 from sf_hydra.user_modules import import_user_modules
 
@@ -72,6 +73,8 @@ def image_of(env, obs) -> Optional[np.ndarray]:
 
 
 def play_episode(env, model, specs, deterministic: bool, seed: Optional[int], record: bool, max_steps: Optional[int]):
+    """One whole game: a done whose info says the game goes on (e.g. a lost Atari life) is
+    followed by a reset that continues it, with a fresh RNN state as in training."""
     obs, _ = env.reset(seed=seed)
     rnn = torch.zeros(1, model.rnn_state_size) if model.core is not None else None
     total, steps, frames = 0.0, 0, []
@@ -80,10 +83,13 @@ def play_episode(env, model, specs, deterministic: bool, seed: Optional[int], re
             frames.append(image_of(env, obs))
         out = model.act(obs_batch(obs, specs), rnn, deterministic=deterministic)
         rnn = out.rnn_states
-        obs, reward, terminated, truncated, _ = env.step(to_env_action(env.action_space, out.actions[0].numpy()))
+        obs, reward, terminated, truncated, info = env.step(to_env_action(env.action_space, out.actions[0].numpy()))
         total, steps = total + float(reward), steps + 1
-        if terminated or truncated or (max_steps is not None and steps >= max_steps):
+        if (max_steps is not None and steps >= max_steps) or ((terminated or truncated) and not game_continues(info)):
             return total, steps, [f for f in frames if f is not None]
+        if terminated or truncated:
+            obs, _ = env.reset()
+            rnn = None if rnn is None else torch.zeros_like(rnn)
 
 
 def save_gif(frames: List[np.ndarray], path: Path, fps: float) -> Path:

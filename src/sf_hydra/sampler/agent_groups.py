@@ -11,6 +11,7 @@ from typing import Dict, NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from sf_hydra.envs.episode_info import GAME_CONTINUES, game_continues
 from sf_hydra.envs.multi_agent.protocol import is_active, num_agents
 from sf_hydra.sampler.spaces import to_env_action
 from sf_hydra.sampler.vector_envs import VectorEnv
@@ -23,6 +24,7 @@ class StepBatch(NamedTuple):
     truncated: np.ndarray  # bool [A]
     active: np.ndarray  # bool [A]: the transition starting from `obs` is trained on
     frames: int  # agent steps the env really simulated (reset-only steps excluded)
+    game_continues: np.ndarray  # bool [A]: a done here ends a life, not the game (envs/episode_info.py)
 
 
 def obs_rows(obs) -> Dict[str, np.ndarray]:
@@ -44,10 +46,15 @@ class ProtocolEnvGroup:
         self.num_agents = num_agents(env)
         self.observation_space, self.action_space = env.observation_space, env.action_space
         self._all = np.ones(self.num_agents, dtype=bool)
+        self._none = np.zeros(self.num_agents, dtype=bool)
 
     def _active(self, infos) -> np.ndarray:
         flags = [is_active(info) for info in infos]
         return self._all if all(flags) else np.asarray(flags, dtype=bool)
+
+    def _game_continues(self, infos) -> np.ndarray:
+        flags = [game_continues(info) for info in infos]
+        return np.asarray(flags, dtype=bool) if any(flags) else self._none
 
     def reset(self, seed=None):
         obs, infos = self.env.reset(seed=seed)
@@ -56,7 +63,7 @@ class ProtocolEnvGroup:
     def step(self, actions: np.ndarray) -> StepBatch:
         obs, rewards, terminated, truncated, infos = self.env.step([to_env_action(self.action_space, a) for a in actions])
         return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), np.asarray(terminated, dtype=bool),
-                         np.asarray(truncated, dtype=bool), self._active(infos), self.num_agents)
+                         np.asarray(truncated, dtype=bool), self._active(infos), self.num_agents, self._game_continues(infos))
 
     def close(self) -> None:
         self.env.close()
@@ -70,6 +77,16 @@ def batch_actions(space: gym.Space, actions: np.ndarray):
     if isinstance(space, gym.spaces.Tuple):
         return tuple(actions[:, i] for i in range(actions.shape[1]))
     return actions
+
+
+def vector_game_continues(infos: dict, resets_next_step: bool, num_envs: int) -> np.ndarray:
+    """GAME_CONTINUES of each sub-env from a vector env's infos (gymnasium's dict of arrays,
+    with `_key` masks): with "next step" autoreset in the step's own infos, with "same step"
+    autoreset in their `final_info` (the step's infos are then those of the new episode)."""
+    source = infos if resets_next_step else infos.get("final_info") or {}
+    if GAME_CONTINUES not in source:
+        return np.zeros(num_envs, dtype=bool)
+    return np.asarray(source[GAME_CONTINUES], dtype=bool) & np.asarray(source.get(f"_{GAME_CONTINUES}", True), dtype=bool)
 
 
 class VectorEnvGroup:
@@ -89,7 +106,7 @@ class VectorEnvGroup:
         return obs_rows(obs), self._all
 
     def step(self, actions: np.ndarray) -> StepBatch:
-        obs, rewards, terminated, truncated, _ = self.env.step(batch_actions(self.action_space, actions))
+        obs, rewards, terminated, truncated, infos = self.env.step(batch_actions(self.action_space, actions))
         terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
         frames = self.num_agents
         active = self._all
@@ -97,7 +114,8 @@ class VectorEnvGroup:
             frames -= int(self._resetting.sum())
             self._resetting = terminated | truncated
             active = ~self._resetting
-        return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), terminated, truncated, active, frames)
+        return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), terminated, truncated, active, frames,
+                         vector_game_continues(infos, self.resets_next_step, self.num_agents))
 
     def close(self) -> None:
         self.env.close()

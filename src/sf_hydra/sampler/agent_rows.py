@@ -28,7 +28,8 @@ sync mode it keeps stepping until it has one slot per row to send, and a transit
 recorded before the round's end but sent in the next round has a policy lag of one.
 
 Frames count the agent steps the envs simulated (with inactive ones; vector envs' reset-only
-steps excluded); episode lengths count the agent's active steps.
+steps excluded); episode lengths count the agent's active steps, and a done whose info
+says the game goes on (envs/episode_info.py) does not end the reported episode.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import torch
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
 from sf_hydra.sampler.agent_groups import ProtocolEnvGroup, VectorEnvGroup
+from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
 from sf_hydra.sampler.vector_envs import make_vector_env
 
@@ -90,7 +92,7 @@ class AgentRowsWorker(WorkerBase):
         self.cursor = np.zeros(rows, dtype=np.int64)  # next write position in that slot
         self.pending = np.full(rows, -1, dtype=np.int64)  # a full slot waiting for its bootstrap value
         self.ready: List[int] = []  # complete slots not sent yet
-        self.episode_return, self.episode_length = np.zeros(rows), np.zeros(rows, dtype=np.int64)
+        self.games = EpisodeTracker(rows)
         self._flat_views()
         for i, (group, r) in enumerate(zip(self.groups, group_rows)):
             obs, active = group.reset(seed=env_seed(cfg, worker_id, i))
@@ -138,7 +140,7 @@ class AgentRowsWorker(WorkerBase):
         cat = (lambda f: getattr(batches[0], f)) if len(batches) == 1 else (lambda f: np.concatenate([getattr(b, f) for b in batches]))
         rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
         done = terminated | truncated
-        self._count_episodes(rows, rewards, active, done, episodes)
+        self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes)
         if flat is not None:
             self._write_outcome(recorded, local, flat, rewards, terminated, truncated)
         for j in np.flatnonzero(done & ~active):
@@ -201,13 +203,10 @@ class AgentRowsWorker(WorkerBase):
             self.f_dones[pos] = 1.0
             self.f_time_outs[pos] = float(time_out)
 
-    def _count_episodes(self, rows: slice, rewards, active, done, episodes: list) -> None:
-        self.episode_return[rows] += rewards
-        self.episode_length[rows] += active
+    def _count_episodes(self, rows: slice, rewards, active, done, game_continues, episodes: list) -> None:
+        self.games.add(rows, rewards, active)
         for j in np.flatnonzero(done):
-            i = rows.start + int(j)
-            episodes.append((float(self.episode_return[i]), int(self.episode_length[i])))
-            self.episode_return[i], self.episode_length[i] = 0.0, 0
+            self.games.end(rows.start + int(j), bool(game_continues[j]), episodes)
 
     def _update_rnn(self, rows: slice, new: torch.Tensor, before: torch.Tensor, active, done) -> None:
         """Inactive rows keep their state; a done zeroes it."""

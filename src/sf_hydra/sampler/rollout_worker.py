@@ -22,8 +22,10 @@ import numpy as np
 import torch
 
 from sf_hydra.envs import make_env
+from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.models import ActorCritic
 from sf_hydra.sampler.buffers import TrajectoryBuffers
+from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.spaces import obs_shapes, obs_specs, to_env_action
 from sf_hydra.user_modules import import_user_modules
@@ -125,7 +127,7 @@ class RolloutWorker(WorkerBase):
         self.rnn = torch.zeros(n, self.model.rnn_state_size)
         bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
         self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.episode_return, self.episode_length = np.zeros(n), np.zeros(n, dtype=np.int64)
+        self.games = EpisodeTracker(n)
         for i, env in enumerate(self.envs):
             self._store_obs(i, env.reset(seed=env_seed(cfg, worker_id, i))[0])
 
@@ -154,20 +156,21 @@ class RolloutWorker(WorkerBase):
         actions = out.actions.numpy()
         count = split.stop - split.start
         rewards, dones, time_outs = np.zeros(count, np.float32), np.zeros(count, np.float32), np.zeros(count, np.float32)
+        ends = []  # (env index, whether its game goes on)
         for j in range(count):
             i = split.start + j
             env = self.envs[i]
-            ob, reward, terminated, truncated, _ = env.step(to_env_action(self.action_space, actions[j]))
-            self.episode_return[i] += reward
-            self.episode_length[i] += 1
+            ob, reward, terminated, truncated, info = env.step(to_env_action(self.action_space, actions[j]))
             rewards[j] = reward
             if terminated or truncated:
                 dones[j], time_outs[j] = 1.0, float(truncated and not terminated)
-                episodes.append((float(self.episode_return[i]), int(self.episode_length[i])))
-                self.episode_return[i], self.episode_length[i] = 0.0, 0
+                ends.append((i, game_continues(info)))
                 ob, _ = env.reset()
             self._store_obs(i, ob)
         self.timing["env_step"] += time.perf_counter() - t1
+        self.games.add(split, rewards, 1)
+        for i, continues in ends:
+            self.games.end(i, continues, episodes)
         b.rewards[slots, t] = self._scaled_rewards(rewards)
         done_t = torch.from_numpy(dones)
         b.dones[slots, t] = done_t

@@ -50,6 +50,8 @@ def make_atari_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[st
         env, noop_max=env_cfg.noop_max, frame_skip=env_cfg.frameskip, screen_size=parse_resolution(env_cfg.resolution),
         terminal_on_life_loss=False, grayscale_obs=env_cfg.grayscale, scale_obs=False,
     )
+    if env_cfg.max_episode_steps is not None:  # beneath EpisodicLife: a cut ends the game, not a life
+        env = TimeLimit(env, env_cfg.max_episode_steps)
     if env_cfg.episodic_life:
         env = EpisodicLife(env)
     if env_cfg.fire_reset and "FIRE" in env.unwrapped.get_action_meanings():
@@ -57,8 +59,6 @@ def make_atari_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[st
     env = FrameStackObservation(env, env_cfg.frame_stack)
     if not env_cfg.grayscale:
         env = _channels_first(env)
-    if env_cfg.max_episode_steps is not None:
-        env = TimeLimit(env, env_cfg.max_episode_steps)
     if seed is not None:
         env.reset(seed=seed)
     return env

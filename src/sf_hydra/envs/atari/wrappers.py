@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-# info key set when the learner's episode ended on a lost life but the game goes on: the
-# game's return (what users compare) spans all lives, so episode statistics should go on too.
-GAME_CONTINUES = "game_continues"
+# Set on a lost life that is not the last: the learner's episode ends, the game's does not
+# (the reported return and length span all lives; see sf_hydra/envs/episode_info.py).
+from sf_hydra.envs.episode_info import GAME_CONTINUES
 
 
 class EpisodicLife(gym.Wrapper):

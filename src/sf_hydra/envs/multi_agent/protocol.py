@@ -14,7 +14,9 @@ Auto-reset, per agent: when `terminated[i] or truncated[i]`, agent i's episode i
 the env has already started its next one: `obs_list[i]` is the first observation of the
 new episode (never the last of the old one). `info_list[i]` of that step may carry
 `episode_extra_stats` (a dict of floats) for the finished episode (reserved: the sampler
-reports each agent's return and length, not these yet). An env that cannot
+reports each agent's return and length, not these yet), and `game_continues=True` when
+the done ends a part of the agent's game that goes on (its statistics then go on too, see
+sf_hydra/envs/episode_info.py). An env that cannot
 restart one agent alone (e.g. it restarts when every agent is done) keeps the agent
 inactive (below) until it can; the next *active* observation after a done is then the
 first of the new episode.

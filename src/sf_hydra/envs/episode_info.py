@@ -1,0 +1,19 @@
+"""Info keys that change how episodes are reported, not how they are learned.
+
+`info[GAME_CONTINUES] = True` on a step that ends the learner's episode (terminated or
+truncated) says that the game itself goes on after the next reset: e.g. Atari's episodic
+life, where a lost life ends the learner's episode (no value bootstrapped across a death)
+but the game's score, which is what users and papers compare, spans all lives. The
+rollout workers and `enjoy` then keep adding the next episodes' rewards and steps to the
+same game and report it once, when a done comes without the flag. Any env may set it (a
+multi-agent env in an agent's own info); an env that never sets it reports every episode.
+"""
+
+from __future__ import annotations
+
+GAME_CONTINUES = "game_continues"
+
+
+def game_continues(info) -> bool:
+    """True when this done ends a part of a game (a life), not the game."""
+    return bool(info.get(GAME_CONTINUES, False)) if info else False
