@@ -4,13 +4,19 @@ from hydra.core.config_store import ConfigStore
 
 from sf_hydra.config.resolvers import register_resolvers
 from sf_hydra.config.schema import EnjoyConfig, EnvConfig, GymEnvConfig, TrainConfig
-from sf_hydra.envs.atari.schema import AtariEnvConfig
-from sf_hydra.envs.dmlab.schema import DmlabEnvConfig
-from sf_hydra.envs.doom.schema import DoomEnvConfig
-from sf_hydra.envs.mujoco.schema import MujocoEnvConfig
 
-# Each family's typed env node lives beside the family's code, in a module free of heavy imports.
-ENV_SCHEMAS = {"gym": GymEnvConfig, "doom": DoomEnvConfig, "atari": AtariEnvConfig, "mujoco": MujocoEnvConfig, "dmlab": DmlabEnvConfig}
+
+def env_schemas() -> dict:
+    """family -> its typed env node. Each lives beside the family's code, in a module free of
+    heavy imports; imported here on call, not with this module, because those modules import
+    sf_hydra.config.schema, whose package imports this one (a family's schema module imported
+    first would otherwise find itself half-initialized)."""
+    from sf_hydra.envs.atari.schema import AtariEnvConfig
+    from sf_hydra.envs.dmlab.schema import DmlabEnvConfig
+    from sf_hydra.envs.doom.schema import DoomEnvConfig
+    from sf_hydra.envs.mujoco.schema import MujocoEnvConfig
+
+    return {"gym": GymEnvConfig, "doom": DoomEnvConfig, "atari": AtariEnvConfig, "mujoco": MujocoEnvConfig, "dmlab": DmlabEnvConfig}
 
 
 def register_configs() -> None:
@@ -19,7 +25,7 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="enjoy_schema", node=EnjoyConfig)
-    for family, node in ENV_SCHEMAS.items():
+    for family, node in env_schemas().items():
         cs.store(group="schema/env", name=family, node=node)
     _register_launchers(cs)
 
