@@ -46,10 +46,10 @@ def test_rows_hold_each_agents_active_steps_in_order(tmp_path):
 
 def test_episode_statistics_per_agent(tmp_path):
     got = collect(make_cfg(tmp_path, "env=multi_agent/toy", "hardware.num_workers=1", "hardware.num_envs_per_worker=2"), min_slots=24)
-    lengths = [length for _, length in got.episodes]
+    lengths = [length for _, length, *_ in got.episodes]
     # Lengths count active steps: 8 for agent 0, 10 for agents 1 and 2 (11 and 14 env steps).
     assert sorted(set(lengths)) == [8, 10]
-    assert all(0 <= ret <= length for ret, length in got.episodes)
+    assert all(0 <= ret <= length for ret, length, _ in got.episodes)
     # Frames count every agent's env steps, inactive ones too: 2 envs x 3 agents per step.
     assert got.frames % 6 == 0 and got.frames >= 24 * 16
 

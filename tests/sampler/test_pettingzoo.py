@@ -46,7 +46,7 @@ def test_pettingzoo_env_through_the_sampler(tmp_path):
     assert got.batch["obs.obs"].shape[1:] == (16, 135)
     assert set(got.batch["actions"].unique().tolist()) <= set(range(6))
     # Episode lengths count each agent's own (active) steps, so they differ between agents.
-    lengths = [length for _, length in got.episodes]
+    lengths = [length for _, length, *_ in got.episodes]
     assert len(lengths) >= 8 and len(set(lengths)) > 1 and max(lengths) <= 50
     assert got.frames % 4 == 0  # 4 agents per env step, inactive ones included
 

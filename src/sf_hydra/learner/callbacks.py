@@ -138,6 +138,9 @@ class Summaries(L.Callback):
         if m.episode_returns:
             scalars["episode/return"] = m.avg_return()
             scalars["episode/length"] = m.avg_length()
+        for agent, stats in m.avg_agent_stats().items():  # multi-agent envs: each agent besides the pool
+            scalars[f"episode/agent_{agent}/return"] = stats["return"]
+            scalars[f"episode/agent_{agent}/length"] = stats["length"]
         for tag, value in scalars.items():
             writer.add_scalar(tag, value, step)
         writer.flush()

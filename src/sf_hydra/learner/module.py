@@ -44,9 +44,11 @@ class APPOLearner(L.LightningModule):
     # -- data preparation --------------------------------------------------------------------
     def _record_meta(self, meta: dict) -> None:
         self.env_steps += int(meta["frames"])
-        for ret, length in meta["episodes"]:
+        for ret, length, *agent in meta["episodes"]:  # agent: its index in a multi-agent env
             self.episode_returns.append(ret)
             self.episode_lengths.append(length)
+            if agent:
+                self._agent_episodes(agent[0]).append((ret, length))
         self.episodes_total += len(meta["episodes"])
         self.dropped_total += int(meta["dropped_trajectories"])
 
@@ -173,6 +175,19 @@ class APPOLearner(L.LightningModule):
 
     def avg_length(self):
         return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
+
+    def _agent_episodes(self, agent: int) -> deque:
+        """The last `stats_avg` (return, length) of one agent of multi-agent envs; the windows
+        are made on first use (single-agent runs have none)."""
+        windows = self.__dict__.setdefault("agent_episodes", {})
+        if agent not in windows:
+            windows[agent] = deque(maxlen=self.cfg.logger.stats_avg)
+        return windows[agent]
+
+    def avg_agent_stats(self) -> Dict[int, Dict[str, float]]:
+        """{agent: {"return": average, "length": average}} for multi-agent envs, else {}."""
+        windows = sorted(self.__dict__.get("agent_episodes", {}).items())
+        return {a: dict(zip(("return", "length"), np.mean(w, axis=0).tolist())) for a, w in windows}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["sf_hydra"] = {

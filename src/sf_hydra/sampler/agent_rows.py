@@ -92,7 +92,10 @@ class AgentRowsWorker(WorkerBase):
         self.cursor = np.zeros(rows, dtype=np.int64)  # next write position in that slot
         self.pending = np.full(rows, -1, dtype=np.int64)  # a full slot waiting for its bootstrap value
         self.ready: List[int] = []  # complete slots not sent yet
-        self.games = EpisodeTracker(rows)
+        # Multi-agent envs: episodes name their agent (per-agent statistics); sub-envs of a vector env do not.
+        multi_agent = isinstance(self.groups[0], ProtocolEnvGroup)
+        agents = np.concatenate([np.arange(g.num_agents) for g in self.groups]) if multi_agent else None
+        self.games = EpisodeTracker(rows, agents)
         self._flat_views()
         for i, (group, r) in enumerate(zip(self.groups, group_rows)):
             obs, active = group.reset(seed=env_seed(cfg, worker_id, i))

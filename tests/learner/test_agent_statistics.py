@@ -1,0 +1,41 @@
+"""Multi-agent envs: TensorBoard shows each agent's episode return and length
+(`episode/agent_<i>/...`) besides the pooled `episode/return`. On our toy env the agents'
+episodes differ on purpose: agent 0 has 8 active steps per episode, agents 1 and 2 have 10
+(see sf_hydra/envs/multi_agent/toy.py), and a reward is at most 1 per active step."""
+
+from sf_hydra.train import train
+from tests.conftest import make_cfg
+from tests.helpers.tensorboard import read_scalars
+from tests.sampler.collect import collect
+
+ACTIVE_STEPS = {0: 8, 1: 10, 2: 10}
+
+
+def test_sampler_names_the_agent_of_each_episode(tmp_path):
+    got = collect(make_cfg(tmp_path, "env=multi_agent/toy", "hardware.num_workers=1", "hardware.num_envs_per_worker=2"), min_slots=24)
+    assert {(agent, length) for _, length, agent in got.episodes} == set(ACTIVE_STEPS.items())
+
+
+def test_single_agent_episodes_name_no_agent(tmp_path):
+    got = collect(make_cfg(tmp_path, "hardware.num_workers=1"), min_slots=16)
+    assert got.episodes and all(len(episode) == 2 for episode in got.episodes)
+
+
+def test_tensorboard_has_per_agent_returns(tmp_path):
+    summary = train(make_cfg(tmp_path, "env=multi_agent/toy", "train_for_env_steps=3000", "train_until_avg_return=null"))
+    scalars = read_scalars(tmp_path / "test")
+    for agent, active_steps in ACTIVE_STEPS.items():
+        lengths = [v for _, v in scalars[f"episode/agent_{agent}/length"]]
+        returns = [v for _, v in scalars[f"episode/agent_{agent}/return"]]
+        assert lengths and all(v == active_steps for v in lengths), (agent, lengths)
+        assert all(0 <= v <= active_steps for v in returns), (agent, returns)
+    assert "episode/agent_3/return" not in scalars
+    # The pooled statistics stay: averages over all agents' episodes.
+    assert 8 <= scalars["episode/length"][-1][1] <= 10
+    assert summary["episodes"] > 0
+
+
+def test_single_agent_runs_have_no_per_agent_scalars(tmp_path):
+    train(make_cfg(tmp_path, "train_for_env_steps=2000"))
+    scalars = read_scalars(tmp_path / "test")
+    assert "episode/return" in scalars and not any(tag.startswith("episode/agent_") for tag in scalars)
