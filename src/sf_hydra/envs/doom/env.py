@@ -37,7 +37,8 @@ class DoomEnv(gym.Env):
     In a multiplayer game (`network_args` host or join one), death does not end the
     episode: the player respawns (the host's rules need +sv_forcerespawn 1). `bots`
     built-in bots are added at every reset (host only).
-    `delta_rewards` adds rewards for changes of game variables (see shaping.py).
+    `delta_rewards` adds rewards for changes of game variables (see shaping.py) to the
+    scenario's own, weighted by `scenario_reward_scale`.
     The last step of an episode reports `episode_stats` game variables (their change over
     the episode: some counters survive new_episode) in info["episode_extra_stats"].
     """
@@ -60,6 +61,7 @@ class DoomEnv(gym.Env):
         measurements: Sequence[str] = (),
         episode_stats: Sequence[str] = (),
         delta_rewards: Optional[Mapping[str, Sequence[float]]] = None,
+        scenario_reward_scale: float = 1.0,
         network_args: str = "",
         bots: int = 0,
     ):
@@ -87,6 +89,7 @@ class DoomEnv(gym.Env):
         )
         self._closed = False
         self.shaping = DeltaRewards(self.game, delta_rewards) if delta_rewards else None
+        self.scenario_reward_scale = float(scenario_reward_scale)
         self.actions = grouped or make_action_mapping(self.game.get_available_buttons())
         self.action_space = self.actions.space
         channels = 1 if grayscale else 3
@@ -150,6 +153,7 @@ class DoomEnv(gym.Env):
     def _conclude_step(self, reward: float):
         game = self.game
         self._steps += 1
+        reward *= self.scenario_reward_scale
         if self.shaping is not None:
             reward += self.shaping()
         terminated = truncated = False

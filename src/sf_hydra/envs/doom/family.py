@@ -45,6 +45,7 @@ def doom_env_kwargs(env_cfg, seed: Optional[int] = None, render_mode: Optional[s
         measurements=list(env_cfg.measurements),
         episode_stats=list(env_cfg.episode_stats),
         delta_rewards={k: list(v) for k, v in (env_cfg.delta_rewards or {}).items()},
+        scenario_reward_scale=env_cfg.scenario_reward_scale,
     )
 
 

@@ -41,6 +41,9 @@ class DoomEnvConfig(EnvConfig):
     # Rewards for changes of game variables, {VARIABLE: [per unit up, per unit down]}, e.g.
     # {FRAGCOUNT: [1.0, -1.5], DEATHCOUNT: [-0.75, 0.0]}; added to the scenario's own rewards.
     delta_rewards: Dict[str, List[float]] = field(default_factory=dict)
+    # Weight of the scenario's own reward (its map scripts' and ViZDoom's built-in rewards);
+    # 0 where delta_rewards alone should pay (a map whose script rewards every player alike).
+    scenario_reward_scale: float = 1.0
     # Multiplayer (deathmatch rules, loopback network): num_agents > 1 is a multi-agent env
     # of our own players; num_bots built-in bots join the game.
     num_agents: int = 1
