@@ -237,6 +237,30 @@ def test_experiment_name_from_command_line():
     assert rejected(compose_cfg("experiment=runs/a"), "experiment").value == "runs/a"
 
 
+@pytest.mark.parametrize("value", [0, 19])
+def test_worker_nice_accepts_nice_levels(base, value):
+    validate(edited(base, {"hardware.worker_nice": value}))
+
+
+@pytest.mark.parametrize("value", [-1, 20])
+def test_worker_nice_rejects_outside_nice_levels(base, value):
+    err = rejected(edited(base, {"hardware.worker_nice": value}), "hardware.worker_nice")
+    assert "0" in str(err) and "19" in str(err)
+
+
+@pytest.mark.parametrize("value", [-2, 12])
+def test_learner_micro_batch_rejects(base, value):
+    cfg = edited(base, {"model.use_rnn": True, "algo.rollout": 8, "algo.batch_size": 64})
+    err = rejected(edited(cfg, {"hardware.learner_micro_batch": value}), "hardware.learner_micro_batch")
+    assert "algo.recurrence=8" in str(err)
+
+
+@pytest.mark.parametrize("value", [-1, 0, 8, 24])
+def test_learner_micro_batch_accepts(base, value):
+    validate(edited(base, {"model.use_rnn": True, "algo.rollout": 8, "algo.batch_size": 64,
+                           "hardware.learner_micro_batch": value}))
+
+
 # -- rules that relate several keys -----------------------------------------------------------
 
 

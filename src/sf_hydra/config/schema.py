@@ -99,6 +99,15 @@ class HardwareConfig:
     vector_backend: str = "auto"  # batched_sampling: auto (the env's own vector version, else sync) | sync | envpool
     torch_threads: int = 1  # per process; more threads are far slower for small nets
     precision: str = "32-true"  # 32-true | bf16-mixed (Lightning's names; bf16 also when acting)
+    # Samples per learner forward/backward pass; a larger minibatch is split and its gradients
+    # summed (the same gradient, one optimizer step). -1: auto (256 for image observations on
+    # CPU, where it was measured ~2x faster per sample than 1024; else the whole minibatch);
+    # 0: never split; N > 0: a multiple of the recurrence.
+    learner_micro_batch: int = -1
+    # Nice level of the rollout worker processes and their env processes (0-19). On a
+    # CPU-bound machine the learner is the one serial stage; a lower worker priority lets it
+    # have the core whenever both are ready (workers otherwise idle waiting for free slots).
+    worker_nice: int = 5
     worker_start_timeout_sec: float = 120.0  # a worker that is not up by then is an error
     worker_stall_timeout_sec: float = 300.0  # no trajectory for this long is an error
 

@@ -100,6 +100,12 @@ def _check_sampling(cfg) -> None:
         raise ConfigError("algo.rollout", algo.rollout, f"a multiple of algo.recurrence={recurrence}")
     if algo.batch_size % recurrence:
         raise ConfigError("algo.batch_size", algo.batch_size, f"a multiple of algo.recurrence={recurrence} (minibatches hold whole recurrence chunks)")
+    if not 0 <= hw.worker_nice <= 19:
+        raise ConfigError("hardware.worker_nice", hw.worker_nice, "a nice level from 0 (the learner's priority) to 19 (lowest)")
+    micro = hw.learner_micro_batch
+    if micro < -1 or (micro > 0 and micro % recurrence):
+        raise ConfigError("hardware.learner_micro_batch", micro,
+                          f"-1 (auto), 0 (never split) or a positive multiple of algo.recurrence={recurrence}")
     per_iteration = algo.batch_size * algo.num_batches_per_epoch
     if per_iteration % algo.rollout:
         raise ConfigError(

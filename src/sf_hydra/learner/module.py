@@ -27,6 +27,7 @@ class APPOLearner(L.LightningModule):
         self.cfg, self.algo = cfg, cfg.algo
         self.model = build_model(cfg, obs_space, action_space)
         self.recurrence = resolved_recurrence(cfg)
+        self.micro_batch = resolved_micro_batch(cfg, obs_space)
         # Counters that survive a resume (saved in on_save_checkpoint).
         self.policy_version = 0
         self.env_steps = 0
@@ -118,16 +119,15 @@ class APPOLearner(L.LightningModule):
             for start in range(0, n_chunks, per_minibatch):
                 idx = order[start : start + per_minibatch]
                 mb = {k: v[idx] for k, v in data.items()}
-                losses = self._minibatch_losses(mb)
                 opt.zero_grad(set_to_none=True)
-                self.manual_backward(losses["loss/total"])
+                losses = self._accumulate_gradients(mb)
                 grad_norm = self._grad_norm()
                 if self.algo.max_grad_norm > 0:
                     self.clip_gradients(opt, gradient_clip_val=self.algo.max_grad_norm, gradient_clip_algorithm="norm")
                 opt.step()
                 losses["learner/grad_norm"] = grad_norm
                 for k, v in losses.items():
-                    sums[k] = sums.get(k, 0.0) + (v.detach().item() if torch.is_tensor(v) else float(v))
+                    sums[k] = sums.get(k, 0.0) + float(v)
                 count += 1
                 if self.algo.lr_schedule == "kl_adaptive_minibatch":
                     self._adapt_lr(float(losses["learner/kl"]))
@@ -137,12 +137,31 @@ class APPOLearner(L.LightningModule):
             self._decay_lr()
         return {k: v / count for k, v in sums.items()}
 
+    def _accumulate_gradients(self, mb: dict) -> Dict[str, float]:
+        """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
+        is a mean, so weighting each micro-batch by its share of the rows gives the
+        minibatch's gradient and statistics exactly; advantages are normalized over the
+        whole minibatch first."""
+        adv = mb["advantages"]
+        mb = {**mb, "advantages": (adv - adv.mean()) / (adv.std() + 1e-8)}
+        rows = mb["actions"].shape[0]
+        step = max(1, self.micro_batch // self.recurrence) if self.micro_batch > 0 else rows
+        sums: Dict[str, float] = {}
+        for start in range(0, rows, step):
+            part = {k: v[start : start + step] for k, v in mb.items()}
+            weight = part["actions"].shape[0] / rows
+            losses = self._minibatch_losses(part)
+            self.manual_backward(losses["loss/total"] * weight)
+            for k, v in losses.items():
+                sums[k] = sums.get(k, 0.0) + weight * float(v.detach())
+        return sums
+
     def _minibatch_losses(self, mb: dict) -> Dict[str, torch.Tensor]:
+        """The PPO losses of one (micro-)batch; its advantages are normalized already."""
         a = self.algo
         obs = {k[4:]: v for k, v in mb.items() if k.startswith("obs.")}
         log_probs, entropy, values = self.model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"])
         adv = mb["advantages"]
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, a.ppo_clip_ratio)
         v_loss = value_loss(values, mb["old_values"], mb["targets"], a.ppo_clip_value)
         e_loss = entropy_loss(entropy)
@@ -215,3 +234,18 @@ def resolved_recurrence(cfg) -> int:
     if cfg.algo.recurrence == -1:
         return cfg.algo.rollout if cfg.model.use_rnn else 1
     return cfg.algo.recurrence
+
+
+def resolved_micro_batch(cfg, obs_space) -> int:
+    """hardware.learner_micro_batch with -1 resolved: 256 samples (rounded to whole
+    recurrence chunks) for image observations on CPU, else 0 (no split)."""
+    micro = cfg.hardware.learner_micro_batch
+    if micro != -1:
+        return micro
+    from sf_hydra.sampler.spaces import obs_shapes
+
+    has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())
+    if not has_images or cfg.hardware.device != "cpu":
+        return 0
+    r = resolved_recurrence(cfg)
+    return max(r, 256 // r * r)

@@ -222,6 +222,7 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
 
     cfg = OmegaConf.create(cfg_container)
     torch.set_num_threads(cfg.hardware.torch_threads)
+    os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it
     worker = None
     try:
         import_user_modules(cfg.get("imports"))  # a fresh interpreter: register the user's families/encoders again
