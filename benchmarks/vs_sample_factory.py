@@ -91,7 +91,7 @@ def _preset_table() -> dict:
     sf_w, ours_w = _workers(2, 8)
     presets["doom_basic_2x8"] = Preset(
         ["-m", "sf_examples.vizdoom.train_vizdoom", "--env=doom_basic"] + sf_w + COMMON_SF,
-        ["env=doom/basic", "algo.batch_size=1024", "algo.rollout=32"] + ours_w,
+        ["env=doom/basic", "algo.batch_size=1024", "algo.num_batches_per_epoch=1", "algo.rollout=32"] + ours_w,
         env_steps=300_000, sf_reward_scale=0.01)  # SF's doom_basic spec scales rewards by 0.01
     return presets
 

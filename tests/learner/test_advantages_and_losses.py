@@ -410,6 +410,25 @@ def test_rnn_unroll_equals_stepping(rnn_type, num_layers, done_case):
 
 
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+def test_rnn_unroll_gradients_equal_stepping(rnn_type):
+    """The learner back-propagates through unroll: its gradients (weights, inputs, first
+    state) are those of stepping one step at a time with resets."""
+    torch.manual_seed(2)
+    core = RnnCore(5, rnn_type, 6, 1)
+    x, state = torch.randn(3, 9, 5), torch.randn(3, core.state_size)
+    dones = torch.zeros(3, 9)
+    dones[0, [2, 6]] = dones[1, 4] = dones[2, 8] = 1.0
+    grads = []
+    for fn in (core.unroll, lambda *a: unroll_by_steps(core, *a)):
+        core.zero_grad()
+        xg, sg = x.clone().requires_grad_(), state.clone().requires_grad_()
+        (fn(xg, sg, dones) * torch.linspace(-1, 1, 6)).sum().backward()
+        grads.append([xg.grad, sg.grad] + [p.grad.clone() for p in core.parameters()])
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
 def test_rnn_state_matters_and_round_trips(rnn_type):
     torch.manual_seed(1)
     core = RnnCore(3, rnn_type, 4, 2)

@@ -33,13 +33,19 @@ class RnnCore(nn.Module):
 
     def unroll(self, x: torch.Tensor, state: torch.Tensor, dones: torch.Tensor):
         """x [B, T, F], first state [B, S], dones [B, T] (episode ended after step t):
-        the state is zeroed after a done, so one chunk may span episode boundaries."""
-        if not bool(dones[:, :-1].any()):  # no reset inside the chunk: one fused call
-            out, _ = self.rnn(x.transpose(0, 1), self._unflatten(state))
-            return out.transpose(0, 1)
-        outs = []
-        for t in range(x.shape[1]):
-            out, state = self.step(x[:, t], state)
+        the state is zeroed after a done, so one chunk may span episode boundaries.
+
+        The time axis is cut only after the steps where some row is done; each stretch in
+        between runs as one fused RNN call over all rows (far cheaper than a call per step,
+        and the same function: the reset is a multiplication of the state at the cut)."""
+        xs = x.transpose(0, 1)
+        cuts = torch.nonzero(dones[:, :-1].any(dim=0)).flatten().add(1).tolist()
+        h, outs, start = self._unflatten(state), [], 0
+        for end in cuts + [x.shape[1]]:
+            out, h = self.rnn(xs[start:end], h)
             outs.append(out)
-            state = state * (1.0 - dones[:, t : t + 1])
-        return torch.stack(outs, dim=1)
+            if end < x.shape[1]:
+                keep = (1.0 - dones[:, end - 1]).view(1, -1, 1)  # rows done at step end-1 start afresh
+                h = (h[0] * keep, h[1] * keep) if self.is_lstm else h * keep
+            start = end
+        return torch.cat(outs, dim=0).transpose(0, 1)
