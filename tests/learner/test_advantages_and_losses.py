@@ -323,6 +323,25 @@ def test_running_mean_std_float32_input():
     np.testing.assert_allclose(norm.var.numpy(), allx.var(0), rtol=1e-5)
 
 
+def test_running_mean_std_of_images_matches_numpy():
+    """Image-sized rows take the float32 chunked path, scaled from raw uint8 pixels: the
+    statistics still match float64 numpy on the scaled data (batches larger than a chunk,
+    and pixels whose mean is far from the running mean at first)."""
+    rng = np.random.default_rng(4)
+    shape, scale, subtract = (3, 40, 48), 255.0, 10.0
+    norm = RunningMeanStd(shape)
+    assert norm.mean.numel() > 4096
+    base = rng.integers(0, 200, size=shape)
+    seen = []
+    for n in (70, 5, 33):
+        x = np.clip(base + rng.integers(0, 56, size=(n, *shape)), 0, 255).astype(np.uint8)
+        seen.append((x.astype(np.float64) - subtract) / scale)
+        norm.update(torch.from_numpy(x), scale, subtract)
+    allx = np.concatenate(seen)
+    np.testing.assert_allclose(norm.mean.numpy(), allx.mean(0), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(norm.var.numpy(), allx.var(0), rtol=1e-3, atol=1e-6)
+
+
 def test_running_mean_std_scalar_over_bt_batches():
     rng = np.random.default_rng(1)
     norm = RunningMeanStd(())

@@ -19,15 +19,29 @@ class RunningMeanStd(nn.Module):
         self.eps = eps
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor, chunk: int = 256) -> None:
-        """Merges the batch's moments in, in float64; large inputs (images) are reduced in
-        float32 chunks of rows, so no float64 copy of a whole batch of images is made."""
+    def update(self, x: torch.Tensor, scale: float = 1.0, subtract: float = 0.0) -> None:
+        """Merges in the moments of the rows of `(x - subtract) / scale`."""
         x = x.reshape(-1, *self.mean.shape)
-        large = self.mean.numel() > 4096
-        for start in range(0, x.shape[0], chunk if large else max(1, x.shape[0])):
-            part = x[start : start + chunk] if large else x
-            var, mean = torch.var_mean(part.float() if large else part.double(), dim=0, unbiased=False)
-            self._merge(mean.double(), var.double(), part.shape[0])
+        if self.mean.numel() > 4096:  # images: a float64 copy of the batch would cost more than the pass
+            self._merge(*self._centered_moments(x, scale, subtract), x.shape[0])
+            return
+        var, mean = torch.var_mean((x.double() - subtract) / scale, dim=0, unbiased=False)
+        self._merge(mean, var, x.shape[0])
+
+    def _centered_moments(self, x: torch.Tensor, scale: float, subtract: float, chunk: int = 32):
+        """Mean and variance of many large rows in float32, a few rows at a time in one reused
+        buffer (cache-sized, no float copy of the whole batch). Sums are taken around the
+        running mean, so they stay small and E[d^2] - E[d]^2 loses no precision."""
+        n, center = x.shape[0], self.mean.float()
+        total, total_sq = torch.zeros_like(center), torch.zeros_like(center)
+        buf = torch.empty((min(chunk, n), *center.shape))
+        for start in range(0, n, chunk):
+            part = buf[: min(chunk, n - start)].copy_(x[start : start + chunk])
+            part.sub_(subtract).div_(scale).sub_(center)
+            total += part.sum(0)
+            total_sq += part.square_().sum(0)
+        offset = total.double() / n
+        return self.mean + offset, (total_sq.double() / n - offset**2).clamp_(min=0.0)
 
     def _merge(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, n: int) -> None:
         delta = batch_mean - self.mean
@@ -81,11 +95,7 @@ class ObservationPreprocessor(nn.Module):
             out.sub_(self.obs_subtract_mean)
         return out.div_(self.obs_scale)
 
-    @torch.no_grad()
-    def update(self, obs: dict, chunk: int = 256) -> None:
-        """Running statistics from a batch, scaled a chunk of rows at a time (a float copy
-        of a whole batch of images would be hundreds of MB)."""
+    def update(self, obs: dict) -> None:
+        """Running statistics of the scaled observations, from the raw batch."""
         for key, norm in self.norms.items():
-            rows = obs[key].reshape(-1, *norm.mean.shape)
-            for start in range(0, rows.shape[0], chunk):
-                norm.update(self._scaled(rows[start : start + chunk]))
+            norm.update(obs[key], self.obs_scale, self.obs_subtract_mean)
