@@ -33,6 +33,8 @@ TUNED = {
 # emulating the ALE becomes the main cost) and many small updates per sample: 96 Adam steps of
 # 32 shuffled transitions per 1024 collected. With 8 steps of 256 (lr 5e-4, asynchronous) the
 # policy had not moved after 2M frames (entropy still at its maximum, KL ~1e-5).
+# With per-pixel input normalization (normalize_input) a quiet 10-minute run here went from
+# -20.2 to 0.0 (last 20 games) in 1.33M frames at ~2.2k FPS (tests/train: a `long` check).
 algo:
   batch_size: 32
   num_batches_per_epoch: 32
