@@ -34,7 +34,7 @@ class RunningMeanStd(nn.Module):
         running mean, so they stay small and E[d^2] - E[d]^2 loses no precision."""
         n, center = x.shape[0], self.mean.float()
         total, total_sq = torch.zeros_like(center), torch.zeros_like(center)
-        buf = torch.empty((min(chunk, n), *center.shape))
+        buf = torch.empty((min(chunk, n), *center.shape), device=center.device)
         for start in range(0, n, chunk):
             part = buf[: min(chunk, n - start)].copy_(x[start : start + chunk])
             part.sub_(subtract).div_(scale).sub_(center)
