@@ -342,6 +342,29 @@ def test_running_mean_std_of_images_matches_numpy():
     np.testing.assert_allclose(norm.var.numpy(), allx.var(0), rtol=1e-3, atol=1e-6)
 
 
+def test_preprocessor_normalizes_scaled_observations():
+    """The preprocessor folds obs_subtract_mean/obs_scale into the running statistics: its
+    output is clip(((raw - subtract) / scale - mean) / std) for images and vectors alike, in
+    gradient passes (channels-last images) and when acting."""
+    from sf_hydra.models.normalizer import ObservationPreprocessor
+
+    torch.manual_seed(0)
+    pre = ObservationPreprocessor({"obs": (3, 40, 48), "m": (5,)}, 255.0, 10.0, normalize=True)
+    raw = {"obs": torch.randint(0, 256, (64, 3, 40, 48), dtype=torch.uint8), "m": torch.randn(64, 5) * 30 + 1}
+    pre.update(raw)
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad):
+            got = pre(raw)
+        for key, x in raw.items():
+            norm = pre.norms[key]
+            want = (((x.double() - 10.0) / 255.0 - norm.mean) / torch.sqrt(norm.var + norm.eps)).clamp(-5.0, 5.0)
+            assert got[key].dtype == torch.float32 and got[key].shape == x.shape
+            torch.testing.assert_close(got[key].double(), want, rtol=0, atol=1e-5)
+    assert (pre({"m": raw["m"] + 1e5})["m"] == 5.0).all()  # far outside the statistics: clipped
+    plain = ObservationPreprocessor({"obs": (3, 40, 48)}, 255.0, 10.0, normalize=False)
+    torch.testing.assert_close(plain({"obs": raw["obs"]})["obs"], (raw["obs"].float() - 10.0) / 255.0)
+
+
 def test_running_mean_std_scalar_over_bt_batches():
     rng = np.random.default_rng(1)
     norm = RunningMeanStd(())
