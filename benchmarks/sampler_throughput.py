@@ -44,7 +44,7 @@ def measure(overrides: Sequence[str], seconds: float) -> Tuple[float, float]:
 
     from sf_hydra.config import register_configs, validate
     from sf_hydra.sampler.env_info import describe_env
-    from sf_hydra.sampler.rollout_worker import build_model
+    from sf_hydra.models import build_model
     from sf_hydra.sampler.sampler import Sampler
 
     torch.set_num_threads(1)

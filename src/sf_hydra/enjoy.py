@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import make_env
 from sf_hydra.envs.episode_info import game_continues
-from sf_hydra.sampler.spaces import obs_specs, to_env_action
+from sf_hydra.spaces import obs_specs, to_env_action
 from sf_hydra.user_modules import import_user_modules
 
 log = logging.getLogger("sf_hydra")
@@ -47,7 +47,7 @@ def load_run(run_dir: Path):
 
 
 def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space):
-    from sf_hydra.sampler.rollout_worker import build_model
+    from sf_hydra.models import build_model
 
     model = build_model(train_cfg, obs_space, action_space)
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)["state_dict"]

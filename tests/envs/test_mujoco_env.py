@@ -21,7 +21,7 @@ from sf_hydra.envs.mujoco.family import known_ids, make_mujoco_env, validate_env
 from sf_hydra.envs.mujoco.schema import MujocoEnvConfig  # noqa: E402
 from sf_hydra.envs.registry import make_env  # noqa: E402
 from sf_hydra.models.action_heads import TanhDiagGaussian, make_action_head  # noqa: E402
-from sf_hydra.sampler.spaces import to_env_action  # noqa: E402
+from sf_hydra.spaces import to_env_action  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
 
 # id -> (observation size, action size, action bound)

@@ -12,7 +12,7 @@ import torch
 
 from sf_hydra.config import validate
 from sf_hydra.sampler.env_info import describe_env
-from sf_hydra.sampler.rollout_worker import build_model
+from sf_hydra.models import build_model
 from sf_hydra.sampler.sampler import Sampler
 
 

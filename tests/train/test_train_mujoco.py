@@ -74,7 +74,7 @@ def sample_one_rollout(cfg):
     """One real rollout in serial mode; returns (sampler, its trajectories, the recorders)."""
     validate(cfg)
     obs_space, action_space = env_spaces(cfg)
-    from sf_hydra.sampler.rollout_worker import build_model
+    from sf_hydra.models import build_model
 
     model = build_model(cfg, obs_space, action_space)
     sampler = Sampler(cfg, obs_space, action_space, model)

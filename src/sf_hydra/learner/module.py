@@ -17,7 +17,7 @@ import torch
 
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_loss
-from sf_hydra.sampler.rollout_worker import build_model
+from sf_hydra.models import build_model
 
 
 class APPOLearner(L.LightningModule):
@@ -242,7 +242,7 @@ def resolved_micro_batch(cfg, obs_space) -> int:
     micro = cfg.hardware.learner_micro_batch
     if micro != -1:
         return micro
-    from sf_hydra.sampler.spaces import obs_shapes
+    from sf_hydra.spaces import obs_shapes
 
     has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())
     if not has_images or cfg.hardware.device != "cpu":

@@ -12,18 +12,10 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
+from sf_hydra.spaces import discrete_sizes
+
 # Argument validation costs more than the sampling itself for small batches, on every step.
 Distribution.set_default_validate_args(False)
-
-
-def discrete_sizes(space: gym.Space) -> list:
-    if isinstance(space, gym.spaces.Discrete):
-        return [int(space.n)]
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return [int(n) for n in np.asarray(space.nvec).ravel()]
-    if isinstance(space, gym.spaces.Tuple) and all(isinstance(s, gym.spaces.Discrete) for s in space.spaces):
-        return [int(s.n) for s in space.spaces]
-    raise TypeError(f"not a discrete action space: {space}")
 
 
 class CategoricalHead(nn.Module):
@@ -64,7 +56,7 @@ class GaussianHead(nn.Module):
 
     Two ways to respect the Box bounds:
     - `tanh_scale > 0` squashes only the means (Sample Factory's way): samples may still leave
-      the box; the sampler clips them on their way to env.step (sampler/spaces.to_env_action)
+      the box; the sampler clips them on their way to env.step (spaces.to_env_action)
       and the learner sees the unclipped sample with its exact Gaussian log-prob.
     - `squash` samples u ~ N(mu, std) and acts a = tanh(u) rescaled to [low, high]: actions are
       in the box by construction and the log-prob carries the change of variables.

@@ -16,6 +16,7 @@ from sf_hydra.models.action_heads import make_action_head
 from sf_hydra.models.cores import RnnCore
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd
+from sf_hydra.spaces import obs_shapes
 
 
 class StepOutput(NamedTuple):
@@ -86,3 +87,8 @@ class ActorCritic(nn.Module):
         flat_actions = actions.reshape(b * t, *actions.shape[2:])
         log_probs = dist.log_prob(flat_actions).reshape(b, t)
         return log_probs, dist.entropy().reshape(b, t), self.value_head(x).reshape(b, t)
+
+
+def build_model(cfg, obs_space: gym.Space, action_space: gym.Space) -> ActorCritic:
+    """The policy for an env's spaces, as the learner, the rollout workers and enjoy build it."""
+    return ActorCritic(obs_shapes(obs_space), action_space, cfg.model, cfg.env, cfg.algo)

@@ -11,7 +11,7 @@ from typing import Dict
 
 import torch
 
-from sf_hydra.sampler.spaces import Spec
+from sf_hydra.spaces import Spec
 
 
 @dataclass

@@ -23,20 +23,16 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.envs.episode_info import game_continues
-from sf_hydra.models import ActorCritic
+from sf_hydra.models import build_model
 from sf_hydra.sampler.buffers import TrajectoryBuffers
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.sampler.spaces import obs_shapes, obs_specs, to_env_action
+from sf_hydra.spaces import obs_specs, to_env_action
 from sf_hydra.user_modules import import_user_modules
 
 
 class StopRequested(Exception):
     """The learner asked us to stop, or it is gone."""
-
-
-def build_model(cfg, obs_space, action_space) -> ActorCritic:
-    return ActorCritic(obs_shapes(obs_space), action_space, cfg.model, cfg.env, cfg.algo)
 
 
 def env_seed(cfg, worker_id: int, env_index: int):

@@ -28,7 +28,7 @@ from sf_hydra.sampler.agent_rows import AgentRowsWorker
 from sf_hydra.sampler.buffers import TrajectoryBuffers
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import RolloutWorker, worker_process_main
-from sf_hydra.sampler.spaces import action_spec, obs_specs
+from sf_hydra.spaces import action_spec, obs_specs
 from sf_hydra.sampler.vector_envs import check_batched_sampling
 
 log = logging.getLogger(__name__)

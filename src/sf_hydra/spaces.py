@@ -1,4 +1,4 @@
-"""What to allocate for an env's spaces. Observations always become a dict of arrays
+"""What to allocate for an env's spaces, and the shapes a model reads from them. Observations always become a dict of arrays
 (a plain Box is the key "obs"), actions one array per step."""
 
 from __future__ import annotations
@@ -9,9 +9,19 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from sf_hydra.models.action_heads import discrete_sizes
 
 Spec = Tuple[tuple, torch.dtype]
+
+
+def discrete_sizes(space: gym.Space) -> list:
+    """The number of choices of each categorical in a discrete action space."""
+    if isinstance(space, gym.spaces.Discrete):
+        return [int(space.n)]
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return [int(n) for n in np.asarray(space.nvec).ravel()]
+    if isinstance(space, gym.spaces.Tuple) and all(isinstance(s, gym.spaces.Discrete) for s in space.spaces):
+        return [int(s.n) for s in space.spaces]
+    raise TypeError(f"not a discrete action space: {space}")
 
 
 def _torch_dtype(dtype) -> torch.dtype:
