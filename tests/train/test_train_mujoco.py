@@ -15,6 +15,7 @@ pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco pac
 from sf_hydra.config import validate  # noqa: E402
 from sf_hydra.config.env_choices import env_configs  # noqa: E402
 from sf_hydra.sampler.sampler import Sampler  # noqa: E402
+from sf_hydra.trajectory import obs_fields_of  # noqa: E402
 from sf_hydra.train import env_spaces, train  # noqa: E402
 from tests.conftest import CONF_DIR, make_cfg  # noqa: E402
 
@@ -93,7 +94,7 @@ def test_sampler_stores_samples_and_env_receives_them_in_bounds(tmp_path, squash
     try:
         low, high = recorders[0].action_space.low, recorders[0].action_space.high  # Humanoid: +-0.4
         slots = torch.tensor(traj.slots)
-        stored = sampler.buffers.actions[slots]  # [envs, T, 17]
+        stored = sampler.buffers["actions"][slots]  # [envs, T, 17]
         received = np.stack([np.stack(r.received) for r in recorders])  # [envs, T, 17]
         assert received.shape == stored.shape
         assert (received >= low).all() and (received <= high).all()
@@ -101,10 +102,10 @@ def test_sampler_stores_samples_and_env_receives_them_in_bounds(tmp_path, squash
         outside = (stored.numpy() < low) | (stored.numpy() > high)
         assert outside.any() != squash  # std 2 in a +-0.4 box: plain samples leave it, squashed never do
         # The stored log-probs are those of the stored (unclipped) samples under the acting policy.
-        obs = {k: v[slots] for k, v in sampler.buffers.obs.items()}
+        obs = {k: v[slots] for k, v in obs_fields_of(sampler.buffers.tensors).items()}
         with torch.no_grad():
             log_probs, _, _ = model.evaluate(obs, stored, None, None)
-        torch.testing.assert_close(log_probs, sampler.buffers.log_probs[slots], rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(log_probs, sampler.buffers["log_probs"][slots], rtol=1e-5, atol=1e-4)
     finally:
         sampler.stop()
 

@@ -18,6 +18,7 @@ import torch
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_loss
 from sf_hydra.models import build_model
+from sf_hydra.trajectory import model_trajectory_spec, obs_fields_of
 
 
 class APPOLearner(L.LightningModule):
@@ -26,6 +27,7 @@ class APPOLearner(L.LightningModule):
         self.automatic_optimization = False
         self.cfg, self.algo = cfg, cfg.algo
         self.model = build_model(cfg, obs_space, action_space)
+        self.spec = model_trajectory_spec(obs_space, action_space, self.model)
         self.recurrence = resolved_recurrence(cfg)
         self.micro_batch = resolved_micro_batch(cfg, obs_space)
         # Counters that survive a resume (saved in on_save_checkpoint).
@@ -68,26 +70,29 @@ class APPOLearner(L.LightningModule):
         return advantages, returns, values[:, :-1]
 
     def _chunks(self, batch: dict, advantages, targets, old_values) -> dict:
-        """[B, T] -> [B*T/R, R] recurrence chunks; RNN state kept at each chunk start."""
+        """[B, T] -> [B*T/R, R] recurrence chunks, every field of the trajectory spec by one
+        rule: a bootstrap field drops its extra step (values are replaced by the learner's
+        own `old_values`, `targets` and `advantages`), a chunk-start field keeps the first
+        step of each chunk (the RNN state a chunk's unroll starts from)."""
         r = self.recurrence
 
         def split(x):
             return x.reshape(-1, r, *x.shape[2:])
 
-        data = {k: split(v) for k, v in batch.items() if k.startswith("obs.")}
-        for key in ("actions", "log_probs", "dones"):
-            data[key] = split(batch[key])
+        data = {}
+        for field in self.spec:
+            if field.bootstrap:
+                continue
+            chunks = split(batch[field.name])
+            data[field.name] = chunks[:, 0] if field.chunk_start_only else chunks
         data.update(advantages=split(advantages), targets=split(targets), old_values=split(old_values))
-        data["policy_versions"] = split(batch["policy_versions"])
-        if "rnn_states" in batch:
-            data["rnn_states"] = split(batch["rnn_states"])[:, 0]
         return data
 
     # -- the iteration -----------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         meta = batch.pop("meta")
         self._record_meta(meta)
-        self.model.preprocess.update({k[4:]: v for k, v in batch.items() if k.startswith("obs.")})
+        self.model.preprocess.update(obs_fields_of(batch))
         advantages, targets, old_values = self._advantages_and_targets(batch)
         data = self._chunks(batch, advantages, targets, old_values)
         lag = (self.policy_version - batch["policy_versions"]).float()
@@ -159,7 +164,7 @@ class APPOLearner(L.LightningModule):
     def _minibatch_losses(self, mb: dict) -> Dict[str, torch.Tensor]:
         """The PPO losses of one (micro-)batch; its advantages are normalized already."""
         a = self.algo
-        obs = {k[4:]: v for k, v in mb.items() if k.startswith("obs.")}
+        obs = obs_fields_of(mb)
         log_probs, entropy, values = self.model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"])
         adv = mb["advantages"]
         p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, a.ppo_clip_ratio)

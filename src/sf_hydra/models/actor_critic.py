@@ -6,7 +6,7 @@ The same module runs in the rollout workers (one step at a time) and in the lear
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import gymnasium as gym
 import torch
@@ -17,6 +17,7 @@ from sf_hydra.models.cores import RnnCore
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd
 from sf_hydra.spaces import obs_shapes
+from sf_hydra.trajectory import Field
 
 
 class StepOutput(NamedTuple):
@@ -24,6 +25,9 @@ class StepOutput(NamedTuple):
     log_probs: torch.Tensor
     values: torch.Tensor  # in normalized-return units when normalize_returns is on
     rnn_states: Optional[torch.Tensor]
+    # More per-row outputs to record in the trajectory, one per field the model declares in
+    # `extra_trajectory_fields` (e.g. behaviour logits for a KL term).
+    extras: Optional[Dict[str, torch.Tensor]] = None
 
 
 class ActorCritic(nn.Module):
@@ -46,6 +50,11 @@ class ActorCritic(nn.Module):
     @property
     def rnn_state_size(self) -> int:
         return self.core.state_size if self.core else 0
+
+    def extra_trajectory_fields(self) -> List[Field]:
+        """Fields beyond the standard ones (sf_hydra.trajectory) that `act` fills through
+        `StepOutput.extras`; the learner's batch then holds them under the same names."""
+        return []
 
     def _initialize(self, scheme: str, gain: float) -> None:
         if scheme == "torch_default":

@@ -44,6 +44,7 @@ from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
 from sf_hydra.sampler.agent_groups import ProtocolEnvGroup, VectorEnvGroup
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
+from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
 from sf_hydra.sampler.vector_envs import make_vector_env
 
@@ -96,21 +97,10 @@ class AgentRowsWorker(WorkerBase):
         multi_agent = isinstance(self.groups[0], ProtocolEnvGroup)
         agents = np.concatenate([np.arange(g.num_agents) for g in self.groups]) if multi_agent else None
         self.games = EpisodeTracker(rows, agents)
-        self._flat_views()
         for i, (group, r) in enumerate(zip(self.groups, group_rows)):
             obs, active = group.reset(seed=env_seed(cfg, worker_id, i))
             self._store_obs(r, obs)
             self.active[r] = active
-
-    def _flat_views(self) -> None:
-        """[N, T, ...] buffers seen as [N*T, ...], so a row's write is one index_copy_."""
-        b = self.buffers
-        flat = lambda t: t.view(t.shape[0] * t.shape[1], *t.shape[2:])  # noqa: E731
-        self.f_obs = {k: flat(v) for k, v in b.obs.items()}
-        self.f_actions, self.f_log_probs, self.f_rewards = flat(b.actions), flat(b.log_probs), flat(b.rewards)
-        self.f_dones, self.f_time_outs, self.f_versions = flat(b.dones), flat(b.time_outs), flat(b.policy_versions)
-        self.f_rnn = flat(b.rnn_states)
-        self.f_values = b.values.view(-1)  # [N * (T + 1)]
 
     def _store_obs(self, rows: slice, obs: dict) -> None:
         for k, v in obs.items():
@@ -130,7 +120,10 @@ class AgentRowsWorker(WorkerBase):
         local = np.flatnonzero(active)
         select = None if len(local) == len(active) else torch.from_numpy(local)
         recorded = local + rows.start
-        flat = self._write_policy_step(recorded, select, obs, out, rnn_before) if len(local) else None
+        if len(local):
+            self._resolve_pending(recorded, out.values if select is None else out.values.index_select(0, select))
+            where = self._write_positions(recorded)
+            self.writer.write(*where, self._policy_record(obs, out, rnn_before), select)
 
         actions = out.actions.numpy()
         t2 = time.perf_counter()
@@ -144,8 +137,9 @@ class AgentRowsWorker(WorkerBase):
         rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
         done = terminated | truncated
         self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes)
-        if flat is not None:
-            self._write_outcome(recorded, local, flat, rewards, terminated, truncated)
+        if len(local):
+            self.writer.write(*where, self._env_record(rewards[local], terminated[local], truncated[local]))
+            self._advance(recorded)
         for j in np.flatnonzero(done & ~active):
             self._end_last_transition(rows.start + int(j), bool(truncated[j] and not terminated[j]))
         if out.rnn_states is not None:
@@ -153,24 +147,9 @@ class AgentRowsWorker(WorkerBase):
         self.active[rows] = cat("active")
         return sum(b.frames for b in batches)
 
-    def _write_policy_step(self, recorded: np.ndarray, select, obs, out, rnn_before) -> torch.Tensor:
-        """Writes the active rows' inputs and policy outputs; returns their flat positions."""
-        self._resolve_pending(recorded, out.values if select is None else out.values.index_select(0, select))
-        take = (lambda x: x) if select is None else (lambda x: x.index_select(0, select))
-        flat = torch.from_numpy(self.slot[recorded] * self.rollout + self.cursor[recorded])
-        for k, v in obs.items():
-            self.f_obs[k].index_copy_(0, flat, take(v))
-        self.f_actions.index_copy_(0, flat, take(out.actions).to(self.f_actions.dtype))
-        self.f_log_probs.index_copy_(0, flat, take(out.log_probs).float())
-        self.f_values.index_copy_(0, self._value_positions(self.slot[recorded], self.cursor[recorded]), take(out.values).float())
-        self.f_versions.index_fill_(0, flat, self.version)
-        if self.model.core is not None:
-            self.f_rnn.index_copy_(0, flat, take(rnn_before))
-        return flat
-
-    def _value_positions(self, slots: np.ndarray, positions) -> torch.Tensor:
-        """Flat positions in `values`, which has rollout + 1 columns (the last bootstraps)."""
-        return torch.from_numpy(slots * (self.rollout + 1) + positions)
+    def _write_positions(self, rows: np.ndarray):
+        """(slots, steps) where these rows write their next transition."""
+        return torch.from_numpy(self.slot[rows]), torch.from_numpy(self.cursor[rows])
 
     def _resolve_pending(self, rows: np.ndarray, values: torch.Tensor) -> None:
         """The value of these rows' current observation bootstraps their full slot, if any."""
@@ -178,15 +157,12 @@ class AgentRowsWorker(WorkerBase):
         if not len(waiting):
             return
         slots = self.pending[rows[waiting]]
-        self.f_values.index_copy_(0, self._value_positions(slots, self.rollout), values.index_select(0, torch.from_numpy(waiting)).float())
+        self.writer.write(torch.from_numpy(slots), self.rollout, {"values": values}, torch.from_numpy(waiting))
         self.ready.extend(slots.tolist())
         self.pending[rows[waiting]] = -1
 
-    def _write_outcome(self, recorded, local, flat, rewards, terminated, truncated) -> None:
-        """Rewards and dones of the recorded transitions; rows whose slot is full move on."""
-        self.f_rewards.index_copy_(0, flat, self._scaled_rewards(rewards[local]))
-        self.f_dones.index_copy_(0, flat, torch.from_numpy((terminated | truncated)[local].astype(np.float32)))
-        self.f_time_outs.index_copy_(0, flat, torch.from_numpy((truncated & ~terminated)[local].astype(np.float32)))
+    def _advance(self, recorded: np.ndarray) -> None:
+        """The recorded rows move one step on; a row whose slot is full moves to a new slot."""
         self.cursor[recorded] += 1
         full = recorded[self.cursor[recorded] == self.rollout]
         if len(full):
@@ -197,14 +173,15 @@ class AgentRowsWorker(WorkerBase):
     def _end_last_transition(self, row: int, time_out: bool) -> None:
         """A done while inactive ends the episode of the row's last recorded transition."""
         if self.cursor[row] > 0:
-            pos = int(self.slot[row]) * self.rollout + int(self.cursor[row]) - 1
+            slot, step = int(self.slot[row]), int(self.cursor[row]) - 1
         elif self.pending[row] >= 0:
-            pos = int(self.pending[row]) * self.rollout + self.rollout - 1
+            slot, step = int(self.pending[row]), self.rollout - 1
         else:
             return  # nothing recorded yet
-        if self.f_dones[pos] == 0:
-            self.f_dones[pos] = 1.0
-            self.f_time_outs[pos] = float(time_out)
+        dones = self.buffers["dones"]
+        if dones[slot, step] == 0:
+            dones[slot, step] = 1.0
+            self.buffers["time_outs"][slot, step] = float(time_out)
 
     def _count_episodes(self, rows: slice, rewards, active, done, game_continues, episodes: list) -> None:
         self.games.add(rows, rewards, active)
@@ -253,7 +230,7 @@ class AgentRowsWorker(WorkerBase):
         sent, self.ready = self.ready[:quota], self.ready[quota:]
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_start - sum(self.timing.values())
-        self.out_queue.put(("traj", self.id, sent, episodes, frames * self.frameskip, self.timing))
+        self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing))
 
     def close(self) -> None:
         close_all(self.groups)

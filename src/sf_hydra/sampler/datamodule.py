@@ -4,21 +4,20 @@ the LightningModule never sees a process."""
 from __future__ import annotations
 
 import threading
-from typing import Union
+from typing import Optional
 
 import lightning as L
 from torch.utils.data import DataLoader
 
-from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.sampler import Sampler
 from sf_hydra.sampler.stream import TrajectoryStream
 
 
 class SamplerDataModule(L.LightningDataModule):
-    def __init__(self, cfg, obs_space, action_space, policy_source, num_agents: Union[int, None, str] = "probe"):
+    def __init__(self, cfg, obs_space, action_space, policy_source, num_agents: Optional[int]):
         """`policy_source` has `.model` and `.policy_version` (the LightningModule).
-        num_agents: None for a single-agent env, the count for a multi-agent env, or
-        "probe" to build one env in setup() and look (pass it to save that env build)."""
+        num_agents: None for a single-agent env, the count for a multi-agent env
+        (`sampler.env_info.describe_env` reads all three from one env)."""
         super().__init__()
         self.cfg, self.obs_space, self.action_space = cfg, obs_space, action_space
         self.num_agents = num_agents
@@ -28,8 +27,6 @@ class SamplerDataModule(L.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         if self.sampler is None:
-            if self.num_agents == "probe":
-                self.num_agents = describe_env(self.cfg.env, seed=self.cfg.seed).num_agents
             self.sampler = Sampler(self.cfg, self.obs_space, self.action_space, self.policy_source.model, self.num_agents)
 
     def _start_workers(self) -> None:

@@ -24,10 +24,11 @@ import torch
 from sf_hydra.envs import make_env
 from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.models import build_model
-from sf_hydra.sampler.buffers import TrajectoryBuffers
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
+from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.spaces import obs_specs, to_env_action
+from sf_hydra.trajectory import TrajectoryBuffers, TrajectoryWriter, obs_field_name
 from sf_hydra.user_modules import import_user_modules
 
 
@@ -50,6 +51,8 @@ class WorkerBase:
         """parent_pid: the learner's pid, watched so that we exit if it dies (None in serial mode)."""
         self.id, self.cfg = worker_id, cfg
         self.buffers, self.store = buffers, store
+        self.writer = TrajectoryWriter(buffers)
+        self.records_rnn = "rnn_states" in buffers.spec
         self.free_slots, self.out_queue = free_slots, out_queue
         self.stop_flag, self.sync_round, self.parent_pid = stop_flag, sync_round, parent_pid
         self.rollout = cfg.algo.rollout
@@ -72,8 +75,21 @@ class WorkerBase:
         return {k: np.zeros((rows, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
                 for k, (shape, dt) in obs_specs(self.obs_space).items()}
 
-    def _scaled_rewards(self, rewards: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.clip(rewards * self.reward_scale, -self.reward_clip, self.reward_clip))
+    def _policy_record(self, obs: Dict[str, torch.Tensor], out, rnn_before: torch.Tensor) -> dict:
+        """The fields one policy step fills: its inputs, its outputs and the acting version."""
+        record = {obs_field_name(k): v for k, v in obs.items()}
+        record.update(actions=out.actions, log_probs=out.log_probs, values=out.values, policy_versions=self.version)
+        if self.records_rnn:
+            record["rnn_states"] = rnn_before
+        if out.extras:
+            record.update(out.extras)
+        return record
+
+    def _env_record(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> dict:
+        """The fields one env step fills; rewards scaled and clipped for the learner."""
+        scaled = np.clip(rewards * self.reward_scale, -self.reward_clip, self.reward_clip)
+        return {"rewards": torch.from_numpy(scaled), "dones": torch.from_numpy(terminated | truncated),
+                "time_outs": torch.from_numpy(truncated & ~terminated)}
 
     def _act(self, rows):
         """The policy step for these rows (a slice or an index array) of `self.obs` and
@@ -137,29 +153,19 @@ class RolloutWorker(WorkerBase):
 
     # -- the loop ----------------------------------------------------------------------------
     def _act_and_step(self, split: slice, slots: torch.Tensor, t: int, episodes: list) -> None:
-        b = self.buffers
         obs, rnn_before, out = self._act(split)
+        self.writer.write(slots, t, self._policy_record(obs, out, rnn_before))
         t1 = time.perf_counter()
-        for k, v in obs.items():
-            b.obs[k][slots, t] = v
-        b.actions[slots, t] = out.actions
-        b.log_probs[slots, t] = out.log_probs.float()
-        b.values[slots, t] = out.values.float()
-        b.policy_versions[slots, t] = self.version
-        if self.model.core is not None:
-            b.rnn_states[slots, t] = rnn_before
-
         actions = out.actions.numpy()
         count = split.stop - split.start
-        rewards, dones, time_outs = np.zeros(count, np.float32), np.zeros(count, np.float32), np.zeros(count, np.float32)
+        rewards = np.zeros(count, np.float32)
+        terminated, truncated = np.zeros(count, bool), np.zeros(count, bool)
         ends = []  # (env index, whether its game goes on)
         for j in range(count):
             i = split.start + j
             env = self.envs[i]
-            ob, reward, terminated, truncated, info = env.step(to_env_action(self.action_space, actions[j]))
-            rewards[j] = reward
-            if terminated or truncated:
-                dones[j], time_outs[j] = 1.0, float(truncated and not terminated)
+            ob, rewards[j], terminated[j], truncated[j], info = env.step(to_env_action(self.action_space, actions[j]))
+            if terminated[j] or truncated[j]:
                 ends.append((i, game_continues(info)))
                 ob, _ = env.reset()
             self._store_obs(i, ob)
@@ -167,15 +173,13 @@ class RolloutWorker(WorkerBase):
         self.games.add(split, rewards, 1)
         for i, continues in ends:
             self.games.end(i, continues, episodes)
-        b.rewards[slots, t] = self._scaled_rewards(rewards)
-        done_t = torch.from_numpy(dones)
-        b.dones[slots, t] = done_t
-        b.time_outs[slots, t] = torch.from_numpy(time_outs)
+        self.writer.write(slots, t, self._env_record(rewards, terminated, truncated))
         if out.rnn_states is not None:
-            self.rnn[split] = out.rnn_states.float() * (1.0 - done_t).unsqueeze(1)
+            alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)
+            self.rnn[split] = out.rnn_states.float() * alive
 
     def _bootstrap_values(self, split: slice, slots: torch.Tensor) -> None:
-        self.buffers.values[slots, self.rollout] = self._act(split)[2].values.float()
+        self.writer.write(slots, self.rollout, {"values": self._act(split)[2].values})
 
     def collect(self) -> None:
         """One rollout for every env, then one message with the filled slots."""
@@ -195,7 +199,7 @@ class RolloutWorker(WorkerBase):
             self._bootstrap_values(split, slots[split])
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_wait - sum(self.timing.values())
-        self.out_queue.put(("traj", self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip, self.timing))
+        self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip, self.timing))
 
     def close(self) -> None:
         close_all(self.envs)
@@ -223,13 +227,13 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     try:
         import_user_modules(cfg.get("imports"))  # a fresh interpreter: register the user's families/encoders again
         worker = worker_cls(worker_id, cfg, buffers, store, free_slots, out_queue, stop_flag, sync_round, parent_pid)
-        out_queue.put(("ready", worker_id))
+        out_queue.put(WorkerReady(worker_id))
         while True:
             worker.collect()
     except StopRequested:
         pass
     except BaseException:
-        out_queue.put(("error", worker_id, traceback.format_exc()))
+        out_queue.put(WorkerFailed(worker_id, traceback.format_exc()))
     finally:
         if worker is not None:
             worker.close()

@@ -16,8 +16,7 @@ import math
 import os
 import queue
 import time
-from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 import torch
 from omegaconf import OmegaConf
@@ -25,10 +24,10 @@ from omegaconf import OmegaConf
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.agent_rows import AgentRowsWorker
-from sf_hydra.sampler.buffers import TrajectoryBuffers
+from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import RolloutWorker, worker_process_main
-from sf_hydra.spaces import action_spec, obs_specs
+from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
 from sf_hydra.sampler.vector_envs import check_batched_sampling
 
 log = logging.getLogger(__name__)
@@ -36,18 +35,6 @@ log = logging.getLogger(__name__)
 
 class SamplerError(RuntimeError):
     """A rollout worker failed; the message says which and why."""
-
-
-@dataclass
-class Trajectories:
-    """One worker's message: slots filled, episodes finished, frames simulated, and the
-    seconds the rollout spent on inference, env steps and waiting for free slots."""
-
-    worker_id: int
-    slots: List[int]
-    episodes: List[tuple]
-    frames: int
-    timing: Dict[str, float]
 
 
 def slots_per_worker(cfg, rows_per_worker: int, agent_rows: bool) -> int:
@@ -78,10 +65,8 @@ class Sampler:
         self.worker_cls = AgentRowsWorker if agent_rows else RolloutWorker
         self.rows_per_worker = cfg.hardware.num_envs_per_worker * (num_agents or 1)
         self.per_worker = slots_per_worker(cfg, self.rows_per_worker, agent_rows)
-        self.buffers = TrajectoryBuffers.allocate(
-            self.num_workers * self.per_worker, cfg.algo.rollout, obs_specs(obs_space), action_spec(action_space),
-            model.rnn_state_size,
-        )
+        spec = model_trajectory_spec(obs_space, action_space, model)
+        self.buffers = TrajectoryBuffers.allocate(spec, self.num_workers * self.per_worker, cfg.algo.rollout)
         self.store = PolicyStore(model, self.ctx.Lock())
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.sync_round = torch.zeros(1, dtype=torch.int64).share_memory_()
@@ -126,8 +111,8 @@ class Sampler:
         ready, deadline = set(), time.monotonic() + self.cfg.hardware.worker_start_timeout_sec
         while len(ready) < self.num_workers:
             msg = self._get(deadline - time.monotonic(), during="start-up")
-            if msg[0] == "ready":
-                ready.add(msg[1])
+            if isinstance(msg, WorkerReady):
+                ready.add(msg.worker_id)
             else:  # a fast worker's first trajectories: keep them for poll()
                 self._backlog.append(msg)
         log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.cfg.hardware.num_envs_per_worker)
@@ -159,7 +144,7 @@ class Sampler:
             pass
 
     # -- messages ------------------------------------------------------------------------------
-    def _get(self, timeout: float, during: str):
+    def _get(self, timeout: float, during: str) -> Union[WorkerReady, Trajectories]:
         """Next message; raises SamplerError when a worker failed, died or went silent."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
@@ -173,9 +158,13 @@ class Sampler:
                         f"(hardware.worker_start_timeout_sec / worker_stall_timeout_sec)"
                     )
                 continue
-            if msg[0] == "error":
-                raise SamplerError(f"rollout worker {msg[1]} failed:\n{msg[2]}")
-            return msg
+            return self._checked(msg)
+
+    @staticmethod
+    def _checked(msg):
+        if isinstance(msg, WorkerFailed):
+            raise SamplerError(f"rollout worker {msg.worker_id} failed:\n{msg.traceback}")
+        return msg
 
     def _check_processes(self) -> None:
         for p in self.processes:
@@ -191,9 +180,8 @@ class Sampler:
         except queue.Empty:
             self._check_processes()
             return None
-        if msg[0] == "error":
-            raise SamplerError(f"rollout worker {msg[1]} failed:\n{msg[2]}")
-        return Trajectories(*msg[1:6]) if msg[0] == "traj" else None
+        msg = self._checked(msg)
+        return msg if isinstance(msg, Trajectories) else None
 
     def _collect_serial(self) -> Trajectories:
         """Serial mode: the workers run their rollouts right here, in turn."""
@@ -201,8 +189,7 @@ class Sampler:
             worker = self.serial_workers[self._next_serial]
             self._next_serial = (self._next_serial + 1) % self.num_workers
             worker.collect()
-        msg = self.out_queue.get_nowait()
-        return Trajectories(*msg[1:6])
+        return self._checked(self.out_queue.get_nowait())
 
     def free(self, slots: List[int]) -> None:
         """Returns copied-out slots to the workers that own them."""

@@ -72,7 +72,7 @@ class TrajectoryStream(IterableDataset):
         """Frees trajectories whose oldest step is more than max_policy_lag versions old."""
         oldest_allowed = self.current_version() - self.cfg.algo.max_policy_lag
         slots = torch.tensor(list(pending), dtype=torch.int64)
-        stale_mask = self.sampler.buffers.policy_versions[slots, 0] < oldest_allowed
+        stale_mask = self.sampler.buffers["policy_versions"][slots, 0] < oldest_allowed
         stale = slots[stale_mask].tolist()
         if stale:
             pending.clear()

@@ -1,0 +1,162 @@
+"""The fields a transition carries, declared once.
+
+A `TrajectorySpec` lists every field with its per-step shape and dtype, derived from the
+env's spaces and the model. Everything on the path of a sample loops over it:
+
+- the shared buffers are allocated from it (`TrajectoryBuffers.allocate`): one tensor per
+  field, `[slots, rollout, *shape]`, or `rollout + 1` steps for a field with a bootstrap
+  step (the value of the observation after the last step);
+- both rollout workers write through one `TrajectoryWriter`, a record (`{name: tensor}`) at
+  a time, whichever fields the record holds;
+- the learner's batch holds one tensor per field (`gather`), and the learner cuts every
+  field into recurrence chunks by the same loop (`Field.chunk_start_only` keeps only the
+  first step of each chunk, for RNN states).
+
+Adding a field is one `Field` here (or in a model's `extra_trajectory_fields`), a producer
+that puts it in a record and a consumer that reads `batch[name]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+import gymnasium as gym
+import torch
+
+from sf_hydra.spaces import action_spec, obs_specs
+
+OBS_PREFIX = "obs."
+
+
+@dataclass(frozen=True)
+class Field:
+    """One per-step entry of a transition. Invariant: a buffer of this field is
+    `[slots, steps, *shape]` of `dtype`, with `steps = rollout + 1` if `bootstrap` else `rollout`."""
+
+    name: str
+    shape: Tuple[int, ...] = ()
+    dtype: torch.dtype = torch.float32
+    bootstrap: bool = False  # one step more than the rollout: the value after its last step
+    chunk_start_only: bool = False  # the learner needs only the first step of each recurrence chunk
+
+    def steps(self, rollout: int) -> int:
+        return rollout + 1 if self.bootstrap else rollout
+
+
+def obs_field_name(key: str) -> str:
+    return OBS_PREFIX + key
+
+
+def obs_fields_of(batch: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """The observation dict (`{key: tensor}`) held by a record or a batch."""
+    return {k[len(OBS_PREFIX):]: v for k, v in batch.items() if k.startswith(OBS_PREFIX)}
+
+
+class TrajectorySpec:
+    """An ordered set of fields, looked up by name."""
+
+    def __init__(self, fields: Iterable[Field]):
+        self.fields: Dict[str, Field] = {}
+        for f in fields:
+            if f.name in self.fields:
+                raise ValueError(f"trajectory field {f.name!r} declared twice")
+            self.fields[f.name] = f
+
+    def __iter__(self) -> Iterator[Field]:
+        return iter(self.fields.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.fields
+
+    def __getitem__(self, name: str) -> Field:
+        return self.fields[name]
+
+    def names(self) -> List[str]:
+        return list(self.fields)
+
+
+def trajectory_spec(obs_space: gym.Space, action_space: gym.Space, rnn_state_size: int,
+                    extra_fields: Iterable[Field] = ()) -> TrajectorySpec:
+    """The standard fields for these spaces, then `extra_fields` (a model's own outputs).
+
+    Observations: one field per key (`obs.<key>`; a plain Box is the key `obs`). Policy step:
+    the action, its log-probability under the acting policy, the value estimate (with the
+    bootstrap step), the version of the acting policy and, for recurrent models, the RNN
+    state before the step. Env step: the scaled and clipped reward, `dones` (the episode
+    ended after this step) and `time_outs` (that end was a truncation)."""
+    a_shape, a_dtype = action_spec(action_space)
+    fields = [Field(obs_field_name(k), tuple(shape), dtype) for k, (shape, dtype) in obs_specs(obs_space).items()]
+    fields += [
+        Field("actions", tuple(a_shape), a_dtype),
+        Field("log_probs"),
+        Field("values", bootstrap=True),
+        Field("policy_versions", dtype=torch.int64),
+        Field("rewards"),
+        Field("dones"),
+        Field("time_outs"),
+    ]
+    if rnn_state_size:
+        fields.append(Field("rnn_states", (rnn_state_size,), chunk_start_only=True))
+    return TrajectorySpec([*fields, *extra_fields])
+
+
+def model_trajectory_spec(obs_space: gym.Space, action_space: gym.Space, model: torch.nn.Module) -> TrajectorySpec:
+    """The spec of what `model` acting in an env with these spaces records."""
+    extra = model.extra_trajectory_fields() if hasattr(model, "extra_trajectory_fields") else ()
+    return trajectory_spec(obs_space, action_space, model.rnn_state_size, extra)
+
+
+class TrajectoryBuffers:
+    """One shared-memory tensor per field, allocated once: `tensors[name]` is
+    `[num_slots, field.steps(rollout), *field.shape]`. One slot holds one trajectory row."""
+
+    def __init__(self, spec: TrajectorySpec, rollout: int, tensors: Dict[str, torch.Tensor]):
+        self.spec, self.rollout, self.tensors = spec, rollout, tensors
+
+    @classmethod
+    def allocate(cls, spec: TrajectorySpec, num_slots: int, rollout: int) -> "TrajectoryBuffers":
+        tensors = {f.name: torch.zeros((num_slots, f.steps(rollout), *f.shape), dtype=f.dtype).share_memory_()
+                   for f in spec}
+        return cls(spec, rollout, tensors)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.tensors[name]
+
+    @property
+    def num_slots(self) -> int:
+        return next(iter(self.tensors.values())).shape[0]
+
+    def gather(self, slots: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Copies the given slots out into one batch, a tensor per field (the slots can be
+        reused at once)."""
+        return {name: t.index_select(0, slots) for name, t in self.tensors.items()}
+
+
+class TrajectoryWriter:
+    """Writes records into the buffers by (slot, step) positions. Both rollout workers use
+    it: every field is seen as `[slots * steps, *shape]`, so one write of a field is one
+    `index_copy_` whatever rows and steps it covers."""
+
+    def __init__(self, buffers: TrajectoryBuffers):
+        self.rollout = buffers.rollout
+        self.flat = {f.name: buffers[f.name].view(-1, *f.shape) for f in buffers.spec}
+        self.steps = {f.name: f.steps(buffers.rollout) for f in buffers.spec}
+
+    def positions(self, name: str, slots: torch.Tensor, steps) -> torch.Tensor:
+        """Flat positions of (slot, step) pairs in field `name` (`steps`: one int or a tensor)."""
+        return slots * self.steps[name] + steps
+
+    def write(self, slots: torch.Tensor, steps, record: Mapping[str, object],
+              select: Optional[torch.Tensor] = None) -> None:
+        """`record[name]` (rows of a batch, or one number for every row) goes to (slots[i], steps[i]).
+        `select`: the rows of the record's tensors to write (None: all, in order)."""
+        for name, value in record.items():
+            pos = self.positions(name, slots, steps)
+            flat = self.flat[name]
+            if isinstance(value, torch.Tensor):
+                if select is not None:
+                    value = value.index_select(0, select)
+                flat.index_copy_(0, pos, value.to(flat.dtype))
+            else:
+                flat.index_fill_(0, pos, value)
