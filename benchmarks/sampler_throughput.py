@@ -13,7 +13,9 @@ learner, which on CartPole is the bottleneck: this script isolates the sampling 
 
 Variants: `off` (one env per Python loop iteration), `on` (hardware.batched_sampling=true,
 the env's own vectorized version if gymnasium has one, else SyncVectorEnv), `envpool`
-(hardware.vector_backend=envpool; left out when envpool is not installed).
+(hardware.vector_backend=envpool; left out when envpool is not installed), `rows` (as
+`off`, but stepped by the agent-rows worker, the multi-agent/batched loop: what the
+single-agent worker's own loop saves).
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ VARIANTS = {
     "off": ["hardware.batched_sampling=false"],
     "on": ["hardware.batched_sampling=true"],
     "envpool": ["hardware.batched_sampling=true", "hardware.vector_backend=envpool"],
+    "rows": ["hardware.batched_sampling=false"],  # off, through the agent-rows worker (see measure)
 }
 
 
-def measure(overrides: Sequence[str], seconds: float) -> Tuple[float, float]:
+def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) -> Tuple[float, float]:
     """In this process: env frames per wall-clock second and per CPU-second of one
-    serial-mode worker."""
+    serial-mode worker. agent_rows: a single-agent env stepped by the agent-rows worker (one
+    row per env, the multi-agent/batched loop) instead of the single-agent worker's loop."""
     import torch
     from hydra import compose, initialize_config_dir
 
@@ -55,6 +59,10 @@ def measure(overrides: Sequence[str], seconds: float) -> Tuple[float, float]:
     info = describe_env(cfg.env, seed=cfg.seed)
     model = build_model(cfg, info.observation_space, info.action_space)
     sampler = Sampler(cfg, info.observation_space, info.action_space, model, info.num_agents)
+    if agent_rows:
+        from sf_hydra.sampler.agent_rows import AgentRowsWorker
+
+        sampler.worker_cls = AgentRowsWorker
     sampler.publish(model, 0)
     sampler.start()
     try:
@@ -70,8 +78,10 @@ def measure(overrides: Sequence[str], seconds: float) -> Tuple[float, float]:
         sampler.stop()
 
 
-def run_child(overrides: Sequence[str], seconds: float) -> Tuple[Optional[float], Optional[float]]:
-    cmd = [sys.executable, __file__, "--child", "--seconds", str(seconds), "--", *overrides]
+def run_child(overrides: Sequence[str], seconds: float, agent_rows: bool = False
+              ) -> Tuple[Optional[float], Optional[float]]:
+    rows = ["--agent-rows"] if agent_rows else []
+    cmd = [sys.executable, __file__, "--child", *rows, "--seconds", str(seconds), "--", *overrides]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=python_env(), cwd=REPO, timeout=600)
     if proc.returncode != 0:
         print(f"  failed: {' '.join(overrides)}\n{proc.stderr[-2000:]}", flush=True)
@@ -86,6 +96,7 @@ def parse_args(argv=None):
     p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run (after warm-up)")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--agent-rows", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="after `--`: Hydra overrides for every variant (env=..., ...)")
     return p.parse_args(argv)
 
@@ -93,14 +104,14 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.child:
-        print("%.1f %.1f" % measure(args.overrides, args.seconds))
+        print("%.1f %.1f" % measure(args.overrides, args.seconds, args.agent_rows))
         return
     variants = [v for v in args.variants if v != "envpool" or importlib.util.find_spec("envpool")]
     wall: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
     cpu: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
     for i in range(args.repeats):
         for variant in variants:
-            fps, per_cpu = run_child([*args.overrides, *VARIANTS[variant]], args.seconds)
+            fps, per_cpu = run_child([*args.overrides, *VARIANTS[variant]], args.seconds, variant == "rows")
             wall[variant].append(fps)
             cpu[variant].append(per_cpu)
             print(f"  run {i} {variant}: {fmt(fps)} FPS, {fmt(per_cpu)} frames per CPU-second", flush=True)

@@ -69,6 +69,31 @@ class ProtocolEnvGroup:
         self.env.close()
 
 
+class SingleEnvGroup:
+    """A single-agent gymnasium env as a group of one row, reset as soon as it is done."""
+
+    num_agents = 1
+
+    def __init__(self, env: gym.Env):
+        self.env = env
+        self.observation_space, self.action_space = env.observation_space, env.action_space
+        self._active = np.ones(1, dtype=bool)
+
+    def reset(self, seed=None):
+        obs, _ = self.env.reset(seed=seed)
+        return obs_rows([obs]), self._active
+
+    def step(self, actions: np.ndarray) -> StepBatch:
+        obs, reward, terminated, truncated, info = self.env.step(to_env_action(self.action_space, actions[0]))
+        if terminated or truncated:
+            obs, _ = self.env.reset()
+        return StepBatch(obs_rows([obs]), np.array([reward], np.float32), np.array([terminated]), np.array([truncated]),
+                         self._active, 1, np.array([game_continues(info)]))
+
+    def close(self) -> None:
+        self.env.close()
+
+
 def batch_actions(space: gym.Space, actions: np.ndarray):
     """Action rows [A, ...] as a vector env takes them."""
     if isinstance(space, gym.spaces.Box):

@@ -42,7 +42,7 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
-from sf_hydra.sampler.agent_groups import ProtocolEnvGroup, VectorEnvGroup
+from sf_hydra.sampler.agent_groups import ProtocolEnvGroup, SingleEnvGroup, VectorEnvGroup
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
@@ -50,19 +50,14 @@ from sf_hydra.sampler.vector_envs import make_vector_env
 
 
 def make_groups(cfg, worker_id: int) -> list:
-    """Batched sampling: one vector env per split. Otherwise one group per multi-agent env."""
+    """Batched sampling: one vector env per split. Otherwise one group per env (a multi-agent
+    env's agents, or a single-agent env's one row)."""
     n, splits = cfg.hardware.num_envs_per_worker, cfg.hardware.worker_num_splits
     if cfg.hardware.batched_sampling:
         per = n // splits
         return [VectorEnvGroup(make_vector_env(cfg, per, env_seed(cfg, worker_id, s * per))) for s in range(splits)]
-    groups = []
-    for i in range(n):
-        env = make_env(cfg.env, seed=env_seed(cfg, worker_id, i))
-        if not is_multi_agent(env):
-            env.close()
-            raise TypeError(f"env {cfg.env.id!r} has no `num_agents`: it is not a multi-agent env (sf_hydra.envs.multi_agent.protocol)")
-        groups.append(ProtocolEnvGroup(env))
-    return groups
+    envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
+    return [ProtocolEnvGroup(env) if is_multi_agent(env) else SingleEnvGroup(env) for env in envs]
 
 
 class Split:
