@@ -60,7 +60,7 @@ def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) 
     model = build_model(cfg, info.observation_space, info.action_space)
     sampler = Sampler(cfg, info.observation_space, info.action_space, model, info.num_agents)
     if agent_rows:
-        from sf_hydra.sampler.agent_rows import AgentRowsWorker
+        from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 
         sampler.worker_cls = AgentRowsWorker
     sampler.publish(model, 0)

@@ -41,7 +41,7 @@ def seed_everything(seed: Optional[int]) -> None:
 def quiet_lightning() -> None:
     """Lightning's own console handler would print every line twice next to Hydra's, and
     its start-up tips are noise in a training log; our `IterableDataset.__len__` is on
-    purpose (see sampler/stream.py)."""
+    purpose (see sampler/training_batches.py)."""
     import warnings
 
     for name in ("lightning.pytorch", "lightning.fabric"):

@@ -10,7 +10,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from sf_hydra.sampler.sampler import Sampler
-from sf_hydra.sampler.stream import TrajectoryStream
+from sf_hydra.sampler.training_batches import TrainingBatches
 
 
 class SamplerDataModule(L.LightningDataModule):
@@ -44,7 +44,7 @@ class SamplerDataModule(L.LightningDataModule):
         self._stop.set()
 
     def train_dataloader(self) -> DataLoader:
-        stream = TrajectoryStream(self.sampler, self.cfg, self.current_version, self._stop.is_set, self._start_workers)
+        stream = TrainingBatches(self.sampler, self.cfg, self.current_version, self._stop.is_set, self._start_workers)
         return DataLoader(stream, batch_size=None, num_workers=0)
 
     def teardown(self, stage: str) -> None:

@@ -1,7 +1,8 @@
-"""A rollout worker: steps a vector of envs with its own copy of the policy and writes
-trajectories into shared slots. This module holds the single-agent worker (one slot per
-env and rollout, the fast common case); `agent_rows.py` holds the worker for multi-agent
-envs and batched sampling, whose rows may skip transitions.
+"""What every rollout worker shares (`WorkerBase`) and the worker process's entry point. A
+worker steps its envs with its own copy of the policy and writes trajectories into shared
+slots. Two loops: `single_agent_worker.py` (one slot per env and rollout, the fast common
+case) and `agent_rows_worker.py` (multi-agent envs and batched sampling: rows that may skip
+transitions).
 
 On a CPU-only machine with few cores, acting with a local policy copy (weights re-read from
 shared memory when their version changes) saves an inter-process round trip per step and a
@@ -21,13 +22,10 @@ from typing import Dict, List
 import numpy as np
 import torch
 
-from sf_hydra.envs import make_env
-from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.models import build_model
-from sf_hydra.sampler.episode_tracker import EpisodeTracker
-from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
+from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.spaces import obs_specs, to_env_action
+from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectoryBuffers, TrajectoryWriter, obs_field_name
 from sf_hydra.user_modules import import_user_modules
 
@@ -127,84 +125,6 @@ class WorkerBase:
             time.sleep(0.0005)
 
 
-class RolloutWorker(WorkerBase):
-    """Single-agent envs, one trajectory slot per env and rollout, stepped in a Python loop."""
-
-    def __init__(self, worker_id: int, cfg, *args, **kwargs):
-        super().__init__(worker_id, cfg, *args, **kwargs)
-        n = cfg.hardware.num_envs_per_worker
-        self.envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
-        self._init_policy(self.envs[0].observation_space, self.envs[0].action_space)
-        self.obs = self._obs_arrays(n)
-        self.rnn = torch.zeros(n, self.model.rnn_state_size)
-        bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
-        self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.games = EpisodeTracker(n)
-        for i, env in enumerate(self.envs):
-            self._store_obs(i, env.reset(seed=env_seed(cfg, worker_id, i))[0])
-
-    # -- small helpers ---------------------------------------------------------------------
-    def _store_obs(self, i: int, obs) -> None:
-        if isinstance(obs, dict):
-            for k, v in obs.items():
-                self.obs[k][i] = v
-        else:
-            self.obs["obs"][i] = obs
-
-    # -- the loop ----------------------------------------------------------------------------
-    def _act_and_step(self, split: slice, slots: torch.Tensor, t: int, episodes: list) -> None:
-        obs, rnn_before, out = self._act(split)
-        self.writer.write(slots, t, self._policy_record(obs, out, rnn_before))
-        t1 = time.perf_counter()
-        actions = out.actions.numpy()
-        count = split.stop - split.start
-        rewards = np.zeros(count, np.float32)
-        terminated, truncated = np.zeros(count, bool), np.zeros(count, bool)
-        ends = []  # (env index, whether its game goes on)
-        for j in range(count):
-            i = split.start + j
-            env = self.envs[i]
-            ob, rewards[j], terminated[j], truncated[j], info = env.step(to_env_action(self.action_space, actions[j]))
-            if terminated[j] or truncated[j]:
-                ends.append((i, game_continues(info)))
-                ob, _ = env.reset()
-            self._store_obs(i, ob)
-        self.timing["env_step"] += time.perf_counter() - t1
-        self.games.add(split, rewards, 1)
-        for i, continues in ends:
-            self.games.end(i, continues, episodes)
-        self.writer.write(slots, t, self._env_record(rewards, terminated, truncated))
-        if out.rnn_states is not None:
-            alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)
-            self.rnn[split] = out.rnn_states.float() * alive
-
-    def _bootstrap_values(self, split: slice, slots: torch.Tensor) -> None:
-        self.writer.write(slots, self.rollout, {"values": self._act(split)[2].values})
-
-    def collect(self) -> None:
-        """One rollout for every env, then one message with the filled slots."""
-        self._check_alive()
-        if self.sync_mode:
-            self._wait_for_learner_round()
-        n = len(self.envs)
-        t_wait = time.perf_counter()
-        slots = self._acquire_slots(n)
-        episodes: list = []
-        self.timing = {"inference": 0.0, "env_step": 0.0, "wait_for_slots": time.perf_counter() - t_wait}
-        for t in range(self.rollout):
-            self._maybe_sync_weights()
-            for split in self.splits:
-                self._act_and_step(split, slots[split], t, episodes)
-        for split in self.splits:
-            self._bootstrap_values(split, slots[split])
-        self.round += 1
-        self.timing["bookkeeping"] = time.perf_counter() - t_wait - sum(self.timing.values())
-        self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip, self.timing))
-
-    def close(self) -> None:
-        close_all(self.envs)
-
-
 def close_all(envs) -> None:
     for env in envs:
         try:
@@ -215,7 +135,7 @@ def close_all(envs) -> None:
 
 def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, store, free_slots, out_queue,
                         stop_flag, sync_round, parent_pid: int) -> None:
-    """Entry point of a worker process (`worker_cls`: RolloutWorker or AgentRowsWorker).
+    """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
     Ctrl+C is the learner's to handle: it stops us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from omegaconf import OmegaConf

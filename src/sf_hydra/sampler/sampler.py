@@ -4,9 +4,9 @@ serial mode, the same workers in this process) and the queues between them.
 Queues carry only slot indices and tiny messages. A worker that dies, raises, or stays
 silent too long becomes a `SamplerError` naming the worker and its traceback.
 
-Single-agent envs use `RolloutWorker` (one slot per env and rollout). Multi-agent envs and
+Single-agent envs use `SingleAgentWorker` (one slot per env and rollout). Multi-agent envs and
 `hardware.batched_sampling=true` use `AgentRowsWorker` (one row per agent or sub-env, rows
-that may skip inactive transitions: see agent_rows.py).
+that may skip inactive transitions: see agent_rows_worker.py).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.sampler import mp
-from sf_hydra.sampler.agent_rows import AgentRowsWorker
+from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.sampler.rollout_worker import RolloutWorker, worker_process_main
+from sf_hydra.sampler.rollout_worker import WorkerBase, worker_process_main
+from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
 from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
 from sf_hydra.sampler.vector_envs import check_batched_sampling
 
@@ -62,7 +63,7 @@ class Sampler:
         self.ctx = mp.context()
         self.num_workers = cfg.hardware.num_workers
         agent_rows = num_agents is not None or cfg.hardware.batched_sampling
-        self.worker_cls = AgentRowsWorker if agent_rows else RolloutWorker
+        self.worker_cls = AgentRowsWorker if agent_rows else SingleAgentWorker
         self.rows_per_worker = cfg.hardware.num_envs_per_worker * (num_agents or 1)
         self.per_worker = slots_per_worker(cfg, self.rows_per_worker, agent_rows)
         spec = model_trajectory_spec(obs_space, action_space, model)
@@ -74,7 +75,7 @@ class Sampler:
         self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
         self.free_queues = [queue.Queue() if self.serial else self.ctx.Queue() for _ in range(self.num_workers)]
         self.processes: list = []
-        self.serial_workers: List[RolloutWorker] = []
+        self.serial_workers: List[WorkerBase] = []
         self._next_serial = 0
         self._backlog: list = []
         self.started = False

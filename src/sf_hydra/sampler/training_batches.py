@@ -19,7 +19,7 @@ from sf_hydra.sampler.sampler import Sampler, SamplerError
 ENDLESS = 2**62
 
 
-class TrajectoryStream(IterableDataset):
+class TrainingBatches(IterableDataset):
     def __init__(self, sampler: Sampler, cfg, current_version: Callable[[], int], stop_requested: Callable[[], bool],
                  on_start: Callable[[], None]):
         self.sampler, self.cfg = sampler, cfg

@@ -1,4 +1,4 @@
-"""Agent groups: what the agent-rows worker steps. A group is one env object that moves
+"""Env groups: what the agent-rows worker steps. A group is one env object that moves
 several trajectory rows per step: the agents of a multi-agent env, or the envs of a
 vectorized env. Both answer `step(actions[A]) -> StepBatch` with arrays, so the worker
 never loops over agents in Python.

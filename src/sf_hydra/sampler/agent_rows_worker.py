@@ -42,7 +42,7 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
-from sf_hydra.sampler.agent_groups import ProtocolEnvGroup, SingleEnvGroup, VectorEnvGroup
+from sf_hydra.sampler.env_groups import ProtocolEnvGroup, SingleEnvGroup, VectorEnvGroup
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
