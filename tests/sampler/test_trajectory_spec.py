@@ -1,0 +1,65 @@
+"""The trajectory spec: fields declared once, buffers allocated from it, records written
+through one writer, and a field a model adds arriving in the learner's batch."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from sf_hydra.trajectory import Field, TrajectoryBuffers, TrajectoryWriter, trajectory_spec
+
+
+def _dict_space():
+    return gym.spaces.Dict({
+        "obs": gym.spaces.Box(0, 255, (3, 8, 6), np.uint8),
+        "measurements": gym.spaces.Box(-1, 1, (4,), np.float32),
+    })
+
+
+def test_spec_derives_every_field_from_the_spaces_and_the_model():
+    spec = trajectory_spec(_dict_space(), gym.spaces.MultiDiscrete([3, 2]), rnn_state_size=5,
+                           extra_fields=[Field("logits", (5,))])
+    assert spec.names() == ["obs.measurements", "obs.obs", "actions", "log_probs", "values", "policy_versions",
+                            "rewards", "dones", "time_outs", "rnn_states", "logits"]
+    assert (spec["obs.obs"].shape, spec["obs.obs"].dtype) == ((3, 8, 6), torch.uint8)
+    assert (spec["actions"].shape, spec["actions"].dtype) == ((2,), torch.int64)
+    assert spec["values"].bootstrap and not spec["rewards"].bootstrap
+    assert spec["rnn_states"].chunk_start_only and spec["rnn_states"].shape == (5,)
+    assert spec["policy_versions"].dtype == torch.int64
+    # No RNN: no state field at all; Box actions are flat float rows.
+    plain = trajectory_spec(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Box(-1, 1, (2, 3)), rnn_state_size=0)
+    assert "rnn_states" not in plain and (plain["actions"].shape, plain["actions"].dtype) == ((6,), torch.float32)
+    with pytest.raises(ValueError, match="'rewards' declared twice"):
+        trajectory_spec(_dict_space(), gym.spaces.Discrete(3), 0, extra_fields=[Field("rewards")])
+
+
+def test_buffers_are_allocated_per_field_in_shared_memory():
+    spec = trajectory_spec(_dict_space(), gym.spaces.Discrete(3), rnn_state_size=5)
+    buffers = TrajectoryBuffers.allocate(spec, num_slots=7, rollout=4)
+    for f in spec:
+        t = buffers[f.name]
+        assert t.is_shared() and t.dtype == f.dtype
+        assert t.shape == (7, 5 if f.name == "values" else 4, *f.shape)
+    batch = buffers.gather(torch.tensor([6, 2]))
+    assert set(batch) == set(spec.names()) and batch["obs.obs"].shape == (2, 4, 3, 8, 6)
+
+
+def test_writer_puts_each_record_row_at_its_slot_and_step():
+    spec = trajectory_spec(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3), rnn_state_size=0)
+    buffers = TrajectoryBuffers.allocate(spec, num_slots=4, rollout=3)
+    writer = TrajectoryWriter(buffers)
+    slots, steps = torch.tensor([3, 0, 1]), torch.tensor([2, 0, 1])
+    obs = torch.arange(6, dtype=torch.float32).reshape(3, 2)
+    writer.write(slots, steps, {"obs.obs": obs, "actions": torch.tensor([2, 1, 0]), "policy_versions": 9})
+    writer.write(slots[:2], 3, {"values": torch.tensor([0.5, -0.5])})  # the bootstrap step
+    # Only the rows picked by `select`, at the positions given for them.
+    writer.write(slots[1:], steps[1:], {"rewards": torch.tensor([1.0, 2.0, 3.0])}, select=torch.tensor([0, 2]))
+    for i, (s, t) in enumerate(zip(slots.tolist(), steps.tolist())):
+        assert torch.equal(buffers["obs.obs"][s, t], obs[i])
+        assert buffers["policy_versions"][s, t] == 9
+    assert buffers["actions"][3, 2] == 2 and buffers["actions"][0, 0] == 1 and buffers["actions"][1, 1] == 0
+    assert buffers["values"][3, 3] == 0.5 and buffers["values"][0, 3] == -0.5
+    assert buffers["rewards"][0, 0] == 1.0 and buffers["rewards"][1, 1] == 3.0
+    assert buffers["rewards"].count_nonzero() == 2 and buffers["policy_versions"].count_nonzero() == 3
