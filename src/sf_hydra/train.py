@@ -98,13 +98,13 @@ def train(cfg) -> dict:
     torch.set_num_threads(cfg.hardware.torch_threads)
     seed_everything(cfg.seed)
 
-    from sf_hydra.learner.module import APPOLearner
+    from sf_hydra.learner.ppo_learner import PPOLearner
     from sf_hydra.sampler.datamodule import SamplerDataModule
     from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import SamplerError
 
     env = describe_env(cfg.env, seed=cfg.seed)  # one env build: its spaces and agent count
-    module = APPOLearner(cfg, env.observation_space, env.action_space)
+    module = PPOLearner(cfg, env.observation_space, env.action_space)
     datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module, num_agents=env.num_agents)
     trainer, stop, checkpoints = build_trainer(cfg, run_dir)
     ckpt = rd.resume_checkpoint(run_dir)

@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.learner.module import APPOLearner, resolved_micro_batch
+from sf_hydra.learner.ppo_learner import PPOLearner, resolved_micro_batch
 
 ROWS, T = 8, 4
 
 
-def _learner(tmp_cfg, micro: int) -> APPOLearner:
+def _learner(tmp_cfg, micro: int) -> PPOLearner:
     cfg = tmp_cfg("env=gym/cartpole", "model.use_rnn=true", "model.rnn_size=16", f"algo.rollout={T}",
                   f"hardware.learner_micro_batch={micro}")
     torch.manual_seed(0)
     obs_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-    learner = APPOLearner(cfg, obs_space, gym.spaces.Discrete(2))
+    learner = PPOLearner(cfg, obs_space, gym.spaces.Discrete(2))
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
     trainer.strategy.connect(learner)
     learner.trainer = trainer

@@ -1,4 +1,7 @@
-"""The APPO learner as a LightningModule with manual optimization.
+"""The PPO learner as a LightningModule with manual optimization: asynchronous PPO (APPO,
+`algo=appo`: trajectories may lag the policy by up to `max_policy_lag` versions) and
+synchronous PPO (`algo=ppo`: each batch is what the current policy collected) differ only
+on the sampling side, so one learner trains both.
 
 It sees batches of whole trajectories and returns losses; it knows nothing of processes.
 One `training_step` is one learner iteration: `num_epochs` passes over the batch in
@@ -21,7 +24,7 @@ from sf_hydra.models import build_model
 from sf_hydra.trajectory import model_trajectory_spec, obs_fields_of
 
 
-class APPOLearner(L.LightningModule):
+class PPOLearner(L.LightningModule):
     def __init__(self, cfg, obs_space, action_space):
         super().__init__()
         self.automatic_optimization = False
