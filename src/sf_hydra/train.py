@@ -7,7 +7,6 @@ import json
 import logging
 import random
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Optional
 
@@ -17,18 +16,8 @@ from omegaconf import OmegaConf
 
 from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
-from sf_hydra.envs import make_env
 
 log = logging.getLogger("sf_hydra")
-
-
-def env_spaces(cfg):
-    """Builds one env here only to read its spaces; workers build their own."""
-    env = make_env(cfg.env, seed=cfg.seed)
-    try:
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
 
 
 def seed_everything(seed: Optional[int]) -> None:

@@ -63,3 +63,34 @@ def test_writer_puts_each_record_row_at_its_slot_and_step():
     assert buffers["values"][3, 3] == 0.5 and buffers["values"][0, 3] == -0.5
     assert buffers["rewards"][0, 0] == 1.0 and buffers["rewards"][1, 1] == 3.0
     assert buffers["rewards"].count_nonzero() == 2 and buffers["policy_versions"].count_nonzero() == 3
+
+
+@pytest.mark.parametrize("env", ["gym/cartpole", "multi_agent/toy"])
+def test_a_field_declared_by_the_model_arrives_in_the_learners_batch(tmp_cfg, env):
+    """One declaration (the model's `extra_trajectory_fields`), one producer (its `act`) and
+    the field is in every batch the learner trains on, through real worker processes and
+    whichever rollout worker the env needs (single-agent loop, agent rows)."""
+    from sf_hydra.learner.ppo_learner import PPOLearner
+    from sf_hydra.sampler.datamodule import SamplerDataModule
+    from sf_hydra.sampler.env_info import describe_env
+
+    cfg = tmp_cfg(f"env={env}", "model._target_=tests.helpers.recording_models.LogitsActorCritic")
+    info = describe_env(cfg.env, seed=cfg.seed)
+    learner = PPOLearner(cfg, info.observation_space, info.action_space)
+    assert "behaviour_logits" in learner.spec
+    data = SamplerDataModule(cfg, info.observation_space, info.action_space, learner, info.num_agents)
+    data.setup("fit")
+    try:
+        batch = next(iter(data.train_dataloader()))
+    finally:
+        data.teardown("fit")
+    logits = batch["behaviour_logits"]
+    assert logits.shape == (*batch["actions"].shape, info.action_space.n)
+    # The logits are those of the step that chose each action: they give its log-probability.
+    chosen = torch.log_softmax(logits, -1).gather(-1, batch["actions"].unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(chosen, batch["log_probs"], rtol=1e-5, atol=1e-5)
+    # The learner cuts the field into recurrence chunks with the others.
+    batch.pop("meta")
+    adv, targets, old_values = learner._advantages_and_targets(batch)
+    chunks = learner._chunks(batch, adv, targets, old_values)
+    assert torch.equal(chunks["behaviour_logits"].reshape(logits.shape), logits)

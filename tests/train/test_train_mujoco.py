@@ -16,7 +16,8 @@ from sf_hydra.config import validate  # noqa: E402
 from sf_hydra.config.env_choices import env_configs  # noqa: E402
 from sf_hydra.sampler.sampler import Sampler  # noqa: E402
 from sf_hydra.trajectory import obs_fields_of  # noqa: E402
-from sf_hydra.train import env_spaces, train  # noqa: E402
+from sf_hydra.sampler.env_info import describe_env  # noqa: E402
+from sf_hydra.train import train  # noqa: E402
 from tests.conftest import CONF_DIR, make_cfg  # noqa: E402
 
 MUJOCO_CONFIGS = [name for name in env_configs(CONF_DIR) if name.startswith("mujoco/")]
@@ -74,11 +75,11 @@ class ActionRecorder(gym.Wrapper):
 def sample_one_rollout(cfg):
     """One real rollout in serial mode; returns (sampler, its trajectories, the recorders)."""
     validate(cfg)
-    obs_space, action_space = env_spaces(cfg)
+    obs_space, action_space, _ = describe_env(cfg.env, seed=cfg.seed)
     from sf_hydra.models import build_model
 
     model = build_model(cfg, obs_space, action_space)
-    sampler = Sampler(cfg, obs_space, action_space, model)
+    sampler = Sampler(cfg, obs_space, action_space, model, num_agents=None)
     sampler.start()
     worker = sampler.serial_workers[0]
     worker.envs = [ActionRecorder(env) for env in worker.envs]

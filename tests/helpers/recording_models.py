@@ -1,0 +1,34 @@
+"""A user's model class (named by `model._target_`) that records one more trajectory field:
+its behaviour logits, as a KL term against the acting policy would need."""
+
+from __future__ import annotations
+
+import torch
+
+from sf_hydra.models import ActorCritic
+from sf_hydra.models.actor_critic import StepOutput
+from sf_hydra.spaces import discrete_sizes
+from sf_hydra.trajectory import Field
+
+
+class LogitsActorCritic(ActorCritic):
+    """Discrete actions only: the acting distribution's logits, one row per step."""
+
+    def extra_trajectory_fields(self):
+        return [Field("behaviour_logits", (sum(discrete_sizes(self.action_space)),))]
+
+    def __init__(self, obs_shapes, action_space, *args):
+        super().__init__(obs_shapes, action_space, *args)
+        self.action_space = action_space
+
+    @torch.no_grad()
+    def act(self, obs, rnn_states, deterministic: bool = False) -> StepOutput:
+        x = self._features(obs)
+        if self.core is not None:
+            x, rnn_states = self.core.step(x, rnn_states)
+        x = self.decoder(x)
+        logits = self.action_head.linear(x)
+        dist = self.action_head.distribution(x)
+        actions = dist.mode() if deterministic else dist.sample()
+        values = self.value_head(x).squeeze(-1)
+        return StepOutput(actions, dist.log_prob(actions), values, rnn_states, {"behaviour_logits": logits})
