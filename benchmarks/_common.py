@@ -246,17 +246,10 @@ def train_py_command(python: str, overrides: Sequence[str]) -> List[str]:
 
 
 def read_tb_scalars(run_dir: Path, tag: str) -> List[Point]:
-    """All (wall_time, step, value) of one scalar tag in the run's `tb/` event files."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """All (wall_time, step, value) of one scalar tag in the run's `tb/` event files, in time order."""
+    from sf_hydra.report.tensorboard import read_scalars
 
-    tb_dir = run_dir / "tb"
-    if not tb_dir.is_dir():
-        return []
-    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    if tag not in acc.Tags().get("scalars", []):
-        return []
-    return sorted((e.wall_time, float(e.step), e.value) for e in acc.Scalars(tag))
+    return sorted((s.wall_time, float(s.step), s.value) for s in read_scalars(run_dir).get(tag, []))
 
 
 def read_summary(run_dir: Path) -> dict:
