@@ -199,7 +199,8 @@ def test_choices_survive_the_saved_yaml_and_the_workers_container(base):
     import pickle
 
     cfg = edited(base, {"hardware.precision": "bf16-mixed", "model.rnn_type": "lstm"})
-    reloaded = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(OmegaConf.to_yaml(cfg, resolve=True)))
+    saved = OmegaConf.to_yaml(cfg, resolve=True)
+    reloaded = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(saved))
     worker = OmegaConf.create(pickle.loads(pickle.dumps(OmegaConf.to_container(cfg, resolve=True))))
     for copy_ in (reloaded, worker):
         assert copy_.hardware.precision == "bf16-mixed" and f"{copy_.model.rnn_type}" == "lstm"

@@ -52,8 +52,10 @@ def _unknown(name: str, files: List[str]) -> ConfigError:
 
         games = available_game_ids()
         close = close_games(name.partition("/")[2]) if games else []
-        hint = f"close matches: {[f'{SERVED_FAMILY}/{g}' for g in close]}" if close else (
-            f"{len(games)} games, e.g. atari/pong, atari/breakout" if games else "ale_py is not installed: pip install 'sf_hydra[atari]'")
+        if close:
+            hint = f"close matches: {[f'{SERVED_FAMILY}/{g}' for g in close]}"
+        else:
+            hint = f"{len(games)} games, e.g. atari/pong" if games else "no ale_py: pip install 'sf_hydra[atari]'"
         return ConfigError("env", name, f"{atari} ({hint})")
     return ConfigError("env", name, f"one of {listed} or {atari} (families: {families}; any gymnasium id: "
                                     "env=gym/any env.id=<id>)")
