@@ -1,9 +1,11 @@
 """Typed schema of the config tree.
 
-Every group is a dataclass registered in Hydra's ConfigStore, so an unknown key or a value
-of the wrong type fails when Hydra composes the config, before any process starts. Key
-names and defaults follow Sample Factory 2.x where it has the same knob, so researchers can
-carry their intuitions over. Rules that relate several keys live in `validation.py`.
+Every group is a dataclass registered in Hydra's ConfigStore, so an unknown key, a value
+of the wrong type or one outside a key's choices (the Enums of `choices.py`) fails when
+Hydra composes the config, before any process starts. Key names and defaults follow Sample
+Factory 2.x where it has the same knob, so researchers can carry their intuitions over.
+These defaults are the defaults: a yaml file under conf/ sets only what differs from them.
+Rules that relate several keys live in `validation.py`.
 """
 
 from __future__ import annotations
