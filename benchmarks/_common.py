@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
 
 Point = Tuple[float, float, float]  # (wall_time, env_steps, value)
@@ -54,35 +56,10 @@ def first_reaching(points: Sequence[Point], target: float, start_time: float) ->
 # ----------------------------------------------------------------------------- processes
 
 
-def _read_stat(pid: int) -> Optional[Tuple[int, int, int]]:
-    """(ppid, session id, start time) of a live process; None if it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    fields = data[data.rfind(")") + 2 :].split()  # the name may contain spaces and ')'
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[1]), int(fields[3]), int(fields[19])
-
-
-def _cpu_ticks(pid: int) -> int:
-    """User + system CPU time of one process so far, in clock ticks."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode(errors="replace")
-    except OSError:
-        return 0
-    fields = data[data.rfind(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def _machine_busy_ticks() -> int:
-    """CPU ticks spent busy by all cores since boot (idle and iowait excluded)."""
-    with open("/proc/stat") as f:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
-    return user + nice + system + irq + softirq + steal
+def _machine_busy_seconds() -> float:
+    """CPU seconds spent busy by all cores since boot (idle and iowait excluded)."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
 
 
 def wait_for_quiet(max_wait: float, busy_cores: float = 0.3, window: float = 3.0) -> float:
@@ -94,76 +71,79 @@ def wait_for_quiet(max_wait: float, busy_cores: float = 0.3, window: float = 3.0
         return float("nan")
     deadline = time.time() + max_wait
     while True:
-        before = _machine_busy_ticks()
+        before = _machine_busy_seconds()
         time.sleep(window)
-        busy = (_machine_busy_ticks() - before) / os.sysconf("SC_CLK_TCK") / window
+        busy = (_machine_busy_seconds() - before) / window
         if busy < busy_cores or time.time() >= deadline:
             return busy
 
 
-def _memory_kb(pid: int) -> Tuple[int, int]:
-    """(RSS, PSS) of one process in kB; PSS splits shared pages between their users."""
-    rss = pss = 0
+def _memory_bytes(proc: psutil.Process) -> Tuple[int, int]:
+    """(RSS, PSS) of one process in bytes; PSS splits shared pages between their users."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
+        mem = proc.memory_full_info()
+    except psutil.Error:  # gone, a zombie by now, or not readable
+        return 0, 0
+    return mem.rss, mem.pss
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    """User + system CPU time of one process so far (its children's not included)."""
+    try:
+        t = proc.cpu_times()
+    except psutil.Error:
+        return 0.0
+    return t.user + t.system
+
+
+def _session(pid: int) -> Optional[int]:
+    try:
+        return os.getsid(pid)
     except OSError:
-        pass
-    return rss, pss
+        return None
 
 
-def tree_pids(root: int) -> Dict[int, int]:
-    """{pid: start time} of the root's session plus all its descendants.
+def tree_processes(root: int) -> Dict[int, psutil.Process]:
+    """{pid: process} of the root's session plus all its descendants, zombies excluded.
 
     The run is started in a new session, so processes re-parented to init when their
-    parent dies are still found by their session id.
+    parent dies are still found by their session id. A psutil.Process remembers its start
+    time: signalling it later never hits a reused pid.
     """
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = _read_stat(int(entry))
-            if st is not None:
-                stats[int(entry)] = st
-    members = {pid for pid, (_, sid, _) in stats.items() if sid == root} | {root}
+    live = {p.pid: p for p in psutil.process_iter(["ppid", "status"]) if p.info["status"] != psutil.STATUS_ZOMBIE}
+    members = {pid for pid in live if _session(pid) == root} | {root}
     grew = True
     while grew:
-        new = {pid for pid, (ppid, _, _) in stats.items() if ppid in members} - members
+        new = {pid for pid, p in live.items() if p.info["ppid"] in members} - members
         members |= new
         grew = bool(new)
-    return {pid: stats[pid][2] for pid in members if pid in stats}
+    return {pid: live[pid] for pid in members if pid in live}
 
 
-def kill_tree(root: int, seen: Dict[int, int], grace: float = 5.0) -> None:
-    """SIGTERM then SIGKILL the run's process group, then any straggler we ever saw in it.
-
-    A straggler is only killed if its start time still matches (the pid was not reused).
-    """
+def kill_tree(root: int, seen: Dict[int, psutil.Process], grace: float = 5.0) -> None:
+    """SIGTERM then SIGKILL the run's process group, then any straggler we ever saw in it."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(root, sig)
         except ProcessLookupError:
             pass
-        alive = _alive(seen | tree_pids(root))
-        for pid in alive:
+        alive = _alive(seen | tree_processes(root))
+        for proc in alive:
             try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
+                proc.send_signal(sig)  # psutil refuses a pid that now belongs to another process
+            except psutil.NoSuchProcess:
                 pass
-        deadline = time.time() + grace
-        while time.time() < deadline and _alive(alive):
-            time.sleep(0.1)
+        psutil.wait_procs(alive, timeout=grace)
 
 
-def _alive(pids: Dict[int, int]) -> Dict[int, int]:
-    out = {}
-    for pid, start in pids.items():
-        st = _read_stat(pid)
-        if st is not None and st[2] == start:
-            out[pid] = start
+def _alive(procs: Dict[int, psutil.Process]) -> List[psutil.Process]:
+    out = []
+    for proc in procs.values():
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            pass
     return out
 
 
@@ -188,32 +168,32 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
              timeout: float = 1800.0, poll: float = 1.0) -> ProcessRun:
     """Run cmd in its own session, poll its tree's memory, and kill the whole tree at the end."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    busy_before = _machine_busy_ticks()
+    busy_before = _machine_busy_seconds()
     with open(log_path, "wb") as log:
         start = time.time()
         proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
                                 env=env, start_new_session=True)
-        seen: Dict[int, int] = {}
-        ticks: Dict[int, int] = {}  # last CPU ticks seen per process of the tree
+        seen: Dict[int, psutil.Process] = {}
+        cpu: Dict[int, float] = {}  # last CPU seconds seen per process of the tree
         peak_rss = peak_pss = peak_procs = 0
         try:
             while proc.poll() is None and time.time() - start < timeout:
-                pids = tree_pids(proc.pid)
-                seen.update(pids)
-                mem = [_memory_kb(pid) for pid in pids]
-                ticks.update({pid: _cpu_ticks(pid) for pid in pids})
+                procs = tree_processes(proc.pid)
+                seen.update(procs)
+                mem = [_memory_bytes(p) for p in procs.values()]
+                cpu.update({pid: _cpu_seconds(p) for pid, p in procs.items()})
                 peak_rss = max(peak_rss, sum(m[0] for m in mem))
                 peak_pss = max(peak_pss, sum(m[1] for m in mem))
-                peak_procs = max(peak_procs, len(pids))
+                peak_procs = max(peak_procs, len(procs))
                 time.sleep(poll)
         finally:
             returncode = proc.poll()
             end = time.time()
-            other_ticks = _machine_busy_ticks() - busy_before - sum(ticks.values())
+            other_seconds = _machine_busy_seconds() - busy_before - sum(cpu.values())
             kill_tree(proc.pid, seen)
             proc.wait()
-    other_cpu = max(0.0, other_ticks / os.sysconf("SC_CLK_TCK") / max(end - start, 1e-9))
-    return ProcessRun(returncode, start, end, peak_rss / 1024, peak_pss / 1024, peak_procs, other_cpu)
+    other_cpu = max(0.0, other_seconds / max(end - start, 1e-9))
+    return ProcessRun(returncode, start, end, peak_rss / 2**20, peak_pss / 2**20, peak_procs, other_cpu)
 
 
 def exit_cleanly_on_signals() -> None:
@@ -246,17 +226,10 @@ def train_py_command(python: str, overrides: Sequence[str]) -> List[str]:
 
 
 def read_tb_scalars(run_dir: Path, tag: str) -> List[Point]:
-    """All (wall_time, step, value) of one scalar tag in the run's `tb/` event files."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """All (wall_time, step, value) of one scalar tag in the run's `tb/` event files, in time order."""
+    from sf_hydra.report.tensorboard import read_scalars
 
-    tb_dir = run_dir / "tb"
-    if not tb_dir.is_dir():
-        return []
-    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    if tag not in acc.Tags().get("scalars", []):
-        return []
-    return sorted((e.wall_time, float(e.step), e.value) for e in acc.Scalars(tag))
+    return sorted((s.wall_time, float(s.step), s.value) for s in read_scalars(run_dir).get(tag, []))
 
 
 def read_summary(run_dir: Path) -> dict:

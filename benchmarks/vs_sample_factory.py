@@ -24,7 +24,7 @@ How the figures are defined (the same way for both systems):
   descendants, polled every second) of RSS (shared pages counted in every process) and of
   PSS (shared pages split between processes).
 - other CPU: cores kept busy meanwhile by processes outside the run (machine busy time
-  from /proc/stat minus the run tree's CPU time, this script's poller included). The
+  from psutil.cpu_times() minus the run tree's CPU time, this script's poller included). The
   machine may be shared: runs with other CPU well above ~0.1 cores are noisy.
 
 Both run the whole budget: sf_hydra's early stop (`train_until_avg_return`, set by its

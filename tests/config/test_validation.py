@@ -7,9 +7,11 @@ the rules about composition, env ids and mandatory values compose with real over
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import math
 import os
+import typing
 
 import pytest
 import torch
@@ -18,7 +20,9 @@ from omegaconf import OmegaConf
 
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config import validation
-from sf_hydra.config.validation import AT_LEAST_ONE, CHOICES, HALF_OPEN_UNIT_INTERVAL, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL
+from sf_hydra.config.choices import Choice
+from sf_hydra.config.schema import TrainConfig
+from sf_hydra.config.validation import AT_LEAST_ONE, HALF_OPEN_UNIT_INTERVAL, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL
 from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg
 
 needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="the doom env family needs vizdoom")
@@ -59,7 +63,7 @@ def same(a, b) -> bool:
     "overrides,expected",
     [
         pytest.param((), {"env.id": "CartPole-v1", "model.encoder": "mlp", "algo.async_rl": True}, id="default"),
-        pytest.param(("algo=ppo",), {"algo.name": "ppo", "algo.async_rl": False, "env.id": "CartPole-v1"}, id="ppo"),
+        pytest.param(("algo=ppo",), {"algo.async_rl": False, "env.id": "CartPole-v1"}, id="ppo"),
         pytest.param(("env=doom/basic",),
                      {"env.family": "doom", "env.id": "basic", "model.encoder": "conv", "model.use_rnn": True},
                      id="doom_basic", marks=needs_vizdoom),
@@ -147,21 +151,79 @@ def test_unknown_option_of_a_flat_group_lists_available_options():
 # -- single-key rules -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", sorted(CHOICES))
-def test_choice_rejects_unknown_value(base, key):
-    err = rejected(edited(base, {key: "bogus_choice"}), key)
-    assert err.value == "bogus_choice"
-    for option in CHOICES[key]:
-        assert repr(option) in str(err)
+def choice_keys(node=TrainConfig, prefix: str = "") -> dict:
+    """Dotted key -> its Choice enum, for every enum-typed key of the schema."""
+    found = {}
+    for name, hint in typing.get_type_hints(node).items():
+        if isinstance(hint, type) and issubclass(hint, Choice):
+            found[prefix + name] = hint
+        elif dataclasses.is_dataclass(hint):
+            found.update(choice_keys(hint, f"{prefix}{name}."))
+    return found
+
+
+CHOICE_KEYS = choice_keys()
+
+
+def test_choice_keys_are_found():
+    assert {"restart_behavior", "hardware.device", "hardware.precision", "hardware.vector_backend",
+            "model.rnn_type", "model.nonlinearity", "model.policy_initialization", "model.encoder_conv_architecture",
+            "algo.lr_schedule"} <= set(CHOICE_KEYS)
+
+
+@pytest.mark.parametrize("key", sorted(CHOICE_KEYS))
+def test_choice_rejects_unknown_value_at_compose(key):
+    with pytest.raises(ConfigCompositionException) as info:
+        compose_cfg(f"{key}=bogus_choice")
+    full = f"{info.value}\n{info.value.__cause__}"
+    assert key in full and "bogus_choice" in full
+    for member in CHOICE_KEYS[key]:
+        assert member.name in full
 
 
 @pytest.mark.parametrize(
     "key,option",
-    [(k, o) for k, opts in sorted(CHOICES.items()) for o in opts
-     if not (k == "hardware.device" and o == "cuda" and not torch.cuda.is_available())],
+    [(k, m.name) for k, enum in sorted(CHOICE_KEYS.items()) for m in enum
+     if not (k == "hardware.device" and m.name == "cuda" and not torch.cuda.is_available())
+     and m.name != "envpool"],  # needs batched_sampling and the envpool package: tests/sampler/test_batched_sampling.py
 )
 def test_choice_accepts_every_option(base, key, option):
-    validate(edited(base, {key: option}))
+    cfg = edited(base, {key: option})
+    validate(cfg)
+    assert OmegaConf.select(cfg, key) == option and str(OmegaConf.select(cfg, key)) == option
+
+
+def test_choices_survive_the_saved_yaml_and_the_workers_container(base):
+    """config.yaml (to_yaml, reloaded by enjoy.py and on resume) and a spawned worker's copy
+    (to_container, pickled, OmegaConf.create) keep each choice equal to its plain string."""
+    import pickle
+
+    cfg = edited(base, {"hardware.precision": "bf16-mixed", "model.rnn_type": "lstm"})
+    saved = OmegaConf.to_yaml(cfg, resolve=True)
+    reloaded = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(saved))
+    worker = OmegaConf.create(pickle.loads(pickle.dumps(OmegaConf.to_container(cfg, resolve=True))))
+    for copy_ in (reloaded, worker):
+        assert copy_.hardware.precision == "bf16-mixed" and f"{copy_.model.rnn_type}" == "lstm"
+        assert {"lstm": 1}[copy_.model.rnn_type] == 1
+
+
+def test_enum_members_match_the_model_tables():
+    from sf_hydra.config.choices import ConvArchitecture, Nonlinearity
+    from sf_hydra.models.encoders import ACTIVATIONS, CONV_ARCHITECTURES
+
+    assert {m.name for m in Nonlinearity} == set(ACTIVATIONS)
+    assert {m.name for m in ConvArchitecture} == set(CONV_ARCHITECTURES)
+
+
+def test_train_py_rejects_a_bad_choice_before_starting(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train.py"), "model.rnn_type=gruu", f"train_dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "model.rnn_type" in proc.stderr and "gruu" in proc.stderr and "gru, lstm" in proc.stderr
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("value", [0, -1])

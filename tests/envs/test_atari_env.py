@@ -1,7 +1,5 @@
 """The atari env family against the real ALE (ROMs ship with ale_py; no mocks)."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -17,7 +15,7 @@ from sf_hydra.envs.atari.games import check_game, game_ids  # noqa: E402
 from sf_hydra.envs.atari.schema import AtariEnvConfig  # noqa: E402
 from sf_hydra.envs.atari.wrappers import GAME_CONTINUES  # noqa: E402
 from sf_hydra.envs.registry import get_family  # noqa: E402
-from tests.conftest import REPO_ROOT, compose_cfg  # noqa: E402
+from tests.conftest import compose_cfg  # noqa: E402
 
 NOOP = 0
 
@@ -167,22 +165,38 @@ def test_family_defaults_come_from_its_config_files():
     validate(cfg)
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("gen_atari_configs", REPO_ROOT / "scripts" / "gen_atari_configs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_every_game_of_the_table_composes():
+    """env=atari/<game> is served from the game table (no file per game): the family's defaults,
+    the game's name and ROM id, and the table's extra keys; pong's real file wins."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from sf_hydra.config import register_configs
+    from sf_hydra.envs.atari.games import game_env_keys
+    from tests.conftest import CONF_DIR
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):  # one Hydra for 104 composes
+        for game in game_ids():
+            env = compose("train", overrides=[f"env=atari/{game}"]).env
+            assert (env.family, env.name, env.id, env.frameskip) == ("atari", f"atari_{game}", game, 4), game
+            assert env.noop_max == game_env_keys(game).get("noop_max", 30), game
+            assert env.resolution == ("42x42" if game == "pong" else "84x84"), game
+    assert len(game_ids()) >= 100 and "pong" in get_family("atari").known_names()
+    assert sorted(p.stem for p in (CONF_DIR / "env" / "atari").glob("*.yaml")) == ["pong"]  # tuned games only
 
 
-def test_every_game_has_its_config_and_every_config_a_rom():
-    gen = _generator()
-    assert gen.stale_files() == [], "run python scripts/gen_atari_configs.py"
-    configs = sorted(p.stem for p in gen.CONF_DIR.glob("*.yaml"))
-    assert configs == game_ids() and len(configs) >= 100
-    assert "pong" in get_family("atari").known_names()
+def test_served_games_pass_the_env_name_check():
+    from sf_hydra.config.env_choices import check_env_overrides
+    from tests.conftest import CONF_DIR
+
+    check_env_overrides(["env=atari/pong,atari/breakout,atari/space_invaders"], CONF_DIR)
+    with pytest.raises(ConfigError, match="close matches: \\['atari/space_invaders'"):
+        check_env_overrides(["env=atari/SpaceInvaders"], CONF_DIR)
 
 
-# Every game's file is the generator's template (checked above); these few run in the default
+# Every game composes (checked above); these few run in the default
 # suite (a game without NOOP, one with lives and FIRE, two plain ones), the rest when slow
 # tests run: building and stepping 104 games takes minutes on a loaded 2-core machine.
 REPRESENTATIVE = {"pong", "breakout", "backgammon", "space_invaders"}

@@ -5,7 +5,7 @@ episodes differ on purpose: agent 0 has 8 active steps per episode, agents 1 and
 
 from sf_hydra.train import train
 from tests.conftest import make_cfg
-from tests.helpers.tensorboard import read_scalars
+from sf_hydra.report.tensorboard import read_scalars
 from tests.sampler.collect import collect
 
 ACTIVE_STEPS = {0: 8, 1: 10, 2: 10}
@@ -25,13 +25,13 @@ def test_tensorboard_has_per_agent_returns(tmp_path):
     summary = train(make_cfg(tmp_path, "env=multi_agent/toy", "train_for_env_steps=3000", "train_until_avg_return=null"))
     scalars = read_scalars(tmp_path / "test")
     for agent, active_steps in ACTIVE_STEPS.items():
-        lengths = [v for _, v in scalars[f"episode/agent_{agent}/length"]]
-        returns = [v for _, v in scalars[f"episode/agent_{agent}/return"]]
+        lengths = [s.value for s in scalars[f"episode/agent_{agent}/length"]]
+        returns = [s.value for s in scalars[f"episode/agent_{agent}/return"]]
         assert lengths and all(v == active_steps for v in lengths), (agent, lengths)
         assert all(0 <= v <= active_steps for v in returns), (agent, returns)
     assert "episode/agent_3/return" not in scalars
     # The pooled statistics stay: averages over all agents' episodes.
-    assert 8 <= scalars["episode/length"][-1][1] <= 10
+    assert 8 <= scalars["episode/length"][-1].value <= 10
     assert summary["episodes"] > 0
 
 

@@ -12,7 +12,7 @@ import torch
 from sf_hydra.envs.multi_agent.toy import MultiAgentToyEnv
 from sf_hydra.train import train
 from tests.conftest import make_cfg
-from tests.helpers.tensorboard import read_scalars
+from sf_hydra.report.tensorboard import read_scalars
 from tests.sampler.collect import collect
 
 TOY = MultiAgentToyEnv()  # the defaults conf/env/multi_agent/toy.yaml uses
@@ -75,7 +75,7 @@ def test_sync_mode_sends_one_slot_per_row_each_round(tmp_path):
     cfg = make_cfg(tmp_path, "env=multi_agent/toy", "algo=ppo", "train_for_env_steps=4000", "train_until_avg_return=null")
     summary = train(cfg)
     assert summary["env_steps"] >= 4000 and summary["episodes"] > 0
-    assert max(v for _, v in read_scalars(tmp_path / "test")["policy_lag/max"]) <= 5.0
+    assert max(s.value for s in read_scalars(tmp_path / "test")["policy_lag/max"]) <= 5.0
 
 
 def test_short_training_learns_the_cue(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from sf_hydra.config.resolvers import job_dirname, safe_name, sweep_overrides, with_overrides
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT
-from tests.helpers.tensorboard import read_scalars
+from sf_hydra.report.tensorboard import read_scalars
 
 
 def run_sweep(train_dir: Path, *overrides: str, timeout: float = 240) -> subprocess.CompletedProcess:

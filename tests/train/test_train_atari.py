@@ -42,10 +42,10 @@ def test_pong_return_rises_in_ten_minutes(tmp_path):
     CPU. A random policy scores about -20.5; the average of the last 20 games must be clearly
     above the first games' average. Measured here (quiet machine, 1.33M frames at ~2.2k FPS): -20.2 -> 0.0."""
     from tests.conftest import compose_cfg
-    from tests.helpers.tensorboard import read_scalars
+    from sf_hydra.report.tensorboard import read_scalars
 
     cfg = compose_cfg(f"train_dir={tmp_path}", "experiment=pong", "env=atari/pong", "train_for_seconds=600")
     summary = train(cfg)
-    early = [value for step, value in read_scalars(tmp_path / "pong")["episode/return"] if step <= 100_000]
+    early = [s.value for s in read_scalars(tmp_path / "pong")["episode/return"] if s.step <= 100_000]
     first = sum(early) / len(early)
     assert summary["avg_return"] >= first + 3.0, (first, summary["avg_return"])

@@ -8,7 +8,7 @@ import torch
 
 from sf_hydra.train import train
 from tests.conftest import make_cfg
-from tests.helpers.tensorboard import read_scalars
+from sf_hydra.report.tensorboard import read_scalars
 
 REQUIRED_SCALARS = {
     "perf/fps", "perf/env_steps", "episode/return", "episode/length", "loss/policy", "loss/value", "loss/entropy",
@@ -38,8 +38,8 @@ def test_cartpole_trains_and_writes_run_folder(tmp_path, serial):
     assert ckpt["sf_hydra"]["policy_version"] == summary["policy_version"] > 0
     scalars = read_scalars(run)
     assert REQUIRED_SCALARS <= set(scalars), REQUIRED_SCALARS - set(scalars)
-    assert scalars["perf/env_steps"][-1][1] == summary["env_steps"]
-    assert all(v > 0 for _, v in scalars["perf/fps"][1:])
+    assert scalars["perf/env_steps"][-1].value == summary["env_steps"]
+    assert all(s.value > 0 for s in scalars["perf/fps"][1:])
 
 
 def test_sync_ppo_has_no_policy_lag(tmp_path):
@@ -48,7 +48,7 @@ def test_sync_ppo_has_no_policy_lag(tmp_path):
     summary = train(cfg)
     scalars = read_scalars(_run_dir(cfg))
     assert summary["env_steps"] >= 6000
-    assert max(v for _, v in scalars["policy_lag/max"]) == 0.0
+    assert max(s.value for s in scalars["policy_lag/max"]) == 0.0
 
 
 def test_resume_continues_counters(tmp_path):
@@ -86,5 +86,5 @@ def test_experience_older_than_max_policy_lag_is_dropped(tmp_path):
                    "train_for_env_steps=15000")
     train(cfg)
     scalars = read_scalars(_run_dir(cfg))
-    assert scalars["learner/dropped_trajectories_total"][-1][1] > 0
-    assert max(v for _, v in scalars["policy_lag/max"]) <= 1.0
+    assert scalars["learner/dropped_trajectories_total"][-1].value > 0
+    assert max(s.value for s in scalars["policy_lag/max"]) <= 1.0

@@ -77,10 +77,10 @@ def test_battle_return_rises(tmp_path, map_cache):
     return of the last 100 episodes after 600k frames beats that of the first ones clearly.
     Measured here: 1.2 -> 2.2 (loaded 2-core machine, ~690k frames); 1.2 -> 4.4 at 600k frames in
     445 s with per-pixel input normalization (another test run sharing the machine)."""
-    from tests.helpers.tensorboard import read_scalars
+    from sf_hydra.report.tensorboard import read_scalars
 
     cfg = compose_cfg(f"train_dir={tmp_path}", "experiment=battle", "env=doom/battle", "train_for_env_steps=600000")
     summary = train(cfg)
-    early = [value for step, value in read_scalars(tmp_path / "battle")["episode/return"] if step <= 100_000]
+    early = [s.value for s in read_scalars(tmp_path / "battle")["episode/return"] if s.step <= 100_000]
     first = sum(early) / len(early)
     assert summary["avg_return"] >= first + 0.3, (first, summary["avg_return"])

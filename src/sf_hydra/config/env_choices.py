@@ -1,6 +1,7 @@
 """Env configs are nested by family (`env=doom/basic`), and for a nested name Hydra's
 "not found" error lists only the family folders. This check runs on the command line
-first and lists every env config there is."""
+first and lists every env config there is: the yaml files of the config folders, and the
+`atari/<game>` configs served from the game table (hydra_plugins/sf_hydra_plugins/atari_games.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Iterable, List
 
 from sf_hydra.config.errors import ConfigError
 
+SERVED_FAMILY = "atari"  # env=atari/<game> exists for every game of sf_hydra.envs.atari.games
+
 
 def env_configs(conf_dir: Path) -> List[str]:
+    """The env config files under `conf_dir` (served Atari games not included)."""
     root = Path(conf_dir) / "env"
     return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
 
@@ -30,14 +34,40 @@ def extra_config_dirs(argv: Iterable[str]) -> List[Path]:
     return [Path(d) for d in dirs]
 
 
+def _served_game(name: str) -> bool:
+    family, _, game = name.partition("/")
+    if family != SERVED_FAMILY:
+        return False
+    from sf_hydra.envs.atari.games import available_game_ids  # ale_py: only for an atari name
+
+    return game in available_game_ids()
+
+
+def _unknown(name: str, files: List[str]) -> ConfigError:
+    listed = [f for f in files if not f.startswith(SERVED_FAMILY + "/")]
+    families = sorted({k.split("/")[0] for k in files} | {SERVED_FAMILY})
+    atari = f"{SERVED_FAMILY}/<game> for every ALE game ale_py ships"
+    if name.startswith(SERVED_FAMILY + "/"):
+        from sf_hydra.envs.atari.games import available_game_ids, close_games
+
+        games = available_game_ids()
+        close = close_games(name.partition("/")[2]) if games else []
+        if close:
+            hint = f"close matches: {[f'{SERVED_FAMILY}/{g}' for g in close]}"
+        else:
+            hint = f"{len(games)} games, e.g. atari/pong" if games else "no ale_py: pip install 'sf_hydra[atari]'"
+        return ConfigError("env", name, f"{atari} ({hint})")
+    return ConfigError("env", name, f"one of {listed} or {atari} (families: {families}; any gymnasium id: "
+                                    "env=gym/any env.id=<id>)")
+
+
 def check_env_overrides(argv: Iterable[str], conf_dir: Path) -> None:
-    """Raises ConfigError for `env=<name>` (or a multirun list) naming no config file."""
+    """Raises ConfigError for `env=<name>` (or a multirun list) naming no env config."""
     argv = list(argv)
-    known = sorted({name for d in [conf_dir, *extra_config_dirs(argv)] for name in env_configs(d)})
+    files = sorted({name for d in [conf_dir, *extra_config_dirs(argv)] for name in env_configs(d)})
     for arg in argv:
         if not arg.startswith("env="):
             continue
         for name in arg[len("env="):].split(","):
-            if name and name not in known:
-                families = sorted({k.split("/")[0] for k in known})
-                raise ConfigError("env", name, f"one of {known} (families: {families}; any gymnasium id: env=gym/any env.id=<id>)")
+            if name and name not in files and not _served_game(name):
+                raise _unknown(name, files)

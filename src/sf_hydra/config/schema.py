@@ -1,9 +1,11 @@
 """Typed schema of the config tree.
 
-Every group is a dataclass registered in Hydra's ConfigStore, so an unknown key or a value
-of the wrong type fails when Hydra composes the config, before any process starts. Key
-names and defaults follow Sample Factory 2.x where it has the same knob, so researchers can
-carry their intuitions over. Rules that relate several keys live in `validation.py`.
+Every group is a dataclass registered in Hydra's ConfigStore, so an unknown key, a value
+of the wrong type or one outside a key's choices (the Enums of `choices.py`) fails when
+Hydra composes the config, before any process starts. Key names and defaults follow Sample
+Factory 2.x where it has the same knob, so researchers can carry their intuitions over.
+These defaults are the defaults: a yaml file under conf/ sets only what differs from them.
+Rules that relate several keys live in `validation.py`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
+
+from sf_hydra.config.choices import (
+    ConvArchitecture, Device, LrSchedule, Nonlinearity, PolicyInitialization, Precision, RestartBehavior, RnnType,
+    VectorBackend,
+)
 
 
 @dataclass
@@ -38,16 +45,16 @@ class GymEnvConfig(EnvConfig):
 @dataclass
 class ModelConfig:
     encoder: str = "mlp"  # mlp | conv (images); Dict observations combine both
-    encoder_mlp_layers: List[int] = field(default_factory=lambda: [512, 512])
-    encoder_conv_architecture: str = "convnet_simple"  # convnet_simple | convnet_atari
+    encoder_mlp_layers: List[int] = field(default_factory=lambda: [64, 64])  # SF: 512 x 2; tuned configs use 64 x 64
+    encoder_conv_architecture: ConvArchitecture = ConvArchitecture.convnet_simple
     encoder_conv_mlp_layers: List[int] = field(default_factory=lambda: [512])
     use_rnn: bool = True
-    rnn_type: str = "gru"  # gru | lstm
+    rnn_type: RnnType = RnnType.gru
     rnn_size: int = 512
     rnn_num_layers: int = 1
     decoder_mlp_layers: List[int] = field(default_factory=list)
-    nonlinearity: str = "elu"  # elu | relu | tanh
-    policy_initialization: str = "orthogonal"  # orthogonal | xavier_uniform | torch_default
+    nonlinearity: Nonlinearity = Nonlinearity.elu
+    policy_initialization: PolicyInitialization = PolicyInitialization.orthogonal
     policy_init_gain: float = 1.0
     adaptive_stddev: bool = True  # Box actions: state-dependent std (else a learned vector)
     initial_stddev: float = 1.0
@@ -57,7 +64,6 @@ class ModelConfig:
 
 @dataclass
 class AlgoConfig:
-    name: str = "appo"
     num_policies: int = 1  # policies trained jointly (several: multi-agent self-play, PBT)
     async_rl: bool = True
     rollout: int = 32
@@ -78,7 +84,7 @@ class AlgoConfig:
     value_loss_coeff: float = 0.5
     exploration_loss_coeff: float = 0.003
     learning_rate: float = 1e-4
-    lr_schedule: str = "constant"  # constant | kl_adaptive_minibatch | kl_adaptive_epoch | linear_decay
+    lr_schedule: LrSchedule = LrSchedule.constant
     lr_schedule_kl_threshold: float = 0.008
     lr_adaptive_min: float = 1e-6
     lr_adaptive_max: float = 1e-2
@@ -90,15 +96,17 @@ class AlgoConfig:
 
 @dataclass
 class HardwareConfig:
-    device: str = "cpu"  # cpu | cuda: where the learner trains
+    device: Device = Device.cpu  # where the learner trains
     num_workers: int = 2
     num_envs_per_worker: int = 16
-    worker_num_splits: int = 2
+    # Splits of a worker's envs (2: double buffering). With the policy inside the worker, splits only
+    # shrink its inference batches: 2 measured slower than 1 on the 2-core reference machine.
+    worker_num_splits: int = 1
     serial_mode: bool = False
     batched_sampling: bool = False  # each split of a worker's envs is one vectorized env, stepped as one batch
-    vector_backend: str = "auto"  # batched_sampling: auto (the env's own vector version, else sync) | sync | envpool
+    vector_backend: VectorBackend = VectorBackend.auto  # the vectorized env of batched_sampling
     torch_threads: int = 1  # per process; more threads are far slower for small nets
-    precision: str = "32-true"  # 32-true | bf16-mixed (Lightning's names; bf16 also when acting)
+    precision: Precision = Precision["32-true"]  # Lightning's names; bf16-mixed also when acting
     # Samples per learner forward/backward pass; a larger minibatch is split and its gradients
     # summed (the same gradient, one optimizer step). -1: auto (256 for image observations on
     # CPU, where it was measured ~2x faster per sample than 1024; else the whole minibatch);
@@ -152,10 +160,10 @@ class TrainConfig:
     sweep_name: str = "sweep"  # --multirun: the sweep's folder name (train.py derives it from the overrides)
     imports: List[str] = field(default_factory=list)  # your modules that register env families/encoders
     seed: Optional[int] = 0
-    restart_behavior: str = "resume"  # resume | restart | overwrite
+    restart_behavior: RestartBehavior = RestartBehavior.resume
     train_for_env_steps: int = 10_000_000_000
     train_for_seconds: float = 10_000_000_000.0
-    train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this
+    train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this (e.g. 475)
     save_every_sec: float = 120.0
     keep_checkpoints: int = 2
 
@@ -164,13 +172,13 @@ class TrainConfig:
 class EnjoyConfig:
     """`python enjoy.py`: which run to load and how to play it."""
 
-    experiment: str = MISSING
+    experiment: str = MISSING  # the run to load: ${train_dir}/${experiment}
     train_dir: str = "train_dir"
     run_dir: str = MISSING
-    checkpoint: str = "last"
+    checkpoint: str = "last"  # last | a file in the run's checkpoints/ | a path
     episodes: int = 5
-    deterministic: bool = False
-    render: bool = False
-    video: bool = False
-    max_episode_steps: Optional[int] = None
-    seed: Optional[int] = 0
+    deterministic: bool = False  # the most likely action instead of a sample
+    render: bool = False  # a window (needs a display)
+    video: bool = False  # save each episode as <run_dir>/enjoy/episode_NNN.gif
+    max_episode_steps: Optional[int] = None  # cut episodes (agent steps)
+    seed: Optional[int] = 0  # episode i is reset with seed + i (None: unseeded)

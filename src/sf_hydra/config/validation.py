@@ -1,22 +1,11 @@
 """Rules that relate several keys, or need more than a type to check. They run on the
 composed config before any process starts, and each names the key, the value and what
-is allowed."""
+is allowed. A key with a fixed set of values is typed with its Enum (config/choices.py):
+Hydra refuses a value outside the set when it composes, before these rules run."""
 
 from __future__ import annotations
 
 from sf_hydra.config.errors import ConfigError
-
-CHOICES = {
-    "restart_behavior": ("resume", "restart", "overwrite"),
-    "hardware.device": ("cpu", "cuda"),
-    "hardware.precision": ("32-true", "bf16-mixed"),
-    "model.encoder_conv_architecture": ("convnet_simple", "convnet_atari"),
-    "model.rnn_type": ("gru", "lstm"),
-    "model.nonlinearity": ("elu", "relu", "tanh"),
-    "model.policy_initialization": ("orthogonal", "xavier_uniform", "torch_default"),
-    "algo.name": ("appo", "ppo"),
-    "algo.lr_schedule": ("constant", "kl_adaptive_minibatch", "kl_adaptive_epoch", "linear_decay"),
-}
 
 AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
@@ -56,9 +45,6 @@ def _check_encoder(cfg) -> None:
 
 
 def _check_ranges(cfg) -> None:
-    for key, allowed in CHOICES.items():
-        if _get(cfg, key) not in allowed:
-            raise ConfigError(key, _get(cfg, key), f"one of {list(allowed)}")
     # Written as `not value >= bound` so that NaN (a valid float override: `key=nan`) fails too.
     for key in AT_LEAST_ONE:
         if not _get(cfg, key) >= 1:

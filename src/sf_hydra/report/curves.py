@@ -8,6 +8,8 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from sf_hydra.report.tensorboard import read_scalars
+
 DEFAULT_TAG = "episode/return"
 
 
@@ -19,15 +21,11 @@ class Curve:
 
 def read_curve(run_dir: Path, tag: str = DEFAULT_TAG) -> Optional[Curve]:
     """One scalar series of a run (None when the run never wrote it, e.g. no episode ended)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(Path(run_dir) / "tb"), size_guidance={"scalars": 0})
-    acc.Reload()
-    if tag not in acc.Tags()["scalars"]:
+    events = read_scalars(run_dir).get(tag)
+    if not events:
         return None
-    events = sorted(acc.Scalars(tag), key=lambda e: e.step)
     # A resumed run can log a step twice: keep the latest value per step.
-    by_step = {e.step: e.value for e in events}
+    by_step = {e.step: e.value for e in sorted(events, key=lambda e: (e.step, e.wall_time))}
     steps = np.array(sorted(by_step), dtype=np.float64)
     return Curve(steps, np.array([by_step[s] for s in sorted(by_step)], dtype=np.float64))
 

@@ -19,6 +19,27 @@ def game_ids() -> list:
     return sorted({spec.kwargs["game"] for name, spec in gym.registry.items() if name.startswith("ALE/") and name.endswith("-v5")})
 
 
+# Keys a game's config sets beyond the family's defaults (conf/env_family/atari.yaml), served
+# with `env=atari/<game>` by hydra_plugins/sf_hydra_plugins/atari_games.py. A tuned game has
+# its own file instead (conf/env/atari/<game>.yaml), which wins over the served config.
+NO_NOOP = {"noop_max": 0}  # the game's minimal action set has no NOOP to wait with at reset
+GAME_ENV_KEYS = {"backgammon": NO_NOOP, "video_checkers": NO_NOOP}
+
+
+def game_env_keys(game: str) -> dict:
+    """The `env.*` keys a game's served config sets beyond its name and ROM id (a copy)."""
+    return dict(GAME_ENV_KEYS.get(game, {}))
+
+
+def available_game_ids() -> list:
+    """game_ids(), or [] without ale_py (the atari extra): then no game config is served and
+    `env=atari/<game>` finds only real files."""
+    try:
+        return game_ids()
+    except ImportError:
+        return []
+
+
 def multiplayer_only_ids() -> list:
     from ale_py import roms
 

@@ -1,0 +1,92 @@
+"""The fixed sets of values a string key may take, each declared once as an Enum.
+
+The schema types its keys with these, so Hydra refuses a value outside the set when it
+composes the config (before any process starts), naming the key, the value and the
+allowed names. Invariants every choice keeps:
+
+- a member's name is its value, so the spelling a user types, the one `config.yaml` saves
+  (OmegaConf writes enums by name) and the one code compares with are the same text;
+- members are `str`: `cfg.model.rnn_type == "gru"`, dict lookups by the plain string, `str()`
+  and f-strings all behave as with the plain string. This holds in spawned workers too,
+  which receive `OmegaConf.to_container(cfg, resolve=True)` (the members themselves,
+  pickled by value) and re-create an untyped config from it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Choice(str, Enum):
+    """Base of every choice: prints, formats and reprs as its value (Python's defaults for a
+    str mixin give `RnnType.gru` and `<RnnType.gru: 'gru'>`), so messages such as
+    ConfigError's `key='value' is not allowed` read as for the plain string."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class RestartBehavior(Choice):
+    """What a run does with an existing run folder (see sf_hydra.run_dir.prepare)."""
+
+    resume = "resume"
+    restart = "restart"
+    overwrite = "overwrite"
+
+
+class Device(Choice):
+    """Where the learner trains."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+# Lightning's own precision names, passed to its Trainer as they are; they are not Python
+# identifiers, hence the functional form (members are looked up as Precision["bf16-mixed"]).
+# bf16-mixed also autocasts the policy copies that act in rollout workers.
+Precision = Choice("Precision", {"32-true": "32-true", "bf16-mixed": "bf16-mixed"}, module=__name__)
+
+
+class VectorBackend(Choice):
+    """hardware.batched_sampling's vectorized env (see sf_hydra.sampler.vector_envs)."""
+
+    auto = "auto"  # the env's own vectorized version when gymnasium registers one, else sync
+    sync = "sync"
+    envpool = "envpool"
+
+
+class ConvArchitecture(Choice):
+    """Conv stacks of sf_hydra.models.encoders.CONV_ARCHITECTURES."""
+
+    convnet_simple = "convnet_simple"
+    convnet_atari = "convnet_atari"
+
+
+class RnnType(Choice):
+    gru = "gru"
+    lstm = "lstm"
+
+
+class Nonlinearity(Choice):
+    elu = "elu"
+    relu = "relu"
+    tanh = "tanh"
+
+
+class PolicyInitialization(Choice):
+    orthogonal = "orthogonal"
+    xavier_uniform = "xavier_uniform"
+    torch_default = "torch_default"
+
+
+class LrSchedule(Choice):
+    constant = "constant"
+    kl_adaptive_minibatch = "kl_adaptive_minibatch"
+    kl_adaptive_epoch = "kl_adaptive_epoch"
+    linear_decay = "linear_decay"  # to 0 at train_for_env_steps
