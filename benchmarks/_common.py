@@ -208,10 +208,11 @@ def exit_cleanly_on_signals() -> None:
     signal.signal(signal.SIGINT, _raise)
 
 
-def python_env(extra_path: Optional[Path] = None) -> dict:
-    """The current environment with `src/` on PYTHONPATH (so train.py imports sf_hydra)."""
+def python_env(extra_path: Optional[Path] = None, repo: Path = REPO) -> dict:
+    """The current environment with `repo`'s `src/` first on PYTHONPATH (so train.py imports
+    that checkout's sf_hydra, not the installed one)."""
     env = dict(os.environ)
-    paths = [str(REPO / "src")] + ([str(extra_path)] if extra_path else [])
+    paths = [str(repo / "src")] + ([str(extra_path)] if extra_path else [])
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -221,8 +222,8 @@ def python_env(extra_path: Optional[Path] = None) -> dict:
 # ----------------------------------------------------------------------------- sf_hydra runs
 
 
-def train_py_command(python: str, overrides: Sequence[str]) -> List[str]:
-    return [python, str(REPO / "train.py"), *overrides]
+def train_py_command(python: str, overrides: Sequence[str], repo: Path = REPO) -> List[str]:
+    return [python, str(repo / "train.py"), *overrides]
 
 
 def read_tb_scalars(run_dir: Path, tag: str) -> List[Point]:

@@ -7,6 +7,12 @@ batch size and model size, run alternately (SF, ours, SF, ours, ...) on one mach
 
 Arguments after `--` are extra Hydra overrides for sf_hydra only.
 
+    python benchmarks/vs_sample_factory.py --preset doom_basic_2x8 --baseline 193bb25
+
+`--baseline REV` adds a third system, sf_hydra as of git revision REV (a temporary worktree,
+same venv), to the alternation (SF, REV, ours, SF, ...): a change's before/after figures and
+both against Sample Factory, from one script under the same conditions.
+
 How the figures are defined (the same way for both systems):
 - FPS: env frames (agent steps x frameskip) between the first progress report with a
   non-zero step count and the last report, divided by the wall time between them. Start-up
@@ -54,7 +60,7 @@ from typing import List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    Point, first_reaching, fmt, median, print_table, python_env, ratio,
+    REPO, Point, first_reaching, fmt, median, print_table, python_env, ratio,
     exit_cleanly_on_signals, read_summary, read_tb_scalars, run_tree, steady_fps, train_py_command, wait_for_quiet,
 )
 
@@ -193,18 +199,19 @@ def our_overrides(preset: Preset, train_dir: Path, seed: int, env_steps: int, ex
 
 
 def run_ours(preset: Preset, work: Path, seed: int, env_steps: int, extra: Sequence[str],
-             timeout: float) -> RunResult:
-    run_dir = work / f"ours_{seed}"
+             timeout: float, repo: Path = REPO, system: str = "ours") -> RunResult:
+    """One sf_hydra run from the checkout `repo` (another revision's worktree for `base`)."""
+    run_dir = work / f"{system}_{seed}"
     log = run_dir / "stdout.log"
-    train_dir = work / "ours_train"
-    cmd = train_py_command(sys.executable, our_overrides(preset, train_dir, seed, env_steps, extra))
-    proc = run_tree(cmd, log, cwd=_fresh(run_dir), env=python_env(), timeout=timeout)
+    train_dir = work / f"{system}_train"
+    cmd = train_py_command(sys.executable, our_overrides(preset, train_dir, seed, env_steps, extra), repo)
+    proc = run_tree(cmd, log, cwd=_fresh(run_dir), env=python_env(repo=repo), timeout=timeout)
     exp_dir = train_dir / f"ours_{seed}"
     progress = read_tb_scalars(exp_dir, "perf/fps")
     returns = read_tb_scalars(exp_dir, "episode/return")
     summary = read_summary(exp_dir)
     final = summary.get("env_steps", progress[-1][1] if progress else None)
-    result = _result("ours", seed, proc, progress, returns, final, preset.target, log)
+    result = _result(system, seed, proc, progress, returns, final, preset.target, log)
     if result.fps is None and summary.get("fps"):  # too short for two reports: use its own figure
         result.fps, result.note = summary["fps"], (result.note + " fps from summary.json").strip()
     return result
@@ -241,31 +248,40 @@ def print_run(r: RunResult, target: Optional[float]) -> None:
           f"  PSS {fmt(r.peak_pss_mb)} MB  procs {r.procs}  other CPU {fmt(r.other_cpu, '.2f')} cores  {r.note}", flush=True)
 
 
-def summarize(results: List[RunResult], target: Optional[float]) -> None:
-    """Medians per system and the ratio ours / SF."""
+def summarize(results: List[RunResult], target: Optional[float], baseline: Optional[str] = None) -> None:
+    """Medians per system, the ratio ours / SF and, with a baseline revision, ours / baseline."""
     sf = [r for r in results if r.system == "SF"]
     ours = [r for r in results if r.system == "ours"]
+    base = [r for r in results if r.system == "base"]
     rows = []
 
     def add(name, getter, spec=",.0f"):
         a, b = median(getter(r) for r in sf), median(getter(r) for r in ours)
-        rows.append([name, fmt(a, spec), fmt(b, spec), fmt(ratio(b, a), ".2f")])
+        row = [name, fmt(a, spec), fmt(b, spec), fmt(ratio(b, a), ".2f")]
+        if baseline:
+            c = median(getter(r) for r in base)
+            row[2:2] = [fmt(c, spec)]
+            row.append(fmt(ratio(b, c), ".2f"))
+        rows.append(row)
 
     add("FPS (steady)", lambda r: r.fps)
     add("wall seconds", lambda r: r.wall_seconds, ".1f")
     add("last avg return", lambda r: r.last_return, ".2f")
-    rows[-1][-1] = ""  # a ratio of returns means nothing
+    rows[-1][3 + bool(baseline):] = [""] * (1 + bool(baseline))  # a ratio of returns means nothing
     if target is not None:
         add(f"steps to {target:g}", lambda r: r.steps_to_target)
         add(f"seconds to {target:g}", lambda r: r.secs_to_target, ".1f")
-        rows.append([f"runs reaching {target:g}", _count(sf), _count(ours), ""])
+        counts = [_count(sf), *([_count(base)] if baseline else []), _count(ours)]
+        rows.append([f"runs reaching {target:g}", *counts, "", *([""] if baseline else [])])
     add("peak RSS MB (tree)", lambda r: r.peak_rss_mb)
     add("peak PSS MB (tree)", lambda r: r.peak_pss_mb)
     add("processes (peak)", lambda r: r.procs)
     add("other CPU (cores)", lambda r: r.other_cpu, ".2f")
-    rows.append(["runs ok", f"{sum(r.ok for r in sf)}/{len(sf)}", f"{sum(r.ok for r in ours)}/{len(ours)}", ""])
+    oks = [f"{sum(r.ok for r in runs)}/{len(runs)}" for runs in (sf, *([base] if baseline else []), ours)]
+    rows.append(["runs ok", *oks, "", *([""] if baseline else [])])
+    headers = ["median", "Sample Factory", *([f"sf_hydra@{baseline}"] if baseline else []), "sf_hydra", "ours/SF"]
     print()
-    print_table(["median", "Sample Factory", "sf_hydra", "ours/SF"], rows)
+    print_table(headers + (["ours/base"] if baseline else []), rows)
 
 
 def _count(runs: List[RunResult]) -> str:
@@ -280,6 +296,8 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="runs per system, alternating SF, ours, SF, ours, ...")
     p.add_argument("--env-steps", type=int, default=None, help="budget per run (default: the preset's)")
     p.add_argument("--systems", default="sf,ours", help="comma list: sf, ours (for testing one side)")
+    p.add_argument("--baseline", metavar="REV", default=None,
+                   help="also run sf_hydra as of this git revision (before/after a change), alternating")
     p.add_argument("--sf-arg", action="append", default=[], metavar="FLAG",
                    help="extra Sample Factory flag, repeatable: --sf-arg=--reward_scale=0.1")
     p.add_argument("--first-seed", type=int, default=0)
@@ -305,6 +323,7 @@ def main(argv=None) -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="vs_sf_"))
     print(f"preset {args.preset}, {env_steps:,} env steps, {args.repeats} repeats, runs in {work}", flush=True)
     results = []
+    base_repo = checkout(args.baseline, work) if args.baseline else None
     try:
         for i in range(args.repeats):
             seed = args.first_seed + i
@@ -312,14 +331,29 @@ def main(argv=None) -> None:
                 wait_for_quiet(args.wait_quiet)
                 results.append(run_sf(args.venv, preset, work, seed, env_steps, args.sf_arg, args.timeout))
                 print_run(results[-1], preset.target)
+            if base_repo is not None:
+                wait_for_quiet(args.wait_quiet)
+                results.append(run_ours(preset, work, seed, env_steps, args.overrides, args.timeout,
+                                        base_repo, "base"))
+                print_run(results[-1], preset.target)
             if "ours" in systems:
                 wait_for_quiet(args.wait_quiet)
                 results.append(run_ours(preset, work, seed, env_steps, args.overrides, args.timeout))
                 print_run(results[-1], preset.target)
     finally:
+        if base_repo is not None:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base_repo)], check=False)
         if args.work_dir is None and all(r.ok for r in results):
             shutil.rmtree(work, ignore_errors=True)
-    summarize(results, preset.target)
+    summarize(results, preset.target, args.baseline)
+
+
+def checkout(rev: str, work: Path) -> Path:
+    """A detached worktree of this repository at `rev` (removed again at the end of main)."""
+    path = work / "baseline_checkout"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), rev], check=True,
+                   stdout=subprocess.DEVNULL)
+    return path
 
 
 if __name__ == "__main__":
