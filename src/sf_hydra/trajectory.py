@@ -143,16 +143,16 @@ class TrajectoryWriter:
         self.flat = {f.name: buffers[f.name].view(-1, *f.shape) for f in buffers.spec}
         self.steps = {f.name: f.steps(buffers.rollout) for f in buffers.spec}
 
-    def positions(self, name: str, slots: torch.Tensor, steps) -> torch.Tensor:
-        """Flat positions of (slot, step) pairs in field `name` (`steps`: one int or a tensor)."""
-        return slots * self.steps[name] + steps
-
     def write(self, slots: torch.Tensor, steps, record: Mapping[str, object],
               select: Optional[torch.Tensor] = None) -> None:
         """`record[name]` (rows of a batch, or one number for every row) goes to (slots[i], steps[i]).
         `select`: the rows of the record's tensors to write (None: all, in order)."""
+        by_length: Dict[int, torch.Tensor] = {}  # positions are the same for fields of one length
         for name, value in record.items():
-            pos = self.positions(name, slots, steps)
+            length = self.steps[name]
+            pos = by_length.get(length)
+            if pos is None:
+                pos = by_length[length] = slots * length + steps
             flat = self.flat[name]
             if isinstance(value, torch.Tensor):
                 if select is not None:
