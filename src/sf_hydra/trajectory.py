@@ -134,29 +134,22 @@ class TrajectoryBuffers:
 
 
 class TrajectoryWriter:
-    """Writes records into the buffers by (slot, step) positions. Both rollout workers use
-    it: every field is seen as `[slots * steps, *shape]`, so one write of a field is one
-    `index_copy_` whatever rows and steps it covers."""
+    """Writes records into the buffers by (slot, step) positions. Both rollout workers use it;
+    a record holds any of the spec's fields, each a tensor of rows (converted to the field's
+    dtype if it differs) or one number for every row."""
 
     def __init__(self, buffers: TrajectoryBuffers):
-        self.rollout = buffers.rollout
-        self.flat = {f.name: buffers[f.name].view(-1, *f.shape) for f in buffers.spec}
-        self.steps = {f.name: f.steps(buffers.rollout) for f in buffers.spec}
+        self.tensors = buffers.tensors
 
     def write(self, slots: torch.Tensor, steps, record: Mapping[str, object],
               select: Optional[torch.Tensor] = None) -> None:
-        """`record[name]` (rows of a batch, or one number for every row) goes to (slots[i], steps[i]).
-        `select`: the rows of the record's tensors to write (None: all, in order)."""
-        by_length: Dict[int, torch.Tensor] = {}  # positions are the same for fields of one length
+        """Row i of every `record` value goes to (slots[i], steps[i]) (`steps`: a tensor, or one
+        step for all rows). `select`: the rows of the record's tensors to write (None: all)."""
         for name, value in record.items():
-            length = self.steps[name]
-            pos = by_length.get(length)
-            if pos is None:
-                pos = by_length[length] = slots * length + steps
-            flat = self.flat[name]
+            buffer = self.tensors[name]
             if isinstance(value, torch.Tensor):
                 if select is not None:
                     value = value.index_select(0, select)
-                flat.index_copy_(0, pos, value.to(flat.dtype))
-            else:
-                flat.index_fill_(0, pos, value)
+                if value.dtype != buffer.dtype:
+                    value = value.to(buffer.dtype)
+            buffer[slots, steps] = value
