@@ -28,7 +28,6 @@ from sf_hydra.sampler.buffers import TrajectoryBuffers
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.spaces import obs_specs, to_env_action
-from sf_hydra.user_modules import import_user_modules
 
 
 class StopRequested(Exception):
@@ -221,7 +220,6 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it
     worker = None
     try:
-        import_user_modules(cfg.get("imports"))  # a fresh interpreter: register the user's families/encoders again
         worker = worker_cls(worker_id, cfg, buffers, store, free_slots, out_queue, stop_flag, sync_round, parent_pid)
         out_queue.put(("ready", worker_id))
         while True:
