@@ -27,6 +27,7 @@ def private_map_cache(tmp_path, monkeypatch):
 def doom_cfg(scenario="basic", **overrides):
     cfg = OmegaConf.structured(DoomEnvConfig(name=f"doom_{scenario}", id=scenario))
     # What conf/env_family/doom.yaml sets.
+    cfg.factory = {"_target_": "sf_hydra.envs.doom.family.DoomFamily"}
     cfg.frameskip = 4
     cfg.resolution = "256x144"
     cfg.downsample = 2

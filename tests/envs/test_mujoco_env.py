@@ -36,6 +36,7 @@ TASKS = {
 
 def mujoco_cfg(env_id="HalfCheetah-v5", **overrides):
     cfg = OmegaConf.structured(MujocoEnvConfig(name="test", id=env_id))
+    cfg.factory = {"_target_": "sf_hydra.envs.mujoco.family.MujocoFamily"}  # as conf/env_family/mujoco.yaml
     for key, value in overrides.items():
         setattr(cfg, key, value)
     return cfg
