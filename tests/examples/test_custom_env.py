@@ -38,6 +38,23 @@ def test_custom_family_and_encoder_train_from_the_command_line(tmp_path):
     assert len(conv) == 1 and tuple(conv[0].shape) == (16, 1, 3, 3)
 
 
+def test_custom_env_composes_without_the_slurm_extra():
+    """The README's plain install has no submitit: the base env schema the example types its
+    node with is there all the same."""
+    code = (
+        "import sys; sys.modules['submitit'] = None\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from sf_hydra.config import register_configs\n"
+        "register_configs()\n"
+        f"with initialize_config_dir(config_dir={str(REPO_ROOT / 'conf')!r}, version_base='1.3'):\n"
+        f"    cfg = compose('train', overrides=['env=custom/catch', 'hydra.searchpath=[file://{EXAMPLE_CONF}]'])\n"
+        "print(cfg.env.factory._target_)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "examples.custom_env.catch_env.CatchFamily"
+
+
 def test_custom_env_config_is_unknown_without_its_config_dir(tmp_path):
     result = run_train("env=custom/catch", f"train_dir={tmp_path}", timeout=120)
     assert result.returncode == 2
