@@ -89,5 +89,5 @@ def test_every_dotted_path_is_checked_and_named(tmp_path, key):
 
 
 def test_env_factory_must_be_an_env_family(tmp_path):
-    with pytest.raises(ConfigError, match=r"env.factory._target_='collections.OrderedDict'.*a subclass of sf_hydra.envs"):
+    with pytest.raises(ConfigError, match=r"env.factory._target_='collections.OrderedDict'.*subclass of sf_hydra.envs"):
         check_config(make_cfg(tmp_path, "env.factory._target_=collections.OrderedDict"))

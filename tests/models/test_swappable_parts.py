@@ -68,7 +68,8 @@ def test_optimizer_reads_sample_factory_keys(tmp_cfg):
 
 
 def test_optimizer_class_by_dotted_path(tmp_cfg):
-    cfg = tmp_cfg("algo.optimizer._target_=torch.optim.AdamW", "+algo.optimizer.weight_decay=0.1", "algo.learning_rate=0.003")
+    cfg = tmp_cfg("algo.optimizer._target_=torch.optim.AdamW", "+algo.optimizer.weight_decay=0.1",
+                  "algo.learning_rate=0.003")
     opt = APPOLearner(cfg, OBS, ACTIONS).configure_optimizers()
     assert type(opt) is torch.optim.AdamW
     assert opt.param_groups[0]["lr"] == 0.003 and opt.param_groups[0]["weight_decay"] == 0.1

@@ -26,8 +26,8 @@ def env_schemas() -> dict:
         if not folder.ispkg or not os.path.isfile(os.path.join(folder.module_finder.path, folder.name, "schema.py")):
             continue
         module = importlib.import_module(f"{ENVS_PACKAGE}.{folder.name}.schema")
-        nodes = [v for v in vars(module).values()
-                 if isinstance(v, type) and is_dataclass(v) and issubclass(v, EnvConfig) and v.__module__ == module.__name__]
+        nodes = [v for v in vars(module).values() if isinstance(v, type) and is_dataclass(v)
+                 and issubclass(v, EnvConfig) and v.__module__ == module.__name__]
         if len(nodes) != 1:
             names = [n.__name__ for n in nodes]
             raise TypeError(f"{module.__name__} must define exactly one EnvConfig subclass (found {names})")

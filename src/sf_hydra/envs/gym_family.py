@@ -40,7 +40,8 @@ def check_id(env_id: str) -> None:
         return
     close = difflib.get_close_matches(env_id, registered_ids(), n=5, cutoff=0.5)
     hint = f"close matches: {close}" if close else f"{len(gym.registry)} ids are registered, e.g. CartPole-v1"
-    raise ConfigError("env.id", env_id, f"a registered gymnasium id ({hint}); other env families: {packaged_families()}")
+    raise ConfigError("env.id", env_id,
+                      f"a registered gymnasium id ({hint}); other env families: {packaged_families()}")
 
 
 def _check_dependencies(env_id: str) -> None:
@@ -118,8 +119,8 @@ class GymFamily(EnvFamily):
         tasks = envpool.list_all_envs()
         if env_cfg.id not in tasks:
             close = difflib.get_close_matches(str(env_cfg.id), tasks, n=5, cutoff=0.5)
-            raise ConfigError("env.id", env_cfg.id,
-                              f"an EnvPool task with hardware.vector_backend=envpool (close matches: {close or tasks[:5]})")
+            hint = f"close matches: {close or tasks[:5]}"
+            raise ConfigError("env.id", env_cfg.id, f"an EnvPool task with hardware.vector_backend=envpool ({hint})")
 
     def make_vector(self, env_cfg, num_envs: int, seed, backend: str) -> Optional[VectorEnv]:
         return _envpool(env_cfg, num_envs, seed) if backend == "envpool" else _native(env_cfg, num_envs)
