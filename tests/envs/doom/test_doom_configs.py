@@ -1,6 +1,7 @@
 """Every config under conf/env/doom: composes, validates as shipped, builds its real env
-through the registry and steps it (random actions, across episode ends). Together the
-configs cover every scenario that ships in the vizdoom wheel and can run here."""
+through make_env (the family that env.factory names) and steps it (random actions, across
+episode ends). Together the configs cover every scenario that ships in the vizdoom wheel and
+can run here."""
 
 import math
 from pathlib import Path
