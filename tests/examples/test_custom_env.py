@@ -36,6 +36,12 @@ def test_custom_family_and_encoder_train_from_the_command_line(tmp_path):
     ckpt = torch.load(sorted((run_dir / "checkpoints").glob("*.ckpt"))[-1], map_location="cpu", weights_only=False)
     conv = [v for k, v in ckpt["state_dict"].items() if k.endswith("encoder.net.0.weight")]
     assert len(conv) == 1 and tuple(conv[0].shape) == (16, 1, 3, 3)
+    # enjoy.py resolves the same dotted paths from the saved config and plays the policy.
+    played = subprocess.run([sys.executable, "enjoy.py", f"run_dir={run_dir}", "episodes=3"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert played.returncode == 0, played.stderr[-3000:]
+    result = json.loads((run_dir / "enjoy" / "eval.json").read_text())
+    assert [e["length"] for e in result["episodes"]] == [7, 7, 7]
 
 
 def test_custom_env_composes_without_the_slurm_extra():
