@@ -1,11 +1,12 @@
-"""An env family of your own, registered from your own module: `catch`.
+"""An env family of your own: `catch`, named by its dotted path in your own yaml.
 
 A ball falls one row per step down a height x width grid; the agent moves a paddle along
 the bottom row (left, stay, right) and gets +1 for a catch, -1 for a miss. The episode ends
 when the ball reaches the bottom. Observations are one-channel images: ball and paddle = 1.
 
-Importing this module registers the family; list it in the `imports` config key (see
-conf/env/custom/catch.yaml beside this file) and no file of the package changes.
+`CatchFamily` derives from `sf_hydra.envs.EnvFamily`; conf/env/custom/catch.yaml beside this
+file names it as `env.factory._target_: examples.custom_env.catch_env.CatchFamily`, and no
+file of the package changes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from sf_hydra.config.errors import ConfigError
-from sf_hydra.envs import register_family
+from sf_hydra.envs import EnvFamily
 
 SETTINGS = {"width": 5, "height": 8}  # env.kwargs this family understands, with defaults
 
@@ -48,19 +49,18 @@ class CatchEnv(gym.Env):
         return self._obs(), reward, landed, False, {}
 
 
-def check_catch(env_cfg) -> None:
-    """Runs before any process starts: a bad setting names its key."""
-    for key, value in (env_cfg.kwargs or {}).items():
-        if key not in SETTINGS:
-            raise ConfigError(f"env.kwargs.{key}", value, f"one of the catch settings {sorted(SETTINGS)}")
-        if not isinstance(value, int) or value < 3:
-            raise ConfigError(f"env.kwargs.{key}", value, "an integer >= 3")
+class CatchFamily(EnvFamily):
+    """Builds CatchEnv from `env.kwargs` (width, height)."""
 
+    def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> CatchEnv:
+        env = CatchEnv(**{**SETTINGS, **dict(env_cfg.kwargs or {})})
+        env.reset(seed=seed)
+        return env
 
-def make_catch(env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> CatchEnv:
-    env = CatchEnv(**{**SETTINGS, **dict(env_cfg.kwargs or {})})
-    env.reset(seed=seed)
-    return env
-
-
-register_family("catch", make_catch, known_names=lambda: ["catch"], validate=check_catch)
+    def validate(self, env_cfg) -> None:
+        """Runs before any process starts: a bad setting names its key."""
+        for key, value in (env_cfg.kwargs or {}).items():
+            if key not in SETTINGS:
+                raise ConfigError(f"env.kwargs.{key}", value, f"one of the catch settings {sorted(SETTINGS)}")
+            if not isinstance(value, int) or value < 3:
+                raise ConfigError(f"env.kwargs.{key}", value, "an integer >= 3")

@@ -1,24 +1,24 @@
-"""An encoder of your own, registered from your own module: `model.encoder=grid_conv`.
+"""An encoder of your own: `model.encoder._target_: examples.custom_env.grid_encoder.GridConv`.
 
-A factory gets the observation shapes (a dict: key -> shape; a plain Box is the key "obs")
-and the `model` config node, and returns a module that maps the dict of (already scaled)
-observation tensors to [batch, out_size] features and sets `out_size`.
+The target is called with the observation shapes (a dict: key -> shape; a plain Box is the
+key "obs"), the `model` config node and the node's other keys (here `channels`), and returns
+a module that maps the dict of (already scaled) observation tensors to [batch, out_size]
+features and sets `out_size`.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from sf_hydra.models.encoders import register_encoder
-
 
 class GridConv(nn.Module):
     """One padded 3x3 conv keeps every cell's neighbourhood, then one dense layer: enough for
     small grids, where the strided Atari/Doom nets would shrink the image to nothing."""
 
-    def __init__(self, shape, channels: int, features: int):
+    def __init__(self, obs_shapes, model_cfg, channels: int = 16):
         super().__init__()
-        c, h, w = shape
+        c, h, w = obs_shapes["obs"]
+        features = model_cfg.encoder_conv_mlp_layers[-1]
         self.net = nn.Sequential(
             nn.Conv2d(c, channels, 3, padding=1), nn.ReLU(), nn.Flatten(),
             nn.Linear(channels * h * w, features), nn.ReLU(),
@@ -27,10 +27,3 @@ class GridConv(nn.Module):
 
     def forward(self, obs):
         return self.net(obs["obs"])
-
-
-def make_grid_conv(obs_shapes, model_cfg) -> GridConv:
-    return GridConv(obs_shapes["obs"], channels=16, features=model_cfg.encoder_conv_mlp_layers[-1])
-
-
-register_encoder("grid_conv", make_grid_conv)

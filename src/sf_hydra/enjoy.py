@@ -19,10 +19,10 @@ import torch
 from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
-from sf_hydra.envs import make_env
+from sf_hydra.envs import check_env, make_env
 from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.spaces import obs_specs, to_env_action
-from sf_hydra.user_modules import import_user_modules
+from sf_hydra.targets import check_targets
 
 log = logging.getLogger("sf_hydra")
 
@@ -111,7 +111,8 @@ def enjoy(cfg) -> dict:
     """Plays `cfg.episodes` episodes of the run in `cfg.run_dir`; returns (and writes) the results."""
     run_dir = Path(cfg.run_dir).absolute()
     train_cfg = load_run(run_dir)
-    import_user_modules(train_cfg.get("imports") or [])  # families/encoders registered by the user's code
+    check_targets(train_cfg)  # the env family and model parts the run was trained with, user code included
+    check_env(train_cfg.env)
     ckpt = find_checkpoint(run_dir, cfg.checkpoint)
     render_mode = "human" if cfg.render else ("rgb_array" if cfg.video else None)
     env = make_env(train_cfg.env, seed=cfg.seed, render_mode=render_mode)

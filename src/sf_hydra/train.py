@@ -16,6 +16,8 @@ from omegaconf import OmegaConf
 
 from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
+from sf_hydra.envs import check_env
+from sf_hydra.targets import check_targets
 
 log = logging.getLogger("sf_hydra")
 
@@ -74,9 +76,21 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
     return summary
 
 
+def check_config(cfg) -> None:
+    """Every check that runs before any process starts, raising ConfigError: the config's own
+    rules (sf_hydra.config), then, from the layers above it, every `_target_` importable, the
+    env family's validation of its node, and the sampler's vector-backend choice."""
+    from sf_hydra.sampler.vector_envs import check_batched_sampling
+
+    validate(cfg)
+    check_targets(cfg)
+    check_env(cfg.env)
+    check_batched_sampling(cfg)
+
+
 def train(cfg) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
-    validate(cfg)
+    check_config(cfg)
     run_dir = Path(cfg.run_dir).absolute()
     rd.prepare(run_dir, cfg.restart_behavior)
     done = rd.finished_summary(run_dir, cfg.train_for_env_steps)

@@ -23,6 +23,7 @@ from sf_hydra.config import validation
 from sf_hydra.config.choices import Choice
 from sf_hydra.config.schema import TrainConfig
 from sf_hydra.config.validation import AT_LEAST_ONE, HALF_OPEN_UNIT_INTERVAL, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL
+from sf_hydra.train import check_config
 from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg
 
 needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="the doom env family needs vizdoom")
@@ -43,9 +44,10 @@ def edited(cfg, values: dict):
 
 
 def rejected(cfg, key: str) -> ConfigError:
-    """validate(cfg) must raise a ConfigError naming `key`, whose message starts with key=<value>."""
+    """check_config(cfg) (validate, then the env family's and sampler's checks) must raise a
+    ConfigError naming `key`, whose message starts with key=<value>."""
     with pytest.raises(ConfigError) as info:
-        validate(cfg)
+        check_config(cfg)
     err = info.value
     assert err.key == key, f"expected a complaint about {key}, got: {err}"
     assert str(err).startswith(f"{key}={err.value!r} is not allowed: "), str(err)
@@ -62,16 +64,18 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize(
     "overrides,expected",
     [
-        pytest.param((), {"env.id": "CartPole-v1", "model.encoder": "mlp", "algo.async_rl": True}, id="default"),
+        pytest.param((), {"env.id": "CartPole-v1", "env.factory._target_": "sf_hydra.envs.gym_family.GymFamily",
+                          "model.use_rnn": False, "algo.async_rl": True}, id="default"),
         pytest.param(("algo=ppo",), {"algo.async_rl": False, "env.id": "CartPole-v1"}, id="ppo"),
         pytest.param(("env=doom/basic",),
-                     {"env.family": "doom", "env.id": "basic", "model.encoder": "conv", "model.use_rnn": True},
+                     {"env.factory._target_": "sf_hydra.envs.doom.family.DoomFamily", "env.id": "basic",
+                      "model.encoder_conv_architecture": "convnet_simple", "model.use_rnn": True},
                      id="doom_basic", marks=needs_vizdoom),
     ],
 )
 def test_shipped_configs_validate(overrides, expected):
     cfg = compose_cfg(*overrides)
-    validate(cfg)
+    check_config(cfg)
     assert {key: OmegaConf.select(cfg, key) for key in expected} == expected
 
 
@@ -408,16 +412,18 @@ def test_unrelated_gym_id_gives_examples(base):
 
 
 def test_unknown_env_family(base):
-    err = rejected(edited(base, {"env.family": "nope"}), "env.family")
-    assert err.value == "nope" and "'doom'" in str(err) and "'gym'" in str(err)
+    err = rejected(edited(base, {"env.factory._target_": "sf_hydra.envs.nope.family.NopeFamily"}), "env.factory._target_")
+    assert err.value == "sf_hydra.envs.nope.family.NopeFamily" and "an importable dotted path" in str(err)
 
 
-def test_env_family_whose_package_is_missing(base, monkeypatch):
-    from sf_hydra.envs import registry
+def test_env_family_whose_package_is_missing(base):
+    err = rejected(edited(base, {"env.factory._target_": "sf_hydra_tests_no_such_module.Family"}), "env.factory._target_")
+    assert "No module named 'sf_hydra_tests_no_such_module'" in str(err)
 
-    monkeypatch.setitem(registry._BUILTIN, "notinstalled", "sf_hydra_tests_no_such_module")
-    err = rejected(edited(base, {"env.family": "notinstalled"}), "env.family")
-    assert "not installed" in str(err) and "sf_hydra_tests_no_such_module" in str(err)
+
+def test_dmlab_is_refused_with_what_is_missing():
+    err = rejected(compose_cfg("env=dmlab/dmlab_30"), "env.family")
+    assert err.value == "dmlab" and "DeepMind Lab is built from source" in str(err) and "no adapter" in str(err)
 
 
 @needs_vizdoom
@@ -430,4 +436,4 @@ def test_unknown_doom_scenario():
 def test_doom_scenario_by_path():
     import vizdoom
 
-    validate(compose_cfg("env=doom/basic", f"env.id={os.path.join(vizdoom.scenarios_path, 'defend_the_center.cfg')}"))
+    check_config(compose_cfg("env=doom/basic", f"env.id={os.path.join(vizdoom.scenarios_path, 'defend_the_center.cfg')}"))

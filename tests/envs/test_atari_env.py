@@ -9,12 +9,12 @@ pytest.importorskip("cv2", reason="gymnasium's AtariPreprocessing needs OpenCV (
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from sf_hydra.config import ConfigError, validate  # noqa: E402
+from sf_hydra.config import ConfigError  # noqa: E402
 from sf_hydra.envs.atari.family import make_atari_env  # noqa: E402
 from sf_hydra.envs.atari.games import check_game, game_ids  # noqa: E402
 from sf_hydra.envs.atari.schema import AtariEnvConfig  # noqa: E402
 from sf_hydra.envs.atari.wrappers import GAME_CONTINUES  # noqa: E402
-from sf_hydra.envs.registry import get_family  # noqa: E402
+from sf_hydra.train import check_config  # noqa: E402
 from tests.conftest import compose_cfg  # noqa: E402
 
 NOOP = 0
@@ -143,7 +143,7 @@ def test_bad_game_name_lists_close_matches():
 def test_bad_settings_fail_validation_with_their_key(pong_cfg, key, value):
     OmegaConf.update(pong_cfg, key, value)
     with pytest.raises(ConfigError) as err:
-        validate(pong_cfg)
+        check_config(pong_cfg)
     assert err.value.key == key
 
 
@@ -161,8 +161,9 @@ def test_family_defaults_come_from_its_config_files():
     cfg = compose_cfg("env=atari/breakout")
     assert cfg.env.family == "atari" and cfg.env.id == "breakout" and cfg.env.frameskip == 4
     assert cfg.env.obs_scale == 255.0 and cfg.env.reward_clip == 1.0  # learner sees rewards clipped to [-1, 1]
-    assert cfg.model.encoder == "conv" and cfg.model.encoder_conv_architecture == "convnet_atari" and not cfg.model.use_rnn
-    validate(cfg)
+    assert cfg.model.encoder._target_ == "sf_hydra.models.encoders.MultiKeyEncoder"
+    assert cfg.model.encoder_conv_architecture == "convnet_atari" and not cfg.model.use_rnn
+    check_config(cfg)
 
 
 def test_every_game_of_the_table_composes():
@@ -183,7 +184,7 @@ def test_every_game_of_the_table_composes():
             assert (env.family, env.name, env.id, env.frameskip) == ("atari", f"atari_{game}", game, 4), game
             assert env.noop_max == game_env_keys(game).get("noop_max", 30), game
             assert env.resolution == ("42x42" if game == "pong" else "84x84"), game
-    assert len(game_ids()) >= 100 and "pong" in get_family("atari").known_names()
+    assert len(game_ids()) >= 100 and "pong" in game_ids()
     assert sorted(p.stem for p in (CONF_DIR / "env" / "atari").glob("*.yaml")) == ["pong"]  # tuned games only
 
 
@@ -206,7 +207,7 @@ REPRESENTATIVE = {"pong", "breakout", "backgammon", "space_invaders"}
 @pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
 def test_every_game_config_builds_and_steps(game):
     cfg = compose_cfg(f"env=atari/{game}")
-    validate(cfg)
+    check_config(cfg)
     env = make_atari_env(cfg.env, seed=0)
     # gymnasium's own checker: spaces, seeded resets that repeat, step and reset return types.
     check_env(env, skip_render_check=True)

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from sf_hydra.envs.doom.schema import DoomEnvConfig  # noqa: E402
 from sf_hydra.envs.doom.family import known_scenarios, make_doom_env, resolve_scenario, single_player_scenarios  # noqa: E402
 from sf_hydra.envs.doom.game import MULTIPLAYER_SCENARIOS  # noqa: E402
-from sf_hydra.envs.registry import get_family, make_env  # noqa: E402
+from sf_hydra.envs import make_env  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +27,7 @@ def private_map_cache(tmp_path, monkeypatch):
 def doom_cfg(scenario="basic", **overrides):
     cfg = OmegaConf.structured(DoomEnvConfig(name=f"doom_{scenario}", id=scenario))
     # What conf/env_family/doom.yaml sets.
+    cfg.factory = {"_target_": "sf_hydra.envs.doom.family.DoomFamily"}
     cfg.frameskip = 4
     cfg.resolution = "256x144"
     cfg.downsample = 2
@@ -128,7 +129,7 @@ def test_max_episode_steps_truncates():
         env.close()
 
 
-def test_render_grayscale_and_registry():
+def test_render_grayscale_and_known_scenarios():
     env = make_env(doom_cfg("basic", grayscale=True), seed=0, render_mode="rgb_array")
     try:
         obs, _ = env.reset()
@@ -137,7 +138,7 @@ def test_render_grayscale_and_registry():
         assert frame.shape == (144, 256, 3) and frame.dtype == np.uint8
     finally:
         env.close()
-    assert "basic" in get_family("doom").known_names()
+    assert "basic" in known_scenarios()
 
 
 def test_close_twice(basic):

@@ -14,12 +14,12 @@ pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco pac
 from omegaconf import OmegaConf  # noqa: E402
 from torch.distributions import AffineTransform, Independent, Normal, TanhTransform, TransformedDistribution  # noqa: E402
 
-from sf_hydra.config import validate  # noqa: E402
+from sf_hydra.train import check_config  # noqa: E402
 from sf_hydra.config.errors import ConfigError  # noqa: E402
 from sf_hydra.config.schema import ModelConfig  # noqa: E402
 from sf_hydra.envs.mujoco.family import known_ids, make_mujoco_env, validate_env  # noqa: E402
 from sf_hydra.envs.mujoco.schema import MujocoEnvConfig  # noqa: E402
-from sf_hydra.envs.registry import make_env  # noqa: E402
+from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.models.action_heads import TanhDiagGaussian, make_action_head  # noqa: E402
 from sf_hydra.spaces import to_env_action  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
@@ -36,6 +36,7 @@ TASKS = {
 
 def mujoco_cfg(env_id="HalfCheetah-v5", **overrides):
     cfg = OmegaConf.structured(MujocoEnvConfig(name="test", id=env_id))
+    cfg.factory = {"_target_": "sf_hydra.envs.mujoco.family.MujocoFamily"}  # as conf/env_family/mujoco.yaml
     for key, value in overrides.items():
         setattr(cfg, key, value)
     return cfg
@@ -99,7 +100,7 @@ def test_bad_id_and_kwargs_are_config_errors(tmp_path):
         validate_env(mujoco_cfg(kwargs={"max_episode_steps": 10}))
     # The whole config, as train() checks it before any process starts.
     with pytest.raises(ConfigError, match="env.id='Hopper-v9'"):
-        validate(make_cfg(tmp_path, "env=mujoco/hopper", "env.id=Hopper-v9"))
+        check_config(make_cfg(tmp_path, "env=mujoco/hopper", "env.id=Hopper-v9"))
     validate_env(mujoco_cfg(kwargs={"ctrl_cost_weight": 0.2}))  # a real task argument passes
 
 
@@ -183,4 +184,4 @@ def test_squashing_an_unbounded_box_is_a_config_error():
 
 def test_squashing_and_mean_squashing_together_are_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="model.continuous_tanh_scale"):
-        validate(make_cfg(tmp_path, "env=mujoco/halfcheetah", "model.tanh_squash_actions=true", "model.continuous_tanh_scale=1.0"))
+        check_config(make_cfg(tmp_path, "env=mujoco/halfcheetah", "model.tanh_squash_actions=true", "model.continuous_tanh_scale=1.0"))

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from sf_hydra.config import ConfigError, validate
+from sf_hydra.config import ConfigError
+from sf_hydra.train import check_config
 from tests.conftest import REPO_ROOT, compose_cfg
 
 EXPERIMENTS = sorted(p.stem for p in (REPO_ROOT / "experiments").glob("*.yaml"))
@@ -43,6 +44,6 @@ def test_experiment_composes(name, env):
     overrides = [f"+experiment={name}"] + ([env] if env else [])
     cfg = compose_cfg(*overrides)
     try:
-        validate(cfg)
+        check_config(cfg)
     except ConfigError as e:
         assert any(text in str(e) for text in NOT_AVAILABLE), f"{name}: {e}"

@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from sf_hydra.config import validate
-from sf_hydra.train import train
+from sf_hydra.train import check_config, train
 from tests.conftest import REPO_ROOT, compose_cfg, make_cfg
 
 HAS_BOX2D = importlib.util.find_spec("Box2D") is not None
@@ -29,7 +28,7 @@ def test_config_composes_and_validates_as_shipped(name):
     cfg = compose_cfg(f"env=gym/{name}")
     assert cfg.env.family == "gym" and cfg.env.id == CONFIGS[name][0] and cfg.env.name == name
     assert cfg.train_for_env_steps <= 1_000_000  # a budget that learns, not the global default
-    validate(cfg)
+    check_config(cfg)
 
 
 @pytest.mark.parametrize("name", PARAMS)
@@ -46,11 +45,11 @@ def test_missing_box2d_is_a_config_error():
     """In a fresh interpreter where importing Box2D fails, as on a machine without it."""
     code = (
         "import sys; sys.modules['Box2D'] = None\n"
-        "from sf_hydra.config import validate\n"
+        "from sf_hydra.train import check_config\n"
         "from sf_hydra.config.errors import ConfigError\n"
         "from tests.conftest import compose_cfg\n"
         "try:\n"
-        "    validate(compose_cfg('env=gym/lunar_lander'))\n"
+        "    check_config(compose_cfg('env=gym/lunar_lander'))\n"
         "except ConfigError as e:\n"
         "    print('CONFIG_ERROR', e)\n"
     )

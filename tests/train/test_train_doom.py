@@ -12,9 +12,9 @@ from tests.conftest import compose_cfg, make_cfg  # noqa: E402
 def test_doom_family_defaults_come_from_config_files(tmp_path):
     cfg = make_cfg(tmp_path, "env=doom/basic")
     assert cfg.env.family == "doom" and cfg.env.frameskip == 4 and cfg.env.obs_scale == 255.0
-    assert cfg.model.encoder == "conv" and cfg.model.use_rnn and cfg.model.rnn_type == "gru"
+    assert cfg.model.encoder_conv_architecture == "convnet_simple" and cfg.model.use_rnn and cfg.model.rnn_type == "gru"
     # A command-line choice still wins over the family's default.
-    assert make_cfg(tmp_path, "env=doom/basic", "model=mlp").model.encoder == "mlp"
+    assert not make_cfg(tmp_path, "env=doom/basic", "model=mlp").model.use_rnn
 
 
 def test_doom_basic_trains_a_few_hundred_steps(tmp_path):

@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco package (pip install -e '.[mujoco]')")
 
-from sf_hydra.config import validate  # noqa: E402
+from sf_hydra.train import check_config  # noqa: E402
 from sf_hydra.config.env_choices import env_configs  # noqa: E402
 from sf_hydra.sampler.sampler import Sampler  # noqa: E402
 from sf_hydra.trajectory import obs_fields_of  # noqa: E402
@@ -38,7 +38,7 @@ def test_family_defaults_come_from_config_files(tmp_path):
     # The shipped defaults (not the fast test settings) satisfy every sampling rule too.
     from tests.conftest import compose_cfg
 
-    validate(compose_cfg("env=mujoco/halfcheetah"))
+    check_config(compose_cfg("env=mujoco/halfcheetah"))
 
 
 @pytest.mark.parametrize("name", MUJOCO_CONFIGS)
@@ -74,7 +74,7 @@ class ActionRecorder(gym.Wrapper):
 
 def sample_one_rollout(cfg):
     """One real rollout in serial mode; returns (sampler, its trajectories, the recorders)."""
-    validate(cfg)
+    check_config(cfg)
     obs_space, action_space, _ = describe_env(cfg.env, seed=cfg.seed)
     from sf_hydra.models import build_model
 

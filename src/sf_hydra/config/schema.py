@@ -25,7 +25,10 @@ from sf_hydra.config.choices import (
 class EnvConfig:
     """What every env family understands. Families extend it with their own keys."""
 
-    family: str = MISSING  # registry prefix: gym, doom, ...
+    family: str = MISSING  # the family's name (gym, doom, ...): a label; `factory` builds the envs
+    # The family: {_target_: <dotted path of an sf_hydra.envs.EnvFamily subclass>}, set by the
+    # family's config file (conf/env_family/<family>.yaml, or a user's own yaml).
+    factory: Dict[str, Any] = MISSING
     name: str = MISSING  # short name, used for the default experiment name
     id: str = MISSING  # what the family's factory builds (a gymnasium id, a scenario)
     frameskip: int = 1  # action repeat; env-step counters and FPS count frames (x frameskip)
@@ -38,13 +41,18 @@ class EnvConfig:
 
 
 @dataclass
-class GymEnvConfig(EnvConfig):
-    family: str = "gym"
-
-
-@dataclass
 class ModelConfig:
-    encoder: str = "mlp"  # mlp | conv (images); Dict observations combine both
+    """Parts are `_target_` nodes (dotted paths, see sf_hydra/targets.py), called with run-time
+    arguments after the node's own keys: the network `_target_(obs_shapes, action_space,
+    model_cfg, env_cfg, algo_cfg)`, `encoder(obs_shapes, model_cfg)`, `core(in_size,
+    model_cfg)` (when use_rnn) and `action_head(in_size, action_space, model_cfg)`."""
+
+    _target_: str = "sf_hydra.models.ActorCritic"
+    # The default encoder picks per observation key: a conv net for images, an MLP otherwise.
+    encoder: Dict[str, Any] = field(default_factory=lambda: {"_target_": "sf_hydra.models.encoders.MultiKeyEncoder"})
+    core: Dict[str, Any] = field(default_factory=lambda: {"_target_": "sf_hydra.models.cores.rnn_core"})
+    action_head: Dict[str, Any] = field(
+        default_factory=lambda: {"_target_": "sf_hydra.models.action_heads.make_action_head"})
     encoder_mlp_layers: List[int] = field(default_factory=lambda: [64, 64])  # SF: 512 x 2; tuned configs use 64 x 64
     encoder_conv_architecture: ConvArchitecture = ConvArchitecture.convnet_simple
     encoder_conv_mlp_layers: List[int] = field(default_factory=lambda: [512])
@@ -91,6 +99,12 @@ class AlgoConfig:
     adam_eps: float = 1e-6
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
+    # Called with the model's parameters. Sample Factory's keys above stay the one source of
+    # the values: the node reads them by interpolation.
+    optimizer: Dict[str, Any] = field(default_factory=lambda: {
+        "_target_": "torch.optim.Adam", "_partial_": True, "lr": "${..learning_rate}", "eps": "${..adam_eps}",
+        "betas": ["${...adam_beta1}", "${...adam_beta2}"],
+    })
     max_grad_norm: float = 4.0
 
 
@@ -158,7 +172,6 @@ class TrainConfig:
     train_dir: str = "train_dir"
     run_dir: str = MISSING  # this run's folder: ${train_dir}/${experiment}, or its folder in a sweep
     sweep_name: str = "sweep"  # --multirun: the sweep's folder name (train.py derives it from the overrides)
-    imports: List[str] = field(default_factory=list)  # your modules that register env families/encoders
     seed: Optional[int] = 0
     restart_behavior: RestartBehavior = RestartBehavior.resume
     train_for_env_steps: int = 10_000_000_000

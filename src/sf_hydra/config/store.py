@@ -1,30 +1,49 @@
 """Registers the schema dataclasses with Hydra's ConfigStore (call before composing)."""
 
+import importlib
+import importlib.util
+import os
+import pkgutil
+from dataclasses import is_dataclass
+
 from hydra.core.config_store import ConfigStore
 
 from sf_hydra.config.resolvers import register_resolvers
-from sf_hydra.config.schema import EnjoyConfig, EnvConfig, GymEnvConfig, TrainConfig
+from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
+
+ENVS_PACKAGE = "sf_hydra.envs"
 
 
 def env_schemas() -> dict:
-    """family -> its typed env node. Each lives beside the family's code, in a module free of
-    heavy imports; imported here on call, not with this module, because those modules import
-    sf_hydra.config.schema, whose package imports this one (a family's schema module imported
-    first would otherwise find itself half-initialized)."""
-    from sf_hydra.envs.atari.schema import AtariEnvConfig
-    from sf_hydra.envs.dmlab.schema import DmlabEnvConfig
-    from sf_hydra.envs.doom.schema import DoomEnvConfig
-    from sf_hydra.envs.mujoco.schema import MujocoEnvConfig
-
-    return {"gym": GymEnvConfig, "doom": DoomEnvConfig, "atari": AtariEnvConfig, "mujoco": MujocoEnvConfig, "dmlab": DmlabEnvConfig}
+    """`<folder>` -> the EnvConfig subclass defined in `sf_hydra/envs/<folder>/schema.py`, for
+    every folder there that has one: found on disk, so a family folder with a schema is typed
+    without a list to edit. Schema modules are leaves (dataclasses; they import
+    sf_hydra.config.schema and nothing of a family's code), imported here on call, never when
+    sf_hydra.config is imported."""
+    folders = importlib.util.find_spec(ENVS_PACKAGE).submodule_search_locations
+    schemas = {}
+    for folder in pkgutil.iter_modules(folders):
+        if not folder.ispkg or not os.path.isfile(os.path.join(folder.module_finder.path, folder.name, "schema.py")):
+            continue
+        module = importlib.import_module(f"{ENVS_PACKAGE}.{folder.name}.schema")
+        nodes = [v for v in vars(module).values() if isinstance(v, type) and is_dataclass(v)
+                 and issubclass(v, EnvConfig) and v.__module__ == module.__name__]
+        if len(nodes) != 1:
+            names = [n.__name__ for n in nodes]
+            raise TypeError(f"{module.__name__} must define exactly one EnvConfig subclass (found {names})")
+        schemas[folder.name] = nodes[0]
+    return schemas
 
 
 def register_configs() -> None:
-    """`train_schema` types the whole tree; `schema/env/<family>` types one family's env node."""
+    """`train_schema` types the whole tree; `schema/env/<family>` types one family's env node,
+    and `schema/env/base` the keys every family understands (a family without a schema of its
+    own, e.g. gym or a user's: its own settings go under `env.kwargs`)."""
     register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="enjoy_schema", node=EnjoyConfig)
+    cs.store(group="schema/env", name="base", node=EnvConfig)
     for family, node in env_schemas().items():
         cs.store(group="schema/env", name=family, node=node)
     _register_launchers(cs)
@@ -40,6 +59,3 @@ def _register_launchers(cs: ConfigStore) -> None:
     except ImportError:
         return
     cs.store(group="hydra/launcher", name="local_parallel_schema", node=LocalParallelConf)
-    # A family registered from the user's own module (see the `imports` key): the keys every
-    # family understands; its own settings go under env.kwargs.
-    cs.store(group="schema/env", name="custom", node=EnvConfig)

@@ -36,14 +36,6 @@ def _get(cfg, key: str):
     return node
 
 
-def _check_encoder(cfg) -> None:
-    from sf_hydra.models.encoders import encoder_names
-
-    if cfg.model.encoder not in encoder_names():
-        raise ConfigError("model.encoder", cfg.model.encoder, f"one of the registered encoders {encoder_names()} "
-                          "(add yours with sf_hydra.models.encoders.register_encoder in a module listed in `imports`)")
-
-
 def _check_ranges(cfg) -> None:
     # Written as `not value >= bound` so that NaN (a valid float override: `key=nan`) fails too.
     for key in AT_LEAST_ONE:
@@ -71,9 +63,6 @@ def _check_ranges(cfg) -> None:
 
 
 def _check_sampling(cfg) -> None:
-    from sf_hydra.sampler.vector_envs import check_batched_sampling
-
-    check_batched_sampling(cfg)
     hw, algo = cfg.hardware, cfg.algo
     if hw.num_envs_per_worker % hw.worker_num_splits:
         raise ConfigError(
@@ -124,19 +113,6 @@ def _check_unavailable(cfg) -> None:
         raise ConfigError("pbt.with_pbt", True, "false (population-based training is not available yet)")
 
 
-def _check_env(cfg) -> None:
-    from sf_hydra.envs import family_names, get_family
-
-    try:
-        family = get_family(cfg.env.family)
-    except KeyError:
-        raise ConfigError("env.family", cfg.env.family, f"one of the known families {family_names()}") from None
-    except ImportError as e:
-        raise ConfigError("env.family", cfg.env.family, f"its package is not installed ({e}); install the matching extra, e.g. pip install 'sf_hydra[{cfg.env.family}]'") from None
-    if family.validate is not None:
-        family.validate(cfg.env)
-
-
 def _check_missing(cfg) -> None:
     """A mandatory value left at ??? (e.g. `env=gym/any` without `env.id=...`) is named here,
     instead of surfacing as an OmegaConf error about whichever key interpolates it."""
@@ -159,13 +135,9 @@ def _check_missing(cfg) -> None:
 
 
 def validate(cfg) -> None:
-    """Raises ConfigError on the first rule the config breaks."""
+    """Raises ConfigError on the first rule the config breaks. Only the config's own rules: what
+    the env family, the sampler and the model parts check runs after this (sf_hydra.train.check_config)."""
     _check_missing(cfg)
-    from sf_hydra.user_modules import import_user_modules
-
-    import_user_modules(cfg.imports)  # they may register the env family or encoder checked below
     _check_ranges(cfg)
-    _check_encoder(cfg)
     _check_sampling(cfg)
-    _check_env(cfg)
     _check_unavailable(cfg)

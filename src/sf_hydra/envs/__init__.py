@@ -1,5 +1,5 @@
-"""Env families and the registry that builds envs from the `env` config node."""
+"""Env families and the one entry point that builds envs from the `env` config node."""
 
-from sf_hydra.envs.registry import family_names, get_family, make_env, register_family
+from sf_hydra.envs.family import EnvFamily, VectorEnv, check_env, env_family, make_env
 
-__all__ = ["family_names", "get_family", "make_env", "register_family"]
+__all__ = ["EnvFamily", "VectorEnv", "check_env", "env_family", "make_env"]

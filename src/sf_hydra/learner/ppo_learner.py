@@ -44,8 +44,11 @@ class PPOLearner(L.LightningModule):
         self.last_metrics: Dict[str, float] = {}
 
     def configure_optimizers(self):
-        a = self.algo
-        return torch.optim.Adam(self.model.parameters(), lr=a.learning_rate, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_eps)
+        """`algo.optimizer` (a `_partial_` node, default Adam reading algo.learning_rate/adam_*)
+        called with the model's parameters."""
+        from sf_hydra.targets import build
+
+        return build("algo.optimizer", self.algo.optimizer, self.model.parameters())
 
     # -- data preparation --------------------------------------------------------------------
     def _record_meta(self, meta: dict) -> None:

@@ -160,6 +160,8 @@ class TanhDiagGaussian:
 
 
 def make_action_head(in_size: int, space: gym.Space, model_cfg) -> nn.Module:
+    """The default `model.action_head`: Gaussian for a Box, categorical(s) otherwise. A user's
+    head is called the same way; its `distribution(x)` offers sample, mode, log_prob, entropy."""
     if isinstance(space, gym.spaces.Box):
         return GaussianHead(in_size, space, model_cfg.adaptive_stddev, model_cfg.initial_stddev,
                             model_cfg.continuous_tanh_scale, model_cfg.tanh_squash_actions)

@@ -12,11 +12,10 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from sf_hydra.models.action_heads import make_action_head
-from sf_hydra.models.cores import RnnCore
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd
 from sf_hydra.spaces import obs_shapes
+from sf_hydra.targets import build, locate
 from sf_hydra.trajectory import Field
 
 
@@ -39,11 +38,11 @@ class ActorCritic(nn.Module):
         self.returns_norm = RunningMeanStd(()) if algo_cfg.normalize_returns else None
         self.encoder = make_encoder(obs_shapes, model_cfg)
         size = self.encoder.out_size
-        self.core = RnnCore(size, model_cfg.rnn_type, model_cfg.rnn_size, model_cfg.rnn_num_layers) if model_cfg.use_rnn else None
+        self.core = build("model.core", model_cfg.core, size, model_cfg) if model_cfg.use_rnn else None
         size = self.core.out_size if self.core else size
         self.decoder = mlp(size, model_cfg.decoder_mlp_layers, model_cfg.nonlinearity)
         size = model_cfg.decoder_mlp_layers[-1] if model_cfg.decoder_mlp_layers else size
-        self.action_head = make_action_head(size, action_space, model_cfg)
+        self.action_head = build("model.action_head", model_cfg.action_head, size, action_space, model_cfg)
         self.value_head = nn.Linear(size, 1)
         self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain)
 
@@ -99,5 +98,7 @@ class ActorCritic(nn.Module):
 
 
 def build_model(cfg, obs_space: gym.Space, action_space: gym.Space) -> ActorCritic:
-    """The policy for an env's spaces, as the learner, the rollout workers and enjoy build it."""
-    return ActorCritic(obs_shapes(obs_space), action_space, cfg.model, cfg.env, cfg.algo)
+    """The policy for an env's spaces, as the learner, the rollout workers and enjoy build it:
+    the class `model._target_` names (default ActorCritic), called with ActorCritic's arguments."""
+    network = locate("model._target_", cfg.model["_target_"])
+    return network(obs_shapes(obs_space), action_space, cfg.model, cfg.env, cfg.algo)

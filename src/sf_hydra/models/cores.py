@@ -49,3 +49,10 @@ class RnnCore(nn.Module):
                 h = (h[0] * keep, h[1] * keep) if self.is_lstm else h * keep
             start = end
         return torch.cat(outs, dim=0).transpose(0, 1)
+
+
+def rnn_core(in_size: int, model_cfg) -> RnnCore:
+    """The default `model.core`: a GRU or LSTM of `model.rnn_type`, `rnn_size`, `rnn_num_layers`.
+    A user's core is called the same way and offers RnnCore's `out_size`, `state_size`,
+    `step` and `unroll`."""
+    return RnnCore(in_size, model_cfg.rnn_type, model_cfg.rnn_size, model_cfg.rnn_num_layers)

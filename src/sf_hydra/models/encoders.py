@@ -1,12 +1,18 @@
-"""Observation encoders: MLP for vectors, conv nets for images, one per Dict key; and the
-registry `model.encoder` names, which users extend from their own module."""
+"""Observation encoders: MLP for vectors, conv nets for images, one per Dict key.
+
+`model.encoder` is a `_target_` node (default: `MultiKeyEncoder`); a user's encoder is the
+dotted path of a class or function called as `target(obs_shapes, model_cfg, **node_keys)`,
+returning a module that maps the dict of (already scaled) observation tensors to
+[batch, out_size] features and has an int attribute `out_size`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Dict, List, Sequence
 
 import torch
 from torch import nn
+
+from sf_hydra.targets import build
 
 ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -74,31 +80,10 @@ class MultiKeyEncoder(nn.Module):
         return feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)
 
 
-# factory(obs_shapes, model_cfg) -> nn.Module whose forward(obs dict of scaled tensors)
-# returns [batch, out_size] features, with an int attribute `out_size`.
-EncoderFactory = Callable[[Dict[str, Sequence[int]], Any], nn.Module]
-_ENCODERS: Dict[str, EncoderFactory] = {}
-
-
-def register_encoder(name: str, factory: EncoderFactory) -> None:
-    """Makes `model.encoder=<name>` build `factory(obs_shapes, model_cfg)`. Call it from your
-    own module and list that module in the `imports` config key."""
-    _ENCODERS[name] = factory
-
-
-def encoder_names() -> list:
-    return sorted(_ENCODERS)
-
-
 def make_encoder(obs_shapes: Dict[str, Sequence[int]], model_cfg) -> nn.Module:
-    if model_cfg.encoder not in _ENCODERS:
-        raise KeyError(f"model.encoder={model_cfg.encoder!r} is not a registered encoder: known encoders are {encoder_names()}")
-    encoder = _ENCODERS[model_cfg.encoder](obs_shapes, model_cfg)
+    """The encoder `model_cfg.encoder` names, checked for its `out_size`."""
+    encoder = build("model.encoder", model_cfg.encoder, obs_shapes, model_cfg)
     if not isinstance(getattr(encoder, "out_size", None), int):
-        raise TypeError(f"encoder {model_cfg.encoder!r} must set an int attribute `out_size` (its feature size)")
+        target = model_cfg.encoder["_target_"]
+        raise TypeError(f"encoder {target!r} must set an int attribute `out_size` (its feature size)")
     return encoder
-
-
-# Both built-in names pick per observation key by rank: a conv net for 3-D keys, an MLP otherwise.
-register_encoder("mlp", MultiKeyEncoder)
-register_encoder("conv", MultiKeyEncoder)

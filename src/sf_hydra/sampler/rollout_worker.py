@@ -27,7 +27,6 @@ from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectoryBuffers, TrajectoryWriter, obs_field_name
-from sf_hydra.user_modules import import_user_modules
 
 
 class StopRequested(Exception):
@@ -145,7 +144,6 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it
     worker = None
     try:
-        import_user_modules(cfg.get("imports"))  # a fresh interpreter: register the user's families/encoders again
         worker = worker_cls(worker_id, cfg, buffers, store, free_slots, out_queue, stop_flag, sync_round, parent_pid)
         out_queue.put(WorkerReady(worker_id))
         while True:

@@ -1,6 +1,7 @@
 """Every config under conf/env/doom: composes, validates as shipped, builds its real env
-through the registry and steps it (random actions, across episode ends). Together the
-configs cover every scenario that ships in the vizdoom wheel and can run here."""
+through make_env (the family that env.factory names) and steps it (random actions, across
+episode ends). Together the configs cover every scenario that ships in the vizdoom wheel and
+can run here."""
 
 import math
 from pathlib import Path
@@ -11,7 +12,7 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 
 import gymnasium as gym  # noqa: E402
 
-from sf_hydra.config import validate  # noqa: E402
+from sf_hydra.train import check_config  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.doom.game import shipped_scenarios  # noqa: E402
 from sf_hydra.envs.doom.maps.build import BATTLE_SPECS  # noqa: E402
@@ -33,7 +34,7 @@ def test_every_shipped_and_generated_scenario_has_a_config():
 @pytest.mark.parametrize("name", CONFIGS)
 def test_config_builds_its_env_and_steps(name):
     cfg = compose_cfg(f"env=doom/{name}")
-    validate(cfg)
+    check_config(cfg)
     assert cfg.env.family == "doom" and cfg.env.name == f"doom_{name}"
     env = make_env(cfg.env, seed=0)
     try:

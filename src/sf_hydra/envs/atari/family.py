@@ -1,4 +1,4 @@
-"""Registers the `atari` family: ALE games by ROM id (`env=atari/pong`) with the standard
+"""The `atari` family (`AtariFamily`): ALE games by ROM id (`env=atari/pong`) with the standard
 preprocessing, built from gymnasium's own Atari wrappers.
 
 Importing this module needs `ale_py` and `cv2` (gymnasium's AtariPreprocessing resizes with
@@ -15,9 +15,9 @@ import numpy as np
 from ale_py.env import AtariEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TimeLimit, TransformObservation
 
-from sf_hydra.envs.atari.games import check_env_config, check_game, game_ids, parse_resolution
+from sf_hydra.envs.atari.games import check_env_config, check_game, parse_resolution
 from sf_hydra.envs.atari.wrappers import EpisodicLife, FireReset
-from sf_hydra.envs.registry import register_family
+from sf_hydra.envs.family import EnvFamily
 
 
 def _ale(env_cfg, render_mode: Optional[str]) -> AtariEnv:
@@ -64,4 +64,11 @@ def make_atari_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[st
     return env
 
 
-register_family("atari", make_atari_env, game_ids, validate=check_env_config)
+class AtariFamily(EnvFamily):
+    """`env.id`: an ALE ROM id (`pong`, `space_invaders`, ...)."""
+
+    def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
+        return make_atari_env(env_cfg, seed=seed, render_mode=render_mode)
+
+    def validate(self, env_cfg) -> None:
+        check_env_config(env_cfg)

@@ -1,9 +1,24 @@
-"""Imported when a config asks for `env.family=dmlab`: fails with what is missing (the registry
-turns the ImportError into a ConfigError before any process starts)."""
+"""The `dmlab` family slot: its configs compose (experiments name them), and validation
+refuses them with what is missing, before any process starts."""
 
-try:
-    import deepmind_lab  # noqa: F401
-except ImportError as e:
-    raise ImportError("deepmind_lab is not installed: DeepMind Lab is built from source (github.com/google-deepmind/lab), it is not on PyPI") from e
+from __future__ import annotations
 
-raise ImportError("deepmind_lab is installed, but sf_hydra has no DMLab adapter yet")
+import importlib.util
+
+from sf_hydra.config.errors import ConfigError
+from sf_hydra.envs.family import EnvFamily
+
+
+class DmlabFamily(EnvFamily):
+    """No adapter is written until deepmind_lab can be installed and tested here."""
+
+    def validate(self, env_cfg) -> None:
+        installed = importlib.util.find_spec("deepmind_lab") is not None
+        missing = "sf_hydra has no DeepMind Lab adapter yet" if installed else (
+            "deepmind_lab is not installed; DeepMind Lab is built from source (github.com/google-deepmind/lab, "
+            "not on PyPI) and sf_hydra has no adapter for it yet")
+        raise ConfigError("env.family", env_cfg.family,
+                          f"an env family that can be built here: {missing} (not available)")
+
+    def make(self, env_cfg, seed=None, render_mode=None):
+        self.validate(env_cfg)

@@ -1,2 +1,2 @@
-"""The `doom` family: ViZDoom scenarios. `family.py` registers it (and imports vizdoom);
+"""The `doom` family: ViZDoom scenarios. `family.py` holds `DoomFamily` (and imports vizdoom);
 `schema.py` types its config node without importing vizdoom."""

@@ -1,4 +1,4 @@
-"""Registers the `doom` family: ViZDoom scenarios (`env=doom/basic`) built from a DoomEnvConfig.
+"""The `doom` family (`DoomFamily`): ViZDoom scenarios (`env=doom/basic`) built from a DoomEnvConfig.
 
 One factory, three kinds of env, chosen by the config:
 - num_agents == 1, num_bots == 0: DoomEnv, a single-player game;
@@ -21,7 +21,7 @@ from sf_hydra.envs.doom.game import (
 )
 from sf_hydra.envs.doom.multiagent import DoomMultiAgentEnv
 from sf_hydra.envs.doom.network import free_udp_port, host_args
-from sf_hydra.envs.registry import register_family
+from sf_hydra.envs.family import EnvFamily
 
 MAX_PLAYERS = 16  # ViZDoom's limit (PLAYER1..16 game variables)
 
@@ -102,6 +102,15 @@ def validate_doom_config(env_cfg) -> None:
         raise ConfigError("env.connect_attempts", env_cfg.connect_attempts, "an integer >= 1")
 
 
-register_family("doom", make_doom_env, known_scenarios, validate_doom_config)
+class DoomFamily(EnvFamily):
+    """`env.id`: a scenario shipped with ViZDoom, one of our generated maps, or a .cfg path."""
 
-__all__ = ["DoomEnv", "DoomMultiAgentEnv", "make_doom_env", "known_scenarios", "single_player_scenarios", "resolve_scenario"]
+    def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None):
+        return make_doom_env(env_cfg, seed=seed, render_mode=render_mode)
+
+    def validate(self, env_cfg) -> None:
+        validate_doom_config(env_cfg)
+
+
+__all__ = ["DoomEnv", "DoomFamily", "DoomMultiAgentEnv", "make_doom_env", "known_scenarios", "single_player_scenarios",
+           "resolve_scenario"]

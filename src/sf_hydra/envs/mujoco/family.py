@@ -1,4 +1,4 @@
-"""Registers the `mujoco` family: gymnasium's MuJoCo tasks (`env=mujoco/halfcheetah`).
+"""The `mujoco` family (`MujocoFamily`): gymnasium's MuJoCo tasks (`env=mujoco/halfcheetah`).
 
 Importing this module needs the `mujoco` package (pip install 'sf_hydra[mujoco]'), so that a
 missing install is reported as a config error before any process starts.
@@ -12,10 +12,10 @@ import logging
 from typing import Optional
 
 import gymnasium as gym
-import mujoco  # at import: a missing package becomes a clear config error (registry)
+import mujoco  # at import: a missing package becomes a clear config error (env.factory._target_)
 from gymnasium.envs.registration import load_env_creator
 
-from sf_hydra.envs.registry import register_family
+from sf_hydra.envs.family import EnvFamily
 from sf_hydra.envs.wrappers import ActionRepeat, float32_observations
 
 log = logging.getLogger(__name__)
@@ -90,4 +90,11 @@ def make_mujoco_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[s
     return env
 
 
-register_family("mujoco", make_mujoco_env, known_ids, validate=validate_env)
+class MujocoFamily(EnvFamily):
+    """`env.id`: a gymnasium MuJoCo task (-v4/-v5)."""
+
+    def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
+        return make_mujoco_env(env_cfg, seed=seed, render_mode=render_mode)
+
+    def validate(self, env_cfg) -> None:
+        validate_env(env_cfg)

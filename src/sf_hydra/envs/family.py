@@ -1,0 +1,87 @@
+"""Env families: what a family offers, and how the `env` config node names its family.
+
+A family is a class deriving from `EnvFamily`, named in the family's config file
+(`conf/env_family/<family>.yaml`, or a user's own yaml) by the dotted path
+`env.factory._target_`. `make_env` instantiates it (once per process and node) and asks it for
+an env; `check_env` asks it to validate the node before any process starts. Nothing is
+registered and no list of families exists: a family is one folder (its code and schema) plus
+one config file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import gymnasium as gym
+from omegaconf import DictConfig, OmegaConf
+
+from sf_hydra.config.errors import ConfigError
+from sf_hydra.targets import build
+
+
+class VectorEnv(NamedTuple):
+    """A family's vectorized env for `hardware.batched_sampling=true` (see sampler/vector_envs.py)."""
+
+    env: object  # gymnasium.vector.VectorEnv or an EnvPool env
+    observation_space: gym.Space  # of one env
+    action_space: gym.Space
+    resets_next_step: bool  # the step after a done ignores the action and returns the new episode's first obs
+
+
+class EnvFamily:
+    """Derive from it and name the class in `env.factory._target_`. Its constructor gets the
+    other keys of the `env.factory` node (none for the built-in families); every method gets
+    the whole `env` node. The object holds no per-env state: one serves every env of a process."""
+
+    # Vector backends besides `auto` and `sync` that `make_vector` builds (e.g. "envpool").
+    vector_backends: Tuple[str, ...] = ()
+
+    def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
+        """One env, reset with `seed` when it is not None."""
+        raise NotImplementedError
+
+    def validate(self, env_cfg) -> None:
+        """Raises ConfigError (key, value, what is allowed) for a bad `env` node; runs before any
+        process starts. The default accepts every node."""
+
+    def check_vector_backend(self, env_cfg, backend: str) -> None:
+        """Raises ConfigError when `backend` (one of `vector_backends`) cannot build this env."""
+
+    def make_vector(self, env_cfg, num_envs: int, seed, backend: str) -> Optional[VectorEnv]:
+        """The family's own vector env for `backend` (`auto` or one of `vector_backends`), not
+        reset yet; None lets the sampler step `num_envs` envs of `make` in gymnasium's SyncVectorEnv."""
+        return None
+
+
+_FAMILIES: Dict[str, EnvFamily] = {}  # per process: the env.factory node (as yaml) -> its family
+
+
+def _as_node(env_cfg) -> DictConfig:
+    return env_cfg if isinstance(env_cfg, DictConfig) else OmegaConf.create(env_cfg)
+
+
+def env_family(env_cfg) -> EnvFamily:
+    """The family object that `env_cfg.factory` names (ConfigError for a bad node)."""
+    env_cfg = _as_node(env_cfg)
+    node = env_cfg.get("factory")
+    key = OmegaConf.to_yaml(node) if isinstance(node, DictConfig) else repr(node)
+    if key not in _FAMILIES:
+        family = build("env.factory", node)
+        if not isinstance(family, EnvFamily):
+            raise ConfigError("env.factory._target_", node["_target_"],
+                              f"a subclass of {EnvFamily.__module__}.EnvFamily (it built a {type(family).__name__})")
+        _FAMILIES[key] = family
+    return _FAMILIES[key]
+
+
+def make_env(env_cfg: Any, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
+    """One env of the family `env_cfg.factory` names. `env_cfg` is the `env` node: a DictConfig,
+    or the plain dict a spawned worker re-creates its config from."""
+    env_cfg = _as_node(env_cfg)
+    return env_family(env_cfg).make(env_cfg, seed=seed, render_mode=render_mode)
+
+
+def check_env(env_cfg) -> None:
+    """The family's own validation of the `env` node (before any process starts)."""
+    env_cfg = _as_node(env_cfg)
+    env_family(env_cfg).validate(env_cfg)
