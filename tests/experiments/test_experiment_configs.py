@@ -1,6 +1,5 @@
 """Every experiment config composes, and either validates or says what is not available yet."""
 
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf

@@ -1,7 +1,6 @@
 """A crashed env, a hanging env and Ctrl+C: each ends with a clear message, a loadable
 checkpoint and no process left behind."""
 
-import os
 import signal
 import subprocess
 import sys
