@@ -64,7 +64,7 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize(
     "overrides,expected",
     [
-        pytest.param((), {"env.id": "CartPole-v1", "env.factory._target_": "sf_hydra.envs.gym_family.GymFamily",
+        pytest.param((), {"env.id": "CartPole-v1", "env.factory._target_": "sf_hydra.envs.gym.family.GymFamily",
                           "model.use_rnn": False, "algo.async_rl": True}, id="default"),
         pytest.param(("algo=ppo",), {"algo.async_rl": False, "env.id": "CartPole-v1"}, id="ppo"),
         pytest.param(("env=doom/basic",),

@@ -101,4 +101,4 @@ def test_envpool_missing_is_a_config_error(tmp_path, monkeypatch):
 
 def test_batched_sampling_of_a_multi_agent_env_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match="hardware.batched_sampling=True.*multi-agent env"):
-        train(make_cfg(tmp_path, *BATCHED, "env=multi_agent/toy"))
+        train(make_cfg(tmp_path, *BATCHED, "env=gym/multi_agent_toy"))

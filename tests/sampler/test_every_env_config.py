@@ -17,7 +17,7 @@ import torch
 from tests.conftest import CONF_DIR, make_cfg
 from tests.sampler.collect import collect
 
-FAMILY_EXTRAS = {"doom": "vizdoom", "mujoco": "mujoco", "atari": "ale_py", "multi_agent": None, "gym": None}
+FAMILY_EXTRAS = {"doom": "vizdoom", "mujoco": "mujoco", "atari": "ale_py", "gym": None}
 ATARI_SAMPLE = ("pong", "breakout")
 # Extra overrides a config needs to run without anything else.
 NEEDS = {"gym/any": ("env.id=MountainCar-v0",)}

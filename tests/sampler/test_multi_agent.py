@@ -15,7 +15,7 @@ from tests.conftest import make_cfg
 from sf_hydra.report.tensorboard import read_scalars
 from tests.sampler.collect import collect
 
-TOY = MultiAgentToyEnv()  # the defaults conf/env/multi_agent/toy.yaml uses
+TOY = MultiAgentToyEnv()  # the defaults conf/env/gym/multi_agent_toy.yaml uses
 SCHEDULES = [[t for t in range(TOY.lengths[a]) if not TOY.inactive_at(a, t)] for a in range(TOY.num_agents)]
 
 
@@ -25,7 +25,7 @@ def _fields(obs: torch.Tensor):
 
 
 def test_rows_hold_each_agents_active_steps_in_order(tmp_path):
-    got = collect(make_cfg(tmp_path, "env=multi_agent/toy", "hardware.num_envs_per_worker=2"), min_slots=60)
+    got = collect(make_cfg(tmp_path, "env=gym/multi_agent_toy", "hardware.num_envs_per_worker=2"), min_slots=60)
     b = got.batch
     assert b["obs.obs"].shape[1:] == (16, 8) and b["actions"].shape[1:] == (16,) and b["values"].shape[1:] == (17,)
     cue, inactive, agent, step = _fields(b["obs.obs"])
@@ -45,7 +45,7 @@ def test_rows_hold_each_agents_active_steps_in_order(tmp_path):
 
 
 def test_episode_statistics_per_agent(tmp_path):
-    got = collect(make_cfg(tmp_path, "env=multi_agent/toy", "hardware.num_workers=1", "hardware.num_envs_per_worker=2"), min_slots=24)
+    got = collect(make_cfg(tmp_path, "env=gym/multi_agent_toy", "hardware.num_workers=1", "hardware.num_envs_per_worker=2"), min_slots=24)
     lengths = [length for _, length, *_ in got.episodes]
     # Lengths count active steps: 8 for agent 0, 10 for agents 1 and 2 (11 and 14 env steps).
     assert sorted(set(lengths)) == [8, 10]
@@ -55,7 +55,7 @@ def test_episode_statistics_per_agent(tmp_path):
 
 
 def test_rnn_state_skips_inactive_steps_as_the_learner_does(tmp_path):
-    cfg = make_cfg(tmp_path, "env=multi_agent/toy", "model.use_rnn=true", "model.rnn_size=32", "hardware.num_envs_per_worker=2")
+    cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "model.use_rnn=true", "model.rnn_size=32", "hardware.num_envs_per_worker=2")
     got = collect(cfg, min_slots=36)
     b = got.batch
     step = _fields(b["obs.obs"])[3]
@@ -72,14 +72,14 @@ def test_sync_mode_sends_one_slot_per_row_each_round(tmp_path):
     # trained by versions v, v+1, v+2 on data of version v (lag <= 2). A row's partly filled
     # slot is sent in the next round, trained by v+3..v+5: lag <= 5. Unbounded lag or a round
     # that never completes (a deadlock) fail here.
-    cfg = make_cfg(tmp_path, "env=multi_agent/toy", "algo=ppo", "train_for_env_steps=4000", "train_until_avg_return=null")
+    cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "algo=ppo", "train_for_env_steps=4000", "train_until_avg_return=null")
     summary = train(cfg)
     assert summary["env_steps"] >= 4000 and summary["episodes"] > 0
     assert max(s.value for s in read_scalars(tmp_path / "test")["policy_lag/max"]) <= 5.0
 
 
 def test_short_training_learns_the_cue(tmp_path):
-    cfg = make_cfg(tmp_path, "env=multi_agent/toy", "train_for_env_steps=60000", "train_until_avg_return=7.5")
+    cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "train_for_env_steps=60000", "train_until_avg_return=7.5")
     summary = train(cfg)
     # Random play averages ~3.1 per agent episode; naming every cue averages ~9.1.
     assert summary["avg_return"] >= 7.5, summary

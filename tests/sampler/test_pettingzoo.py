@@ -14,7 +14,7 @@ from tests.sampler.collect import collect  # noqa: E402
 
 KAZ = "pettingzoo.butterfly.knights_archers_zombies_v11"
 # Agents die at the wall: episodes end at different steps for different agents.
-QUICK = ("env=multi_agent/pettingzoo_kaz", "+env.kwargs.env_kwargs.line_death=true", "env.kwargs.env_kwargs.max_cycles=50")
+QUICK = ("env=gym/pettingzoo_kaz", "+env.kwargs.env_kwargs.line_death=true", "env.kwargs.env_kwargs.max_cycles=50")
 
 
 def test_agents_done_early_stay_inactive_until_all_are_done():

@@ -65,7 +65,7 @@ def test_writer_puts_each_record_row_at_its_slot_and_step():
     assert buffers["rewards"].count_nonzero() == 2 and buffers["policy_versions"].count_nonzero() == 3
 
 
-@pytest.mark.parametrize("env", ["gym/cartpole", "multi_agent/toy"])
+@pytest.mark.parametrize("env", ["gym/cartpole", "gym/multi_agent_toy"])
 def test_a_field_declared_by_the_model_arrives_in_the_learners_batch(tmp_cfg, env):
     """One declaration (the model's `extra_trajectory_fields`), one producer (its `act`) and
     the field is in every batch the learner trains on, through real worker processes and

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sf_hydra.config.resolvers import job_dirname, safe_name, sweep_overrides, with_overrides
+from sf_hydra.config.sweep_folders import job_dirname, safe_name, sweep_overrides, with_overrides
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 from sf_hydra.report.tensorboard import read_scalars
 

@@ -8,7 +8,7 @@ from dataclasses import is_dataclass
 
 from hydra.core.config_store import ConfigStore
 
-from sf_hydra.config.resolvers import register_resolvers
+from sf_hydra.config.sweep_folders import register_resolvers
 from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
 
 ENVS_PACKAGE = "sf_hydra.envs"

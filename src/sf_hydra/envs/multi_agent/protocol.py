@@ -35,7 +35,7 @@ a done that happens while an agent is inactive ends its last active transition's
 From a config: any env family's factory may return such an env. With the gym family's
 "module:Id" form, register the id with `disable_env_checker=True, order_enforce=False` and
 leave `env.max_episode_steps` unset: gymnasium's checker and time limit expect one agent's
-values (see toy.py and conf/env/multi_agent/).
+values (see toy.py and conf/env/gym/multi_agent_toy.yaml).
 """
 
 from __future__ import annotations

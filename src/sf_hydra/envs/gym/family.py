@@ -26,7 +26,7 @@ def registered_ids() -> list:
 
 def packaged_families() -> list:
     """The folders of sf_hydra/envs that hold a family (a `family.py`): for error hints."""
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).parents[1])  # sf_hydra/envs
     return sorted(m.name for m in pkgutil.iter_modules([here]) if m.ispkg and Path(here, m.name, "family.py").is_file())
 
 

@@ -1,0 +1,1 @@
+"""The `gym` family: any registered gymnasium id (`family.py`)."""
