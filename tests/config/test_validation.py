@@ -170,7 +170,7 @@ CHOICE_KEYS = choice_keys()
 
 
 def test_choice_keys_are_found():
-    assert {"restart_behavior", "hardware.device", "hardware.precision", "hardware.vector_backend",
+    assert {"restart_behavior", "hardware.device", "hardware.precision",
             "model.rnn_type", "model.nonlinearity", "model.policy_initialization", "model.encoder_conv_architecture",
             "algo.lr_schedule"} <= set(CHOICE_KEYS)
 

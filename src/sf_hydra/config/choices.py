@@ -53,14 +53,6 @@ class Device(Choice):
 Precision = Choice("Precision", {"32-true": "32-true", "bf16-mixed": "bf16-mixed"}, module=__name__)
 
 
-class VectorBackend(Choice):
-    """hardware.batched_sampling's vectorized env (see sf_hydra.sampler.vector_envs)."""
-
-    auto = "auto"  # the env's own vectorized version when gymnasium registers one, else sync
-    sync = "sync"
-    envpool = "envpool"
-
-
 class ConvArchitecture(Choice):
     """Conv stacks of sf_hydra.models.encoders.CONV_ARCHITECTURES."""
 

@@ -17,7 +17,6 @@ from omegaconf import MISSING
 
 from sf_hydra.config.choices import (
     ConvArchitecture, Device, LrSchedule, Nonlinearity, PolicyInitialization, Precision, RestartBehavior, RnnType,
-    VectorBackend,
 )
 
 
@@ -118,7 +117,9 @@ class HardwareConfig:
     worker_num_splits: int = 1
     serial_mode: bool = False
     batched_sampling: bool = False  # each split of a worker's envs is one vectorized env, stepped as one batch
-    vector_backend: VectorBackend = VectorBackend.auto  # the vectorized env of batched_sampling
+    # batched_sampling's vectorized env: auto (the family's own, else sync), sync, or one the env
+    # family offers (gym: envpool); the family's list is the choice (sampler/vector_envs.py)
+    vector_backend: str = "auto"
     torch_threads: int = 1  # per process; more threads are far slower for small nets
     precision: Precision = Precision["32-true"]  # Lightning's names; bf16-mixed also when acting
     # Samples per learner forward/backward pass; a larger minibatch is split and its gradients
