@@ -21,8 +21,16 @@ from typing import List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    exit_cleanly_on_signals, first_reaching, fmt, median, print_table, python_env, read_tb_scalars, run_tree,
-    train_py_command, wait_for_quiet,
+    exit_cleanly_on_signals,
+    first_reaching,
+    fmt,
+    median,
+    print_table,
+    python_env,
+    read_tb_scalars,
+    run_tree,
+    train_py_command,
+    wait_for_quiet,
 )
 
 TARGET = 450.0

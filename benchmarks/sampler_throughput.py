@@ -47,8 +47,8 @@ def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) 
     from hydra import compose, initialize_config_dir
 
     from sf_hydra.config import register_configs, validate
-    from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.models import build_model
+    from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import Sampler
 
     torch.set_num_threads(1)

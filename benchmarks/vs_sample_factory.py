@@ -60,8 +60,21 @@ from typing import List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    REPO, Point, first_reaching, fmt, median, print_table, python_env, ratio,
-    exit_cleanly_on_signals, read_summary, read_tb_scalars, run_tree, steady_fps, train_py_command, wait_for_quiet,
+    REPO,
+    Point,
+    exit_cleanly_on_signals,
+    first_reaching,
+    fmt,
+    median,
+    print_table,
+    python_env,
+    ratio,
+    read_summary,
+    read_tb_scalars,
+    run_tree,
+    steady_fps,
+    train_py_command,
+    wait_for_quiet,
 )
 
 SF_VERSION = "2.1.1"

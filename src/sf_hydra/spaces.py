@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-
 Spec = Tuple[tuple, torch.dtype]
 
 

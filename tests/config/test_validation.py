@@ -18,8 +18,7 @@ import torch
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
-from sf_hydra.config import ConfigError, validate
-from sf_hydra.config import validation
+from sf_hydra.config import ConfigError, validate, validation
 from sf_hydra.config.choices import Choice
 from sf_hydra.config.schema import TrainConfig
 from sf_hydra.config.validation import AT_LEAST_ONE, HALF_OPEN_UNIT_INTERVAL, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL

@@ -3,9 +3,9 @@
 episodes differ on purpose: agent 0 has 8 active steps per episode, agents 1 and 2 have 10
 (see sf_hydra/envs/multi_agent/toy.py), and a reward is at most 1 per active step."""
 
+from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import make_cfg
-from sf_hydra.report.tensorboard import read_scalars
 from tests.sampler.collect import collect
 
 ACTIVE_STEPS = {0: 8, 1: 10, 2: 10}

@@ -10,7 +10,6 @@ import pytest
 
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 
-
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher (the `slurm` extra) is not installed")
 from hydra_plugins.sf_hydra_plugins.local_parallel import core_shares, gpu_for_slot  # noqa: E402
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sf_hydra.config.sweep_folders import job_dirname, safe_name, sweep_overrides, with_overrides
-from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 from sf_hydra.report.tensorboard import read_scalars
+from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 
 
 def run_sweep(train_dir: Path, *overrides: str, timeout: float = 240) -> subprocess.CompletedProcess:

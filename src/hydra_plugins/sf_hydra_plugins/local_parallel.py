@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
 

@@ -28,8 +28,8 @@ from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import WorkerBase, worker_process_main
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
-from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
 from sf_hydra.sampler.vector_envs import check_batched_sampling
+from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
 
 log = logging.getLogger(__name__)
 

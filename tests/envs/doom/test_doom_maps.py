@@ -11,7 +11,13 @@ from sf_hydra.envs.doom.env import DoomEnv  # noqa: E402
 from sf_hydra.envs.doom.maps import decorate  # noqa: E402
 from sf_hydra.envs.doom.maps.build import BATTLE_SPECS, build_layout, build_scenario, wad_bytes  # noqa: E402
 from sf_hydra.envs.doom.maps.grid import (  # noqa: E402
-    FREE, Grid, allot_slots, clear_cells, is_connected, separate_diagonal_blocks, spot_areas,
+    FREE,
+    Grid,
+    allot_slots,
+    clear_cells,
+    is_connected,
+    separate_diagonal_blocks,
+    spot_areas,
 )
 from sf_hydra.envs.doom.maps.udmf import cell_edges, merge_collinear  # noqa: E402
 from sf_hydra.envs.doom.maps.wad import map_lumps, read_wad, write_wad  # noqa: E402

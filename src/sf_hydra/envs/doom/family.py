@@ -17,7 +17,11 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA
 from sf_hydra.envs.doom.env import DOOM_TICRATE, DoomEnv
 from sf_hydra.envs.doom.game import (
-    known_scenarios, parse_buttons, parse_game_variables, resolve_scenario, single_player_scenarios,
+    known_scenarios,
+    parse_buttons,
+    parse_game_variables,
+    resolve_scenario,
+    single_player_scenarios,
 )
 from sf_hydra.envs.doom.multiagent import DoomMultiAgentEnv
 from sf_hydra.envs.doom.network import free_udp_port, host_args
