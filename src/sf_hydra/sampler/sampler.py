@@ -52,7 +52,8 @@ def slots_per_worker(cfg, rows_per_worker: int, agent_rows: bool) -> int:
 def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
     check_batched_sampling(cfg)
     if num_agents is not None and cfg.hardware.batched_sampling:
-        raise ConfigError("hardware.batched_sampling", True, f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
+        raise ConfigError("hardware.batched_sampling", True,
+                          f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
 
 
 class Sampler:
