@@ -184,4 +184,5 @@ def test_squashing_an_unbounded_box_is_a_config_error():
 
 def test_squashing_and_mean_squashing_together_are_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="model.continuous_tanh_scale"):
-        check_config(make_cfg(tmp_path, "env=mujoco/halfcheetah", "model.tanh_squash_actions=true", "model.continuous_tanh_scale=1.0"))
+        check_config(make_cfg(tmp_path, "env=mujoco/halfcheetah", "model.tanh_squash_actions=true",
+                              "model.continuous_tanh_scale=1.0"))

@@ -25,7 +25,8 @@ SMALL = ("hardware.num_envs_per_worker=4", "algo.rollout=32", "algo.batch_size=1
 
 
 def test_every_task_has_a_config():
-    assert sorted(MUJOCO_CONFIGS) == ["mujoco/ant", "mujoco/halfcheetah", "mujoco/hopper", "mujoco/humanoid", "mujoco/walker2d"]
+    assert sorted(MUJOCO_CONFIGS) == ["mujoco/ant", "mujoco/halfcheetah", "mujoco/hopper", "mujoco/humanoid",
+                                      "mujoco/walker2d"]
 
 
 def test_family_defaults_come_from_config_files(tmp_path):
@@ -33,7 +34,8 @@ def test_family_defaults_come_from_config_files(tmp_path):
     assert cfg.env.family == "mujoco" and cfg.env.id == "HalfCheetah-v5"
     assert cfg.model.encoder_mlp_layers == [64, 64] and not cfg.model.use_rnn and not cfg.model.adaptive_stddev
     assert not cfg.algo.async_rl and cfg.algo.value_bootstrap and cfg.algo.lr_schedule == "linear_decay"
-    assert make_cfg(tmp_path, "env=mujoco/halfcheetah", "model=mlp").model.nonlinearity == "tanh"  # the command line wins
+    # the command line wins
+    assert make_cfg(tmp_path, "env=mujoco/halfcheetah", "model=mlp").model.nonlinearity == "tanh"
     # The shipped defaults (not the fast test settings) satisfy every sampling rule too.
     from tests.conftest import compose_cfg
 
@@ -53,8 +55,8 @@ def test_config_trains_a_few_hundred_steps(tmp_path, name):
 
 
 def test_tanh_squashed_actions_train(tmp_path):
-    cfg = make_cfg(tmp_path, "env=mujoco/humanoid", *SMALL, "model.tanh_squash_actions=true", "hardware.serial_mode=true",
-                   "train_for_env_steps=600")
+    cfg = make_cfg(tmp_path, "env=mujoco/humanoid", *SMALL, "model.tanh_squash_actions=true",
+                   "hardware.serial_mode=true", "train_for_env_steps=600")
     summary = train(cfg)
     assert summary["env_steps"] >= 600 and summary["policy_version"] >= 2
 
