@@ -45,7 +45,8 @@ def steady_fps(points: Sequence[Point]) -> Optional[float]:
     return (s1 - s0) / (t1 - t0)
 
 
-def first_reaching(points: Sequence[Point], target: float, start_time: float) -> Tuple[Optional[float], Optional[float]]:
+def first_reaching(points: Sequence[Point], target: float,
+                   start_time: float) -> Tuple[Optional[float], Optional[float]]:
     """(env steps, seconds since launch) of the first point whose value >= target."""
     for wall, steps, value in points:
         if value is not None and value >= target:

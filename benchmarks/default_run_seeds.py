@@ -21,8 +21,16 @@ from typing import List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    exit_cleanly_on_signals, first_reaching, fmt, median, print_table, python_env, read_tb_scalars, run_tree,
-    train_py_command, wait_for_quiet,
+    exit_cleanly_on_signals,
+    first_reaching,
+    fmt,
+    median,
+    print_table,
+    python_env,
+    read_tb_scalars,
+    run_tree,
+    train_py_command,
+    wait_for_quiet,
 )
 
 TARGET = 450.0
@@ -58,7 +66,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it is killed")
-    parser.add_argument("--wait-quiet", type=float, default=0.0, help="wait up to this long for a quiet machine before each run")
+    parser.add_argument("--wait-quiet", type=float, default=0.0,
+                        help="wait up to this long for a quiet machine before each run")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and run folders here")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (after --)")
     args = parser.parse_args(argv)
@@ -72,7 +81,8 @@ def main(argv=None) -> None:
             wait_for_quiet(args.wait_quiet)
         results.append(run_seed(seed, work, args.overrides, args.timeout))
         r = results[-1]
-        print(f"seed {seed}: 450 at {fmt(r['steps'])} steps / {fmt(r['secs'], '.0f')} s, wall {r['wall']:.0f} s", flush=True)
+        print(f"seed {seed}: 450 at {fmt(r['steps'])} steps / {fmt(r['secs'], '.0f')} s, wall {r['wall']:.0f} s",
+              flush=True)
     print()
     report(results)
 

@@ -7,9 +7,9 @@ Each run is a fresh process that builds the sampler in serial mode with one work
 the shared buffers and freed at once), warms up for 3 rollouts, then counts env frames for
 --seconds. Variants alternate (off, on, envpool, off, on, ...) so that a busy machine
 hurts them alike; medians are printed, of wall-clock FPS and of frames per CPU-second of
-the process (all its threads: EnvPool's too), which a shared machine disturbs less. Training FPS (throughput.py) also includes the
-learner, which on CartPole is the bottleneck: this script isolates the sampling side that
-`hardware.batched_sampling` changes.
+the process (all its threads: EnvPool's too), which a shared machine disturbs less. Training FPS
+(throughput.py) also includes the learner, which on CartPole is the bottleneck: this script
+isolates the sampling side that `hardware.batched_sampling` changes.
 
 Variants: `off` (one env per Python loop iteration), `on` (hardware.batched_sampling=true,
 the env's own vectorized version if gymnasium has one, else SyncVectorEnv), `envpool`
@@ -47,8 +47,8 @@ def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) 
     from hydra import compose, initialize_config_dir
 
     from sf_hydra.config import register_configs, validate
-    from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.models import build_model
+    from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import Sampler
 
     torch.set_num_threads(1)

@@ -33,8 +33,19 @@ from typing import List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    REPO, exit_cleanly_on_signals, fmt, median, print_table, python_env, ratio, read_summary, read_tb_scalars,
-    run_tree, steady_fps, train_py_command, wait_for_quiet,
+    REPO,
+    exit_cleanly_on_signals,
+    fmt,
+    median,
+    print_table,
+    python_env,
+    ratio,
+    read_summary,
+    read_tb_scalars,
+    run_tree,
+    steady_fps,
+    train_py_command,
+    wait_for_quiet,
 )
 
 sys.path.insert(0, str(REPO / "src"))  # spawned children import sf_hydra too
@@ -48,6 +59,7 @@ REPORT_SEC = 5
 def compose_config(overrides: Sequence[str]):
     """The same config train.py would build from these overrides (Hydra compose API)."""
     from hydra import compose, initialize_config_dir
+
     from sf_hydra.config import register_configs
 
     register_configs()
@@ -83,6 +95,7 @@ def training_fps(overrides: Sequence[str], env_steps: int, seed: int, work: Path
 def _dummy_worker(env_cfg: dict, worker: int, num_envs: int, agent_steps: int, seed: int, barrier, results) -> None:
     """Build the envs, wait for everyone, then step them round-robin with random actions."""
     from omegaconf import OmegaConf
+
     from sf_hydra.envs import make_env
 
     cfg = OmegaConf.create(env_cfg)

@@ -60,8 +60,21 @@ from typing import List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    REPO, Point, first_reaching, fmt, median, print_table, python_env, ratio,
-    exit_cleanly_on_signals, read_summary, read_tb_scalars, run_tree, steady_fps, train_py_command, wait_for_quiet,
+    REPO,
+    Point,
+    exit_cleanly_on_signals,
+    first_reaching,
+    fmt,
+    median,
+    print_table,
+    python_env,
+    ratio,
+    read_summary,
+    read_tb_scalars,
+    run_tree,
+    steady_fps,
+    train_py_command,
+    wait_for_quiet,
 )
 
 SF_VERSION = "2.1.1"
@@ -134,7 +147,8 @@ def setup_venv(venv: Path) -> None:
     subprocess.run(pip + [f"torch=={TORCH_VERSION}"], check=True)
     subprocess.run(pip + [f"sample-factory[vizdoom,mujoco]=={SF_VERSION}"], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-c",
-                    "from importlib.metadata import version as v; print('sample-factory', v('sample-factory'), 'torch', v('torch'))"],
+                    "from importlib.metadata import version as v; "
+                    "print('sample-factory', v('sample-factory'), 'torch', v('torch'))"],
                    check=True)
 
 
@@ -243,9 +257,11 @@ def print_run(r: RunResult, target: Optional[float]) -> None:
     if target is not None:
         reached = (f"  {target:g} at {fmt(r.steps_to_target)} steps / {fmt(r.secs_to_target, '.0f')} s"
                    if r.steps_to_target is not None else f"  {target:g} never")
-    print(f"[{r.system:4s} seed {r.seed}] fps {fmt(r.fps)}  steps {fmt(r.env_steps)}  wall {fmt(r.wall_seconds, '.0f')} s"
+    print(f"[{r.system:4s} seed {r.seed}] fps {fmt(r.fps)}  steps {fmt(r.env_steps)}"
+          f"  wall {fmt(r.wall_seconds, '.0f')} s"
           f"  last return {fmt(r.last_return, '.2f')}{reached}  peak RSS {fmt(r.peak_rss_mb)} MB"
-          f"  PSS {fmt(r.peak_pss_mb)} MB  procs {r.procs}  other CPU {fmt(r.other_cpu, '.2f')} cores  {r.note}", flush=True)
+          f"  PSS {fmt(r.peak_pss_mb)} MB  procs {r.procs}  other CPU {fmt(r.other_cpu, '.2f')} cores  {r.note}",
+          flush=True)
 
 
 def summarize(results: List[RunResult], target: Optional[float], baseline: Optional[str] = None) -> None:

@@ -29,7 +29,8 @@ log = logging.getLogger("sf_hydra")
 
 def find_checkpoint(run_dir: Path, checkpoint: str) -> Path:
     """`last`, a file name in the run's checkpoints/, or a path."""
-    candidates = [Path(checkpoint), run_dir / "checkpoints" / checkpoint, run_dir / "checkpoints" / f"{checkpoint}.ckpt"]
+    candidates = [Path(checkpoint), run_dir / "checkpoints" / checkpoint,
+                  run_dir / "checkpoints" / f"{checkpoint}.ckpt"]
     for path in candidates:
         if path.is_file():
             return path
@@ -127,7 +128,8 @@ def enjoy(cfg) -> dict:
         episodes = []
         for i in range(cfg.episodes):
             seed = None if cfg.seed is None else cfg.seed + i
-            ret, length, frames = play_episode(env, model, specs, cfg.deterministic, seed, cfg.video, cfg.max_episode_steps)
+            ret, length, frames = play_episode(env, model, specs, cfg.deterministic, seed, cfg.video,
+                                               cfg.max_episode_steps)
             video = str(save_gif(frames, out_dir / f"episode_{i:03d}.gif", fps)) if cfg.video and frames else None
             episodes.append({"return": ret, "length": length, "video": video})
             log.info("episode %d: return %.2f, length %d%s", i, ret, length, f", {video}" if video else "")
@@ -137,5 +139,6 @@ def enjoy(cfg) -> dict:
     result = {"checkpoint": str(ckpt), "deterministic": bool(cfg.deterministic), "episodes": episodes,
               "mean_return": float(returns.mean()), "std_return": float(returns.std())}
     (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
-    log.info("%d episodes: return %.2f +- %.2f (%s)", len(episodes), result["mean_return"], result["std_return"], out_dir / "eval.json")
+    log.info("%d episodes: return %.2f +- %.2f (%s)", len(episodes), result["mean_return"], result["std_return"],
+             out_dir / "eval.json")
     return result

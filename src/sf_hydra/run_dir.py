@@ -1,5 +1,5 @@
-"""The run folder (`run_dir`: `${train_dir}/${experiment}`, or a run's folder in a sweep): what `restart_behavior` does with an existing
-one, where checkpoints live, and which checkpoint a resume starts from."""
+"""The run folder (`run_dir`: `${train_dir}/${experiment}`, or a run's folder in a sweep): what `restart_behavior`
+does with an existing one, where checkpoints live, and which checkpoint a resume starts from."""
 
 from __future__ import annotations
 

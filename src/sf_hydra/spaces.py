@@ -1,5 +1,5 @@
-"""What to allocate for an env's spaces, and the shapes a model reads from them. Observations always become a dict of arrays
-(a plain Box is the key "obs"), actions one array per step."""
+"""What to allocate for an env's spaces, and the shapes a model reads from them. Observations always become a dict
+of arrays (a plain Box is the key "obs"), actions one array per step."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Dict, Tuple
 import gymnasium as gym
 import numpy as np
 import torch
-
 
 Spec = Tuple[tuple, torch.dtype]
 

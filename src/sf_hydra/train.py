@@ -57,15 +57,20 @@ def build_trainer(cfg, run_dir: Path):
     stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
     logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
     trainer = L.Trainer(
-        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, precision=cfg.hardware.precision, max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
-        logger=logger, callbacks=[PublishPolicy(), stop, Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval), checkpoints],
-        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0, log_every_n_steps=1_000_000,
+        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, precision=cfg.hardware.precision,
+        max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
+        logger=logger,
+        callbacks=[PublishPolicy(), stop,
+                   Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval), checkpoints],
+        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0,
+        log_every_n_steps=1_000_000,
         default_root_dir=str(run_dir),
     )
     return trainer, stop, checkpoints
 
 
-def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_seconds: float, session_steps: int) -> dict:
+def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_seconds: float,
+                  session_steps: int) -> dict:
     summary = {
         "env_steps": module.env_steps, "train_seconds": module.train_seconds,
         "fps": session_steps / session_seconds if session_seconds > 0 else 0.0,
@@ -95,7 +100,8 @@ def train(cfg) -> dict:
     rd.prepare(run_dir, cfg.restart_behavior)
     done = rd.finished_summary(run_dir, cfg.train_for_env_steps)
     if done is not None:
-        log.info("run folder %s: already trained for %d env steps (train_for_env_steps=%d); nothing to do", run_dir, done["env_steps"], cfg.train_for_env_steps)
+        log.info("run folder %s: already trained for %d env steps (train_for_env_steps=%d); nothing to do", run_dir,
+                 done["env_steps"], cfg.train_for_env_steps)
         return done
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     torch.set_num_threads(cfg.hardware.torch_threads)
@@ -125,5 +131,6 @@ def train(cfg) -> dict:
         datamodule.teardown("fit")
     elapsed = time.monotonic() - t0
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
-    log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps, summary["avg_return"], last)
+    log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps,
+             summary["avg_return"], last)
     return summary

@@ -18,15 +18,15 @@ import torch
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
-from sf_hydra.config import ConfigError, validate
-from sf_hydra.config import validation
+from sf_hydra.config import ConfigError, validate, validation
 from sf_hydra.config.choices import Choice
 from sf_hydra.config.schema import TrainConfig
 from sf_hydra.config.validation import AT_LEAST_ONE, HALF_OPEN_UNIT_INTERVAL, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL
 from sf_hydra.train import check_config
 from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg
 
-needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="the doom env family needs vizdoom")
+needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None,
+                                   reason="the doom env family needs vizdoom")
 
 
 @pytest.fixture(scope="module")
@@ -339,7 +339,8 @@ def test_envs_per_worker_must_divide_into_splits(base):
 
 
 def test_rollout_must_be_a_multiple_of_recurrence(base):
-    cfg = edited(base, {"algo.recurrence": 8, "algo.rollout": 12, "algo.batch_size": 96, "algo.num_batches_per_epoch": 1})
+    cfg = edited(base, {"algo.recurrence": 8, "algo.rollout": 12, "algo.batch_size": 96,
+                        "algo.num_batches_per_epoch": 1})
     err = rejected(cfg, "algo.rollout")
     assert err.value == 12 and "recurrence=8" in str(err)
 
@@ -350,7 +351,8 @@ def test_rnn_automatic_recurrence_is_the_rollout(base):
 
 
 def test_batch_size_must_be_a_multiple_of_recurrence(base):
-    cfg = edited(base, {"algo.recurrence": 16, "algo.rollout": 32, "algo.batch_size": 520, "algo.num_batches_per_epoch": 1})
+    cfg = edited(base, {"algo.recurrence": 16, "algo.rollout": 32, "algo.batch_size": 520,
+                        "algo.num_batches_per_epoch": 1})
     err = rejected(cfg, "algo.batch_size")
     assert err.value == 520 and "recurrence=16" in str(err)
 
@@ -369,7 +371,9 @@ def test_iteration_must_hold_whole_trajectories(base):
     validate(edited(base, {"algo.rollout": 16, "algo.batch_size": 24, "algo.num_batches_per_epoch": 2}))
 
 
-SYNC = {"hardware.num_workers": 2, "hardware.num_envs_per_worker": 4, "algo.rollout": 16, "algo.num_batches_per_epoch": 1}
+SYNC = {
+    "hardware.num_workers": 2, "hardware.num_envs_per_worker": 4, "algo.rollout": 16, "algo.num_batches_per_epoch": 1,
+}
 
 
 def test_sync_round_must_be_a_multiple_of_the_iteration(base):
@@ -412,12 +416,14 @@ def test_unrelated_gym_id_gives_examples(base):
 
 
 def test_unknown_env_family(base):
-    err = rejected(edited(base, {"env.factory._target_": "sf_hydra.envs.nope.family.NopeFamily"}), "env.factory._target_")
+    err = rejected(edited(base, {"env.factory._target_": "sf_hydra.envs.nope.family.NopeFamily"}),
+                   "env.factory._target_")
     assert err.value == "sf_hydra.envs.nope.family.NopeFamily" and "an importable dotted path" in str(err)
 
 
 def test_env_family_whose_package_is_missing(base):
-    err = rejected(edited(base, {"env.factory._target_": "sf_hydra_tests_no_such_module.Family"}), "env.factory._target_")
+    err = rejected(edited(base, {"env.factory._target_": "sf_hydra_tests_no_such_module.Family"}),
+                   "env.factory._target_")
     assert "No module named 'sf_hydra_tests_no_such_module'" in str(err)
 
 
@@ -436,4 +442,5 @@ def test_unknown_doom_scenario():
 def test_doom_scenario_by_path():
     import vizdoom
 
-    check_config(compose_cfg("env=doom/basic", f"env.id={os.path.join(vizdoom.scenarios_path, 'defend_the_center.cfg')}"))
+    check_config(compose_cfg("env=doom/basic",
+                             f"env.id={os.path.join(vizdoom.scenarios_path, 'defend_the_center.cfg')}"))

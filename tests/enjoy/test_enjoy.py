@@ -63,9 +63,11 @@ def test_enjoy_names_a_missing_checkpoint(cartpole_run):
 
 def test_enjoy_doom_pixels_and_rnn(tmp_path):
     pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
-    train(make_cfg(tmp_path, "env=doom/basic", "hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=32",
-                   "algo.batch_size=64", "model.rnn_size=64", "model.encoder_conv_mlp_layers=[64]", "train_for_env_steps=600"))
-    result = enjoy(tmp_path, "experiment=test", "episodes=1", "video=true", "max_episode_steps=20", "deterministic=true")
+    train(make_cfg(tmp_path, "env=doom/basic", "hardware.num_workers=1", "hardware.num_envs_per_worker=2",
+                   "algo.rollout=32", "algo.batch_size=64", "model.rnn_size=64", "model.encoder_conv_mlp_layers=[64]",
+                   "train_for_env_steps=600"))
+    result = enjoy(tmp_path, "experiment=test", "episodes=1", "video=true", "max_episode_steps=20",
+                   "deterministic=true")
     assert result.returncode == 0, result.stderr[-3000:]
     episode = json.loads((tmp_path / "test" / "enjoy" / "eval.json").read_text())["episodes"][0]
     assert gif_frames(episode["video"]) == episode["length"]

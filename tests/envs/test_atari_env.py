@@ -203,7 +203,8 @@ def test_served_games_pass_the_env_name_check():
 REPRESENTATIVE = {"pong", "breakout", "backgammon", "space_invaders"}
 
 
-@pytest.mark.parametrize("game", [g if g in REPRESENTATIVE else pytest.param(g, marks=pytest.mark.slow) for g in game_ids()])
+@pytest.mark.parametrize("game", [g if g in REPRESENTATIVE else pytest.param(g, marks=pytest.mark.slow)
+                                  for g in game_ids()])
 @pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
 def test_every_game_config_builds_and_steps(game):
     cfg = compose_cfg(f"env=atari/{game}")

@@ -10,10 +10,10 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from sf_hydra.envs.doom.schema import DoomEnvConfig  # noqa: E402
+from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.doom.family import known_scenarios, make_doom_env, resolve_scenario, single_player_scenarios  # noqa: E402
 from sf_hydra.envs.doom.game import MULTIPLAYER_SCENARIOS  # noqa: E402
-from sf_hydra.envs import make_env  # noqa: E402
+from sf_hydra.envs.doom.schema import DoomEnvConfig  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,8 @@ EXAMPLE_CONF = REPO_ROOT / "examples" / "custom_env" / "conf"
 
 
 def run_train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "train.py", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "train.py", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def test_custom_family_and_encoder_train_from_the_command_line(tmp_path):
@@ -68,7 +69,8 @@ def test_custom_env_config_is_unknown_without_its_config_dir(tmp_path):
 
 
 def test_bad_custom_setting_is_a_config_error_before_training(tmp_path):
-    result = run_train("--config-dir", str(EXAMPLE_CONF), "env=custom/catch", f"train_dir={tmp_path}", "env.kwargs.width=2", timeout=120)
+    result = run_train("--config-dir", str(EXAMPLE_CONF), "env=custom/catch", f"train_dir={tmp_path}",
+                       "env.kwargs.width=2", timeout=120)
     assert result.returncode == 2
     assert "env.kwargs.width=2 is not allowed: an integer >= 3" in result.stderr + result.stdout
     assert not (tmp_path / "catch" / "checkpoints").exists()

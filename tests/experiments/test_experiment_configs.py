@@ -14,7 +14,8 @@ NOT_AVAILABLE = ("not available", "not installed")
 
 def sweep_envs(name: str) -> list:
     """The env choices an experiment's own sweep goes over (none: the experiment's env)."""
-    params = OmegaConf.load(REPO_ROOT / "experiments" / f"{name}.yaml").get("hydra", {}).get("sweeper", {}).get("params", {})
+    params = (OmegaConf.load(REPO_ROOT / "experiments" / f"{name}.yaml")
+              .get("hydra", {}).get("sweeper", {}).get("params", {}))
     return [f"env={e}" for e in str(params["env"]).split(",")] if "env" in params else [None]
 
 
@@ -35,7 +36,8 @@ def test_each_file_says_what_it_reproduces():
     for name in EXPERIMENTS:
         lines = (REPO_ROOT / "experiments" / f"{name}.yaml").read_text().splitlines()
         assert lines[0] == "# @package _global_", name
-        assert lines[1].startswith("# ") and len(lines[1]) > 30, f"{name}: second line must say what it reproduces, on what hardware"
+        assert lines[1].startswith("# ") and len(lines[1]) > 30, (
+            f"{name}: second line must say what it reproduces, on what hardware")
 
 
 @pytest.mark.parametrize("name, env", CASES, ids=[f"{n}-{e}" if e else n for n, e in CASES])

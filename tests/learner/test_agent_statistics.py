@@ -3,16 +3,17 @@
 episodes differ on purpose: agent 0 has 8 active steps per episode, agents 1 and 2 have 10
 (see sf_hydra/envs/multi_agent/toy.py), and a reward is at most 1 per active step."""
 
+from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import make_cfg
-from sf_hydra.report.tensorboard import read_scalars
 from tests.sampler.collect import collect
 
 ACTIVE_STEPS = {0: 8, 1: 10, 2: 10}
 
 
 def test_sampler_names_the_agent_of_each_episode(tmp_path):
-    got = collect(make_cfg(tmp_path, "env=gym/multi_agent_toy", "hardware.num_workers=1", "hardware.num_envs_per_worker=2"), min_slots=24)
+    got = collect(make_cfg(tmp_path, "env=gym/multi_agent_toy", "hardware.num_workers=1",
+                           "hardware.num_envs_per_worker=2"), min_slots=24)
     assert {(agent, length) for _, length, agent in got.episodes} == set(ACTIVE_STEPS.items())
 
 
@@ -22,7 +23,8 @@ def test_single_agent_episodes_name_no_agent(tmp_path):
 
 
 def test_tensorboard_has_per_agent_returns(tmp_path):
-    summary = train(make_cfg(tmp_path, "env=gym/multi_agent_toy", "train_for_env_steps=3000", "train_until_avg_return=null"))
+    summary = train(make_cfg(tmp_path, "env=gym/multi_agent_toy", "train_for_env_steps=3000",
+                             "train_until_avg_return=null"))
     scalars = read_scalars(tmp_path / "test")
     for agent, active_steps in ACTIVE_STEPS.items():
         lengths = [s.value for s in scalars[f"episode/agent_{agent}/length"]]

@@ -11,8 +11,8 @@ from typing import Dict, List
 import torch
 
 from sf_hydra.config import validate
-from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.models import build_model
+from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.sampler import Sampler
 
 

@@ -40,17 +40,20 @@ def test_cartpole_uses_its_numpy_vector_env(tmp_path):
 
 
 def test_native_vector_env_records_no_reset_steps(tmp_path):
-    _check_cartpole_rows(collect(make_cfg(tmp_path, *BATCHED, "hardware.num_workers=1", "hardware.worker_num_splits=2"), min_slots=64))
+    _check_cartpole_rows(collect(make_cfg(tmp_path, *BATCHED, "hardware.num_workers=1", "hardware.worker_num_splits=2"),
+                                 min_slots=64))
 
 
 @pytest.mark.skipif(not HAS_ENVPOOL, reason="envpool is not installed")
 def test_envpool_backend_records_no_reset_steps(tmp_path):
-    _check_cartpole_rows(collect(make_cfg(tmp_path, *BATCHED, "hardware.num_workers=1", "hardware.vector_backend=envpool"), min_slots=64))
+    _check_cartpole_rows(collect(make_cfg(tmp_path, *BATCHED, "hardware.num_workers=1",
+                                          "hardware.vector_backend=envpool"), min_slots=64))
 
 
 def test_sync_vector_env_with_dict_obs_and_multidiscrete_actions(tmp_path):
-    cfg = make_cfg(tmp_path, *BATCHED, "hardware.vector_backend=sync", "env=gym/any", "env.id=tests.helpers.space_envs:DictObs-v0",
-                   "model.encoder_conv_mlp_layers=[32]", "hardware.num_workers=1")
+    cfg = make_cfg(tmp_path, *BATCHED, "hardware.vector_backend=sync", "env=gym/any",
+                   "env.id=tests.helpers.space_envs:DictObs-v0", "model.encoder_conv_mlp_layers=[32]",
+                   "hardware.num_workers=1")
     b = collect(cfg, min_slots=8).batch
     assert b["obs.image"].shape[1:] == (16, 3, 36, 36) and b["obs.vec"].shape[1:] == (16, 4)
     assert b["actions"].shape[1:] == (16, 2)
@@ -65,7 +68,8 @@ def test_batched_cartpole_trains(tmp_path, serial):
 
 
 def test_box_actions_through_sync_vector_env(tmp_path):
-    cfg = make_cfg(tmp_path, *BATCHED, "env=gym/any", "env.id=Pendulum-v1", "hardware.serial_mode=true", "train_for_env_steps=3000")
+    cfg = make_cfg(tmp_path, *BATCHED, "env=gym/any", "env.id=Pendulum-v1", "hardware.serial_mode=true",
+                   "train_for_env_steps=3000")
     summary = train(cfg)
     assert summary["env_steps"] >= 3000 and summary["episodes"] >= 1
 
@@ -75,7 +79,8 @@ def test_box_actions_through_sync_vector_env(tmp_path):
 
 def test_unknown_backend_is_rejected(tmp_path):
     """The backends are what the env family offers besides auto and sync (gym: envpool)."""
-    with pytest.raises(ConfigError, match=r"hardware.vector_backend='fast' is not allowed: one of \['auto', 'sync', 'envpool'\]"):
+    allowed = r"hardware.vector_backend='fast' is not allowed: one of \['auto', 'sync', 'envpool'\]"
+    with pytest.raises(ConfigError, match=allowed):
         check_batched_sampling(make_cfg(tmp_path, *BATCHED, "hardware.vector_backend=fast"))
     with pytest.raises(ConfigError, match=r"one of \['auto', 'sync'\] \(what the 'doom' env family offers\)"):
         check_batched_sampling(make_cfg(tmp_path, *BATCHED, "hardware.vector_backend=envpool", "env=doom/basic"))

@@ -4,8 +4,8 @@ hundred transitions written to the shared buffers and read back. The sampler run
 serial mode (the same worker code, in this process) so each config costs seconds.
 
 Atari's game configs (served from the game table, pong's from its tuned file) differ only
-by ROM: two run here, and every game's env is built and stepped in tests/envs/test_atari_env.py. dmlab cannot be installed here; its config
-must fail with a clear error (tests/experiments)."""
+by ROM: two run here, and every game's env is built and stepped in tests/envs/test_atari_env.py.
+dmlab cannot be installed here; its config must fail with a clear error (tests/experiments)."""
 
 from pathlib import Path
 

@@ -26,8 +26,9 @@ def breakout_cfg(tmp_path, *overrides):
     # Unclipped, unscaled rewards in the buffers (Breakout's bricks score 1, 4 or 7); async so
     # that the workers do not wait for a learner; small frames and net keep the acting cheap.
     return make_cfg(
-        tmp_path, "env=atari/breakout", "env.resolution=42x42", "env.reward_clip=100", "env.reward_scale=1", "algo.async_rl=true",
-        "hardware.num_workers=1", "algo.rollout=64", "algo.batch_size=64", "model.encoder_conv_mlp_layers=[32]",
+        tmp_path, "env=atari/breakout", "env.resolution=42x42", "env.reward_clip=100", "env.reward_scale=1",
+        "algo.async_rl=true", "hardware.num_workers=1", "algo.rollout=64", "algo.batch_size=64",
+        "model.encoder_conv_mlp_layers=[32]",
         *overrides,
     )
 
@@ -98,7 +99,8 @@ def test_enjoy_plays_whole_games(tmp_path):
     env = make_env(cfg.env, seed=0)
     model = build_model(cfg, env.observation_space, env.action_space).eval()
     torch.manual_seed(0)
-    ret, steps, _ = play_episode(env, model, obs_specs(env.observation_space), False, seed=0, record=False, max_steps=None)
+    ret, steps, _ = play_episode(env, model, obs_specs(env.observation_space), False, seed=0, record=False,
+                                 max_steps=None)
     assert env.unwrapped.ale.game_over() and env.unwrapped.ale.lives() == 0
     torch.manual_seed(0)  # the same game again in a plain loop that stops at the ALE's game over only
     obs, _ = env.reset(seed=0)

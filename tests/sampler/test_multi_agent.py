@@ -10,9 +10,9 @@ training learns the cue."""
 import torch
 
 from sf_hydra.envs.multi_agent.toy import MultiAgentToyEnv
+from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import make_cfg
-from sf_hydra.report.tensorboard import read_scalars
 from tests.sampler.collect import collect
 
 TOY = MultiAgentToyEnv()  # the defaults conf/env/gym/multi_agent_toy.yaml uses
@@ -45,7 +45,8 @@ def test_rows_hold_each_agents_active_steps_in_order(tmp_path):
 
 
 def test_episode_statistics_per_agent(tmp_path):
-    got = collect(make_cfg(tmp_path, "env=gym/multi_agent_toy", "hardware.num_workers=1", "hardware.num_envs_per_worker=2"), min_slots=24)
+    got = collect(make_cfg(tmp_path, "env=gym/multi_agent_toy", "hardware.num_workers=1",
+                           "hardware.num_envs_per_worker=2"), min_slots=24)
     lengths = [length for _, length, *_ in got.episodes]
     # Lengths count active steps: 8 for agent 0, 10 for agents 1 and 2 (11 and 14 env steps).
     assert sorted(set(lengths)) == [8, 10]
@@ -55,14 +56,16 @@ def test_episode_statistics_per_agent(tmp_path):
 
 
 def test_rnn_state_skips_inactive_steps_as_the_learner_does(tmp_path):
-    cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "model.use_rnn=true", "model.rnn_size=32", "hardware.num_envs_per_worker=2")
+    cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "model.use_rnn=true", "model.rnn_size=32",
+                   "hardware.num_envs_per_worker=2")
     got = collect(cfg, min_slots=36)
     b = got.batch
     step = _fields(b["obs.obs"])[3]
     assert ((step[:, 1:] - step[:, :-1]) > 1).any(), "no row crossed an inactive period"
     assert b["rnn_states"][:, 0].abs().sum(-1).gt(0).any(), "no slot started with a carried-over state"
     with torch.no_grad():
-        log_probs, _, values = got.model.evaluate({"obs": b["obs.obs"]}, b["actions"], b["rnn_states"][:, 0], b["dones"])
+        log_probs, _, values = got.model.evaluate({"obs": b["obs.obs"]}, b["actions"], b["rnn_states"][:, 0],
+                                                  b["dones"])
     torch.testing.assert_close(log_probs, b["log_probs"], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(values, b["values"][:, :-1], atol=1e-4, rtol=1e-4)
 
@@ -72,7 +75,8 @@ def test_sync_mode_sends_one_slot_per_row_each_round(tmp_path):
     # trained by versions v, v+1, v+2 on data of version v (lag <= 2). A row's partly filled
     # slot is sent in the next round, trained by v+3..v+5: lag <= 5. Unbounded lag or a round
     # that never completes (a deadlock) fail here.
-    cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "algo=ppo", "train_for_env_steps=4000", "train_until_avg_return=null")
+    cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "algo=ppo", "train_for_env_steps=4000",
+                   "train_until_avg_return=null")
     summary = train(cfg)
     assert summary["env_steps"] >= 4000 and summary["episodes"] > 0
     assert max(s.value for s in read_scalars(tmp_path / "test")["policy_lag/max"]) <= 5.0

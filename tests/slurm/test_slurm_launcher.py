@@ -31,9 +31,11 @@ def test_sweep_trains_each_run_as_a_slurm_job(sweep):
         assert env_steps_in(sweep.dir / run / "checkpoints" / "last.ckpt") == summary["env_steps"]
     # Two jobs of one array, both run to completion by Slurm (sacct: what submitit polls).
     def states():
-        lines = slurm("sacct", "-X", "-n", "-P", "-S", "now-2hours", f"--name={sweep.job_name}", "-o", "JobID,State").split()
+        lines = slurm("sacct", "-X", "-n", "-P", "-S", "now-2hours", f"--name={sweep.job_name}", "-o",
+                      "JobID,State").split()
         return dict(line.split("|") for line in lines)
-    jobs = wait_until(lambda: (s := states()) and set(s.values()) == {"COMPLETED"} and s, 60, "both jobs COMPLETED in sacct")
+    jobs = wait_until(lambda: (s := states()) and set(s.values()) == {"COMPLETED"} and s, 60,
+                      "both jobs COMPLETED in sacct")
     assert len(jobs) == 2 and all("_" in job for job in jobs), jobs
 
 
@@ -81,5 +83,6 @@ def test_preempted_job_is_requeued_and_resumes_its_run(sweep):
     # Only training took the signal: no rollout worker or helper process died of it.
     job_errors = (sweep.dir / ".submitit" / job / f"{job}_0_log.err").read_text()
     assert "Traceback" not in job_errors and "died" not in job_errors, job_errors[-3000:]
-    history = wait_until(lambda: (h := sweep.history(job))[-1:] == ["COMPLETED"] and h, 60, "the job COMPLETED in sacct")
+    history = wait_until(lambda: (h := sweep.history(job))[-1:] == ["COMPLETED"] and h, 60,
+                         "the job COMPLETED in sacct")
     assert history == ["REQUEUED", "COMPLETED"], history

@@ -10,15 +10,16 @@ import pytest
 
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 
-
-pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher (the `slurm` extra) is not installed")
+pytest.importorskip("hydra_plugins.hydra_submitit_launcher",
+                    reason="hydra-submitit-launcher (the `slurm` extra) is not installed")
 from hydra_plugins.sf_hydra_plugins.local_parallel import core_shares, gpu_for_slot  # noqa: E402
 
 
 def run_parallel(train_dir, *overrides, timeout=300):
     cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", "hydra/launcher=local_parallel",
            f"train_dir={train_dir}", "sweep_name=par", *FAST_OVERRIDES, *overrides]
-    return subprocess.run(cmd, cwd=train_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=train_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)
 
 
 def pinned_cores(sweep_dir) -> list:

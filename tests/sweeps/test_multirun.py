@@ -9,14 +9,16 @@ from pathlib import Path
 import pytest
 
 from sf_hydra.config.sweep_folders import job_dirname, safe_name, sweep_overrides, with_overrides
-from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 from sf_hydra.report.tensorboard import read_scalars
+from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 
 
 def run_sweep(train_dir: Path, *overrides: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", f"train_dir={train_dir}", *FAST_OVERRIDES, *overrides]
+    cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", f"train_dir={train_dir}", *FAST_OVERRIDES,
+           *overrides]
     # Hydra logs to stdout in --multirun: read both streams as one.
-    return subprocess.run(cmd, cwd=train_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=train_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)
 
 
 def summaries(sweep_dir: Path) -> dict:

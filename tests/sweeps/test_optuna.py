@@ -13,8 +13,9 @@ optuna = pytest.importorskip("optuna", reason="the `optuna` extra (hydra-optuna-
 
 
 def run_study(train_dir, trials: int):
-    cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", "hydra/sweeper=optuna", f"hydra.sweeper.n_trials={trials}",
-           "hydra.sweeper.sampler.seed=0", f"train_dir={train_dir}", "sweep_name=study", *FAST_OVERRIDES, "train_for_env_steps=1500"]
+    cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", "hydra/sweeper=optuna",
+           f"hydra.sweeper.n_trials={trials}", "hydra.sweeper.sampler.seed=0", f"train_dir={train_dir}",
+           "sweep_name=study", *FAST_OVERRIDES, "train_for_env_steps=1500"]
     return subprocess.run(cmd, cwd=train_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
 
 

@@ -15,6 +15,7 @@ def test_dict_observations_and_multidiscrete_actions_learn(tmp_path):
 
 
 def test_box_actions_train(tmp_path):
-    cfg = make_cfg(tmp_path, "env=gym/any", "env.id=Pendulum-v1", "hardware.serial_mode=true", "train_for_env_steps=4000")
+    cfg = make_cfg(tmp_path, "env=gym/any", "env.id=Pendulum-v1", "hardware.serial_mode=true",
+                   "train_for_env_steps=4000")
     summary = train(cfg)
     assert summary["env_steps"] >= 4000 and summary["episodes"] >= 1

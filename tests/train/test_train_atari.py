@@ -41,8 +41,8 @@ def test_pong_return_rises_in_ten_minutes(tmp_path):
     """The Pong learning check: the config as shipped, 10 minutes of training on this 2-core
     CPU. A random policy scores about -20.5; the average of the last 20 games must be clearly
     above the first games' average. Measured here (quiet machine, 1.33M frames at ~2.2k FPS): -20.2 -> 0.0."""
-    from tests.conftest import compose_cfg
     from sf_hydra.report.tensorboard import read_scalars
+    from tests.conftest import compose_cfg
 
     cfg = compose_cfg(f"train_dir={tmp_path}", "experiment=pong", "env=atari/pong", "train_for_seconds=600")
     summary = train(cfg)

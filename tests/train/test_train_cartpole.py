@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
+from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import make_cfg
-from sf_hydra.report.tensorboard import read_scalars
 
 REQUIRED_SCALARS = {
     "perf/fps", "perf/env_steps", "episode/return", "episode/length", "loss/policy", "loss/value", "loss/entropy",

@@ -20,8 +20,8 @@ def test_doom_family_defaults_come_from_config_files(tmp_path):
 def test_doom_basic_trains_a_few_hundred_steps(tmp_path):
     cfg = make_cfg(
         tmp_path, "env=doom/basic", "hardware.num_workers=1", "hardware.num_envs_per_worker=2",
-        "algo.rollout=32", "algo.batch_size=64", "algo.num_batches_per_epoch=1", "model.rnn_size=64", "model.encoder_conv_mlp_layers=[64]",
-        "train_for_env_steps=2000",
+        "algo.rollout=32", "algo.batch_size=64", "algo.num_batches_per_epoch=1", "model.rnn_size=64",
+        "model.encoder_conv_mlp_layers=[64]", "train_for_env_steps=2000",
     )
     summary = train(cfg)
     # frames = agent steps x frameskip 4: ~500 agent steps

@@ -12,12 +12,11 @@ import torch
 
 pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco package (pip install -e '.[mujoco]')")
 
-from sf_hydra.train import check_config  # noqa: E402
 from sf_hydra.config.env_choices import env_configs  # noqa: E402
-from sf_hydra.sampler.sampler import Sampler  # noqa: E402
-from sf_hydra.trajectory import obs_fields_of  # noqa: E402
 from sf_hydra.sampler.env_info import describe_env  # noqa: E402
-from sf_hydra.train import train  # noqa: E402
+from sf_hydra.sampler.sampler import Sampler  # noqa: E402
+from sf_hydra.train import check_config, train  # noqa: E402
+from sf_hydra.trajectory import obs_fields_of  # noqa: E402
 from tests.conftest import CONF_DIR, make_cfg  # noqa: E402
 
 MUJOCO_CONFIGS = [name for name in env_configs(CONF_DIR) if name.startswith("mujoco/")]
@@ -26,7 +25,8 @@ SMALL = ("hardware.num_envs_per_worker=4", "algo.rollout=32", "algo.batch_size=1
 
 
 def test_every_task_has_a_config():
-    assert sorted(MUJOCO_CONFIGS) == ["mujoco/ant", "mujoco/halfcheetah", "mujoco/hopper", "mujoco/humanoid", "mujoco/walker2d"]
+    assert sorted(MUJOCO_CONFIGS) == ["mujoco/ant", "mujoco/halfcheetah", "mujoco/hopper", "mujoco/humanoid",
+                                      "mujoco/walker2d"]
 
 
 def test_family_defaults_come_from_config_files(tmp_path):
@@ -34,7 +34,8 @@ def test_family_defaults_come_from_config_files(tmp_path):
     assert cfg.env.family == "mujoco" and cfg.env.id == "HalfCheetah-v5"
     assert cfg.model.encoder_mlp_layers == [64, 64] and not cfg.model.use_rnn and not cfg.model.adaptive_stddev
     assert not cfg.algo.async_rl and cfg.algo.value_bootstrap and cfg.algo.lr_schedule == "linear_decay"
-    assert make_cfg(tmp_path, "env=mujoco/halfcheetah", "model=mlp").model.nonlinearity == "tanh"  # the command line wins
+    # the command line wins
+    assert make_cfg(tmp_path, "env=mujoco/halfcheetah", "model=mlp").model.nonlinearity == "tanh"
     # The shipped defaults (not the fast test settings) satisfy every sampling rule too.
     from tests.conftest import compose_cfg
 
@@ -54,8 +55,8 @@ def test_config_trains_a_few_hundred_steps(tmp_path, name):
 
 
 def test_tanh_squashed_actions_train(tmp_path):
-    cfg = make_cfg(tmp_path, "env=mujoco/humanoid", *SMALL, "model.tanh_squash_actions=true", "hardware.serial_mode=true",
-                   "train_for_env_steps=600")
+    cfg = make_cfg(tmp_path, "env=mujoco/humanoid", *SMALL, "model.tanh_squash_actions=true",
+                   "hardware.serial_mode=true", "train_for_env_steps=600")
     summary = train(cfg)
     assert summary["env_steps"] >= 600 and summary["policy_version"] >= 2
 

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+
 from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
 
@@ -87,7 +88,8 @@ class LocalParallelLauncher(LocalLauncher):
         cores = shares[slot] if self.pin_cpus else None
         log.info("\t#%d : %s (cores %s%s)", idx, " ".join(filter_overrides(overrides)), cores or "all",
                  "" if gpu is None else f", GPU {gpu}")
-        return executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state(), cores)
+        return executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}",
+                               Singleton.get_state(), cores)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None
@@ -119,5 +121,6 @@ class LocalParallelLauncher(LocalLauncher):
         try:
             return job.results()[0]
         except Exception as e:  # submitit's FailedJobException carries the job's own traceback
-            log.error("run %s (submitit job %s) failed: %s", " ".join(overrides), job.job_id, str(e).splitlines()[0] if str(e) else e)
+            log.error("run %s (submitit job %s) failed: %s", " ".join(overrides), job.job_id,
+                      str(e).splitlines()[0] if str(e) else e)
             return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=e)

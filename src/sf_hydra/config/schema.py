@@ -16,7 +16,14 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING
 
 from sf_hydra.config.choices import (
-    ConvArchitecture, Device, LrSchedule, Nonlinearity, PolicyInitialization, Precision, RestartBehavior, RnnType,
+    ConvArchitecture,
+    Device,
+    LrSchedule,
+    Nonlinearity,
+    PolicyInitialization,
+    Precision,
+    RestartBehavior,
+    RnnType,
 )
 
 

@@ -8,8 +8,8 @@ from dataclasses import is_dataclass
 
 from hydra.core.config_store import ConfigStore
 
-from sf_hydra.config.sweep_folders import register_resolvers
 from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
+from sf_hydra.config.sweep_folders import register_resolvers
 
 ENVS_PACKAGE = "sf_hydra.envs"
 

@@ -19,7 +19,9 @@ MAX_NAME = 80
 # Overrides that say where or how runs execute, not what they compute: never in names.
 PLACEMENT_KEYS = ("train_dir", "sweep_name", "restart_behavior", "hydra/launcher", "hydra/sweeper")
 # How long and how often, when equal for every run: a longer budget continues the same sweep.
-BUDGET_KEYS = ("train_for_env_steps", "train_for_seconds", "train_until_avg_return", "save_every_sec", "keep_checkpoints")
+BUDGET_KEYS = (
+    "train_for_env_steps", "train_for_seconds", "train_until_avg_return", "save_every_sec", "keep_checkpoints",
+)
 
 
 def safe_name(text: str) -> str:

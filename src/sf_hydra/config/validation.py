@@ -21,7 +21,9 @@ POSITIVE = (
     "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
 )
 
-NON_NEGATIVE = ("algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale")
+NON_NEGATIVE = (
+    "algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale",
+)
 
 UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda")
 
@@ -67,16 +69,20 @@ def _check_sampling(cfg) -> None:
     if hw.num_envs_per_worker % hw.worker_num_splits:
         raise ConfigError(
             "hardware.num_envs_per_worker", hw.num_envs_per_worker,
-            f"a multiple of hardware.worker_num_splits={hw.worker_num_splits} (each split holds the same number of envs; "
+            f"a multiple of hardware.worker_num_splits={hw.worker_num_splits} "
+            "(each split holds the same number of envs; "
             "with 2 splits for double buffering it must be even)",
         )
-    recurrence = algo.rollout if algo.recurrence == -1 and cfg.model.use_rnn else (1 if algo.recurrence == -1 else algo.recurrence)
+    recurrence = (algo.rollout if algo.recurrence == -1 and cfg.model.use_rnn
+                  else (1 if algo.recurrence == -1 else algo.recurrence))
     if algo.rollout % recurrence:
         raise ConfigError("algo.rollout", algo.rollout, f"a multiple of algo.recurrence={recurrence}")
     if algo.batch_size % recurrence:
-        raise ConfigError("algo.batch_size", algo.batch_size, f"a multiple of algo.recurrence={recurrence} (minibatches hold whole recurrence chunks)")
+        raise ConfigError("algo.batch_size", algo.batch_size,
+                          f"a multiple of algo.recurrence={recurrence} (minibatches hold whole recurrence chunks)")
     if not 0 <= hw.worker_nice <= 19:
-        raise ConfigError("hardware.worker_nice", hw.worker_nice, "a nice level from 0 (the learner's priority) to 19 (lowest)")
+        raise ConfigError("hardware.worker_nice", hw.worker_nice,
+                          "a nice level from 0 (the learner's priority) to 19 (lowest)")
     micro = hw.learner_micro_batch
     if micro < -1 or (micro > 0 and micro % recurrence):
         raise ConfigError("hardware.learner_micro_batch", micro,
@@ -85,7 +91,8 @@ def _check_sampling(cfg) -> None:
     if per_iteration % algo.rollout:
         raise ConfigError(
             "algo.batch_size", algo.batch_size,
-            f"batch_size x num_batches_per_epoch (= {per_iteration}) must be a multiple of algo.rollout={algo.rollout}: "
+            f"batch_size x num_batches_per_epoch (= {per_iteration}) "
+            f"must be a multiple of algo.rollout={algo.rollout}: "
             "the learner trains on whole trajectories",
         )
     if not algo.async_rl:
@@ -95,7 +102,8 @@ def _check_sampling(cfg) -> None:
                 "algo.batch_size", algo.batch_size,
                 f"with algo.async_rl=false one round of sampling, num_workers x num_envs_per_worker x rollout = "
                 f"{hw.num_workers} x {hw.num_envs_per_worker} x {algo.rollout} = {per_round} transitions, must be a "
-                f"multiple of batch_size x num_batches_per_epoch = {algo.batch_size} x {algo.num_batches_per_epoch} = {per_iteration}",
+                f"multiple of batch_size x num_batches_per_epoch = "
+                f"{algo.batch_size} x {algo.num_batches_per_epoch} = {per_iteration}",
             )
     if hw.device == "cuda":
         import torch
@@ -108,7 +116,8 @@ def _check_unavailable(cfg) -> None:
     """Keys that experiment configs already use (to reproduce Sample Factory's command lines)
     for features that have not landed yet: say so instead of silently training one policy."""
     if cfg.algo.num_policies != 1:
-        raise ConfigError("algo.num_policies", cfg.algo.num_policies, "1 (training several policies jointly is not available yet)")
+        raise ConfigError("algo.num_policies", cfg.algo.num_policies,
+                          "1 (training several policies jointly is not available yet)")
     if cfg.pbt.with_pbt:
         raise ConfigError("pbt.with_pbt", True, "false (population-based training is not available yet)")
 

@@ -52,7 +52,8 @@ class StopConditions(L.Callback):
         if signals.received() is not None:
             raise KeyboardInterrupt  # second signal: stop waiting for a clean stop
         signals.record(sig)
-        then = " (preempted or near the time limit: the job is requeued after it)" if sig == signals.preemption_signal() else ""
+        then = (" (preempted or near the time limit: the job is requeued after it)"
+                if sig == signals.preemption_signal() else "")
         log.warning("received %s: saving a checkpoint and stopping%s", sig.name, then)
         self._request(trainer, f"signal {sig.name}")
 

@@ -72,7 +72,8 @@ class ActorCritic(nn.Module):
         return self.encoder(self.preprocess(obs))
 
     @torch.no_grad()
-    def act(self, obs: Dict[str, torch.Tensor], rnn_states: Optional[torch.Tensor], deterministic: bool = False) -> StepOutput:
+    def act(self, obs: Dict[str, torch.Tensor], rnn_states: Optional[torch.Tensor],
+            deterministic: bool = False) -> StepOutput:
         """One step for a batch of envs (rollout workers, evaluation)."""
         x = self._features(obs)
         if self.core is not None:
@@ -82,7 +83,8 @@ class ActorCritic(nn.Module):
         actions = dist.mode() if deterministic else dist.sample()
         return StepOutput(actions, dist.log_prob(actions), self.value_head(x).squeeze(-1), rnn_states)
 
-    def evaluate(self, obs: Dict[str, torch.Tensor], actions: torch.Tensor, rnn_states: Optional[torch.Tensor], dones: Optional[torch.Tensor]):
+    def evaluate(self, obs: Dict[str, torch.Tensor], actions: torch.Tensor, rnn_states: Optional[torch.Tensor],
+                 dones: Optional[torch.Tensor]):
         """Learner forward over [B, T] chunks: log-probs, entropy and values of `actions`.
         rnn_states is the state before the first step of each chunk."""
         b, t = actions.shape[:2]

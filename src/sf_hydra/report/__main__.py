@@ -19,7 +19,8 @@ from sf_hydra.report.runs import find_runs, group_runs
 
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m sf_hydra.report", description=__doc__.splitlines()[2])
-    parser.add_argument("sweep_dir", type=Path, help="a sweep folder (train_dir/multirun/<sweep>) or any folder of runs")
+    parser.add_argument("sweep_dir", type=Path,
+                        help="a sweep folder (train_dir/multirun/<sweep>) or any folder of runs")
     parser.add_argument("--tag", default=DEFAULT_TAG, help=f"TensorBoard scalar to plot (default {DEFAULT_TAG})")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default <sweep_dir>/curves.png)")
     return parser.parse_args(argv)

@@ -128,7 +128,8 @@ class AgentRowsWorker(WorkerBase):
             self._store_obs(r, batch.obs)
             batches.append(batch)
         self.timing["env_step"] += time.perf_counter() - t2
-        cat = (lambda f: getattr(batches[0], f)) if len(batches) == 1 else (lambda f: np.concatenate([getattr(b, f) for b in batches]))
+        cat = ((lambda f: getattr(batches[0], f)) if len(batches) == 1
+               else (lambda f: np.concatenate([getattr(b, f) for b in batches])))
         rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
         done = terminated | truncated
         self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes)

@@ -27,7 +27,8 @@ class SamplerDataModule(L.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         if self.sampler is None:
-            self.sampler = Sampler(self.cfg, self.obs_space, self.action_space, self.policy_source.model, self.num_agents)
+            self.sampler = Sampler(self.cfg, self.obs_space, self.action_space, self.policy_source.model,
+                                   self.num_agents)
 
     def _start_workers(self) -> None:
         """Started on first use, after a checkpoint was restored, so workers act with it."""

@@ -13,8 +13,8 @@ import numpy as np
 
 from sf_hydra.envs.episode_info import GAME_CONTINUES, game_continues
 from sf_hydra.envs.multi_agent.protocol import is_active, num_agents
-from sf_hydra.spaces import to_env_action
 from sf_hydra.sampler.vector_envs import VectorEnv
+from sf_hydra.spaces import to_env_action
 
 
 class StepBatch(NamedTuple):
@@ -61,9 +61,11 @@ class ProtocolEnvGroup:
         return obs_rows(obs), self._active(infos)
 
     def step(self, actions: np.ndarray) -> StepBatch:
-        obs, rewards, terminated, truncated, infos = self.env.step([to_env_action(self.action_space, a) for a in actions])
+        obs, rewards, terminated, truncated, infos = self.env.step(
+            [to_env_action(self.action_space, a) for a in actions])
         return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), np.asarray(terminated, dtype=bool),
-                         np.asarray(truncated, dtype=bool), self._active(infos), self.num_agents, self._game_continues(infos))
+                         np.asarray(truncated, dtype=bool), self._active(infos), self.num_agents,
+                         self._game_continues(infos))
 
     def close(self) -> None:
         self.env.close()
@@ -111,7 +113,8 @@ def vector_game_continues(infos: dict, resets_next_step: bool, num_envs: int) ->
     source = infos if resets_next_step else infos.get("final_info") or {}
     if GAME_CONTINUES not in source:
         return np.zeros(num_envs, dtype=bool)
-    return np.asarray(source[GAME_CONTINUES], dtype=bool) & np.asarray(source.get(f"_{GAME_CONTINUES}", True), dtype=bool)
+    return (np.asarray(source[GAME_CONTINUES], dtype=bool)
+            & np.asarray(source.get(f"_{GAME_CONTINUES}", True), dtype=bool))
 
 
 class VectorEnvGroup:

@@ -28,8 +28,8 @@ from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import WorkerBase, worker_process_main
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
-from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
 from sf_hydra.sampler.vector_envs import check_batched_sampling
+from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,8 @@ def slots_per_worker(cfg, rows_per_worker: int, agent_rows: bool) -> int:
 def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
     check_batched_sampling(cfg)
     if num_agents is not None and cfg.hardware.batched_sampling:
-        raise ConfigError("hardware.batched_sampling", True, f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
+        raise ConfigError("hardware.batched_sampling", True,
+                          f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
 
 
 class Sampler:

@@ -92,7 +92,8 @@ class SingleAgentWorker(WorkerBase):
             self._bootstrap_values(split, slots[split])
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_wait - sum(self.timing.values())
-        self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip, self.timing))
+        self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip,
+                                        self.timing))
 
     def close(self) -> None:
         close_all(self.envs)

@@ -12,8 +12,7 @@ from sf_hydra.config.errors import ConfigError  # noqa: E402
 from sf_hydra.envs.doom.actions import ButtonGroupActions, OneButtonActions, make_action_mapping  # noqa: E402
 from sf_hydra.envs.doom.env import DoomEnv  # noqa: E402
 from sf_hydra.envs.doom.family import validate_doom_config  # noqa: E402
-from sf_hydra.spaces import discrete_sizes  # noqa: E402
-from sf_hydra.spaces import action_spec, to_env_action  # noqa: E402
+from sf_hydra.spaces import action_spec, discrete_sizes, to_env_action  # noqa: E402
 from tests.conftest import compose_cfg  # noqa: E402
 
 B = vzd.Button
@@ -23,7 +22,8 @@ GROUPS = [[B.MOVE_FORWARD, B.MOVE_BACKWARD], [B.MOVE_RIGHT, B.MOVE_LEFT], [B.ATT
 def test_groups_make_a_tuple_with_turn_bins():
     m = ButtonGroupActions(GROUPS, B.TURN_LEFT_RIGHT_DELTA, turn_bins=11, turn_max=10.0)
     assert m.space == gym.spaces.Tuple([gym.spaces.Discrete(n) for n in (3, 3, 2, 2, 11)])
-    assert m.buttons == [B.MOVE_FORWARD, B.MOVE_BACKWARD, B.MOVE_RIGHT, B.MOVE_LEFT, B.ATTACK, B.SPEED, B.TURN_LEFT_RIGHT_DELTA]
+    assert m.buttons == [B.MOVE_FORWARD, B.MOVE_BACKWARD, B.MOVE_RIGHT, B.MOVE_LEFT, B.ATTACK, B.SPEED,
+                         B.TURN_LEFT_RIGHT_DELTA]
     assert m.to_buttons((0, 0, 0, 0, 5)) == [0, 0, 0, 0, 0, 0, 0.0]  # the middle bin does not turn
     assert m.to_buttons((2, 1, 1, 1, 0)) == [0, 1, 1, 0, 1, 1, -10.0]
     assert m.to_buttons((1, 2, 0, 0, 10)) == [1, 0, 0, 1, 0, 0, 10.0]
@@ -46,7 +46,8 @@ def test_the_sampler_and_the_heads_take_the_tuple():
 
 
 def turning_env(**kwargs):
-    return DoomEnv("battle", actions={"groups": [["MOVE_FORWARD", "MOVE_BACKWARD"], ["MOVE_RIGHT", "MOVE_LEFT"], ["ATTACK"], ["SPEED"]],
+    return DoomEnv("battle", actions={"groups": [["MOVE_FORWARD", "MOVE_BACKWARD"], ["MOVE_RIGHT", "MOVE_LEFT"],
+                                                 ["ATTACK"], ["SPEED"]],
                                       "turn_delta_bins": 11, "turn_delta_max": 10.0},
                    measurements=["ANGLE", "SELECTED_WEAPON_AMMO", "HEALTH"], seed=0, **kwargs)
 

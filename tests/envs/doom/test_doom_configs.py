@@ -12,10 +12,10 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 
 import gymnasium as gym  # noqa: E402
 
-from sf_hydra.train import check_config  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.doom.game import shipped_scenarios  # noqa: E402
 from sf_hydra.envs.doom.maps.build import BATTLE_SPECS  # noqa: E402
+from sf_hydra.train import check_config  # noqa: E402
 from tests.conftest import CONF_DIR, compose_cfg  # noqa: E402
 
 CONFIGS = sorted(p.stem for p in Path(CONF_DIR, "env", "doom").glob("*.yaml"))
@@ -40,7 +40,9 @@ def test_config_builds_its_env_and_steps(name):
     try:
         multi = cfg.env.num_agents > 1
         assert getattr(env, "num_agents", 1) == cfg.env.num_agents
-        expected = gym.spaces.Tuple if cfg.env.actions.groups and (len(cfg.env.actions.groups) > 1 or cfg.env.actions.turn_delta_bins) else gym.spaces.Discrete
+        expected = (gym.spaces.Tuple
+                    if cfg.env.actions.groups and (len(cfg.env.actions.groups) > 1 or cfg.env.actions.turn_delta_bins)
+                    else gym.spaces.Discrete)
         assert isinstance(env.action_space, expected)
         if cfg.env.measurements:
             assert env.observation_space["measurements"].shape == (len(cfg.env.measurements),)
@@ -51,7 +53,8 @@ def test_config_builds_its_env_and_steps(name):
         obs, _ = env.reset(seed=0) if not multi else env.reset()
         for _ in range(MULTI_AGENT_STEPS if multi else SINGLE_AGENT_STEPS):
             if multi:
-                obs, rewards, terminated, truncated, _ = env.step([env.action_space.sample() for _ in range(env.num_agents)])
+                obs, rewards, terminated, truncated, _ = env.step(
+                    [env.action_space.sample() for _ in range(env.num_agents)])
                 assert all(env.observation_space.contains(o) for o in obs) and all(math.isfinite(r) for r in rewards)
             else:
                 obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())

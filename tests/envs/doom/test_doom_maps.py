@@ -11,7 +11,13 @@ from sf_hydra.envs.doom.env import DoomEnv  # noqa: E402
 from sf_hydra.envs.doom.maps import decorate  # noqa: E402
 from sf_hydra.envs.doom.maps.build import BATTLE_SPECS, build_layout, build_scenario, wad_bytes  # noqa: E402
 from sf_hydra.envs.doom.maps.grid import (  # noqa: E402
-    FREE, Grid, allot_slots, clear_cells, is_connected, separate_diagonal_blocks, spot_areas,
+    FREE,
+    Grid,
+    allot_slots,
+    clear_cells,
+    is_connected,
+    separate_diagonal_blocks,
+    spot_areas,
 )
 from sf_hydra.envs.doom.maps.udmf import cell_edges, merge_collinear  # noqa: E402
 from sf_hydra.envs.doom.maps.wad import map_lumps, read_wad, write_wad  # noqa: E402
@@ -27,7 +33,8 @@ def test_wad_round_trip_and_lump_names():
     lumps = map_lumps("MAP01", 'namespace = "zdoom";\n') + [("DECORATE", b"actor A {}\n")]
     data = write_wad(lumps)
     assert data[:4] == b"PWAD"
-    assert read_wad(data) == [("MAP01", b""), ("TEXTMAP", b'namespace = "zdoom";\n'), ("ENDMAP", b""), ("DECORATE", b"actor A {}\n")]
+    assert read_wad(data) == [("MAP01", b""), ("TEXTMAP", b'namespace = "zdoom";\n'), ("ENDMAP", b""),
+                              ("DECORATE", b"actor A {}\n")]
     with pytest.raises(ValueError, match="1 to 8 ASCII"):
         write_wad([("TOOLONGNAME", b"")])
 
@@ -93,7 +100,8 @@ def test_diagonal_contacts_are_filled():
     grid.fill(2, 2, 1, 1, kind=1)  # touches the first block at one corner only
     assert separate_diagonal_blocks(grid) == 1
     s = grid.solid != FREE
-    assert not ((s[:-1, :-1] & s[1:, 1:] & ~s[:-1, 1:] & ~s[1:, :-1]) | (s[:-1, 1:] & s[1:, :-1] & ~s[:-1, :-1] & ~s[1:, 1:])).any()
+    assert not ((s[:-1, :-1] & s[1:, 1:] & ~s[:-1, 1:] & ~s[1:, :-1])
+                | (s[:-1, 1:] & s[1:, :-1] & ~s[:-1, :-1] & ~s[1:, 1:])).any()
 
 
 def test_slots_follow_area():
@@ -135,7 +143,8 @@ def test_build_is_cached_and_deterministic(tmp_path):
 
 
 def battle_env(name="battle", **kwargs):
-    return DoomEnv(name, actions=BATTLE_ACTIONS, measurements=["HEALTH", "KILLCOUNT"], episode_stats=["KILLCOUNT"], **kwargs)
+    return DoomEnv(name, actions=BATTLE_ACTIONS, measurements=["HEALTH", "KILLCOUNT"], episode_stats=["KILLCOUNT"],
+                   **kwargs)
 
 
 @pytest.mark.parametrize("name", sorted(BATTLE_SPECS))

@@ -38,7 +38,8 @@ def _channels_first(env: gym.Env) -> gym.Env:
     """RGB stacks come out as (stack, H, W, 3); the conv encoder wants (stack * 3, H, W)."""
     k, h, w, c = env.observation_space.shape
     space = gym.spaces.Box(0, 255, (k * c, h, w), np.uint8)
-    return TransformObservation(env, lambda obs: np.ascontiguousarray(obs.transpose(0, 3, 1, 2).reshape(k * c, h, w)), space)
+    return TransformObservation(env, lambda obs: np.ascontiguousarray(obs.transpose(0, 3, 1, 2).reshape(k * c, h, w)),
+                                space)
 
 
 def make_atari_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:

@@ -16,7 +16,8 @@ def game_ids() -> list:
     import ale_py  # noqa: F401  (registers the ALE/* ids)
     import gymnasium as gym
 
-    return sorted({spec.kwargs["game"] for name, spec in gym.registry.items() if name.startswith("ALE/") and name.endswith("-v5")})
+    return sorted({spec.kwargs["game"] for name, spec in gym.registry.items()
+                   if name.startswith("ALE/") and name.endswith("-v5")})
 
 
 # Keys a game's config sets beyond the family's defaults (conf/env_family/atari.yaml), served

@@ -23,7 +23,8 @@ def _grouped_actions(actions: Mapping[str, Any]):
     if not groups:
         return None
     turn_bins = int(actions.get("turn_delta_bins") or 0)
-    return make_action_mapping((), groups, parse_buttons([TURN_DELTA])[0], turn_bins, float(actions.get("turn_delta_max", 10.0)))
+    return make_action_mapping((), groups, parse_buttons([TURN_DELTA])[0], turn_bins,
+                               float(actions.get("turn_delta_max", 10.0)))
 
 
 class DoomEnv(gym.Env):
@@ -66,7 +67,8 @@ class DoomEnv(gym.Env):
         bots: int = 0,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError("render_mode", render_mode, f"ViZDoom runs headless: use one of {self.metadata['render_modes']} or None")
+            raise ConfigError("render_mode", render_mode,
+                              f"ViZDoom runs headless: use one of {self.metadata['render_modes']} or None")
         if int(frameskip) < 1:
             raise ConfigError("env.frameskip", frameskip, "an integer >= 1")
         if int(downsample) < 1:

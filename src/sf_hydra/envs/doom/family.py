@@ -17,7 +17,11 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA
 from sf_hydra.envs.doom.env import DOOM_TICRATE, DoomEnv
 from sf_hydra.envs.doom.game import (
-    known_scenarios, parse_buttons, parse_game_variables, resolve_scenario, single_player_scenarios,
+    known_scenarios,
+    parse_buttons,
+    parse_game_variables,
+    resolve_scenario,
+    single_player_scenarios,
 )
 from sf_hydra.envs.doom.multiagent import DoomMultiAgentEnv
 from sf_hydra.envs.doom.network import free_udp_port, host_args
@@ -80,21 +84,25 @@ def validate_doom_config(env_cfg) -> None:
         parse_buttons(g)
     names = [b for g in groups for b in g] + ([TURN_DELTA] if env_cfg.actions.turn_delta_bins else [])
     if len(set(names)) != len(names):
-        raise ConfigError("env.actions.groups", groups, f"each button in one group at most (and {TURN_DELTA} only via turn_delta_bins)")
+        raise ConfigError("env.actions.groups", groups,
+                          f"each button in one group at most (and {TURN_DELTA} only via turn_delta_bins)")
     if env_cfg.actions.turn_delta_bins and (env_cfg.actions.turn_delta_bins < 2 or not groups):
-        raise ConfigError("env.actions.turn_delta_bins", env_cfg.actions.turn_delta_bins, "0, or >= 2 together with env.actions.groups")
+        raise ConfigError("env.actions.turn_delta_bins", env_cfg.actions.turn_delta_bins,
+                          "0, or >= 2 together with env.actions.groups")
     parse_game_variables(list(env_cfg.measurements))
     parse_game_variables(list(env_cfg.episode_stats), "env.episode_stats")
     parse_game_variables(list(env_cfg.delta_rewards), "env.delta_rewards")
     for name, weights in env_cfg.delta_rewards.items():
         if len(weights) != 2:
-            raise ConfigError(f"env.delta_rewards.{name}", list(weights), "[reward per unit increase, reward per unit decrease]")
+            raise ConfigError(f"env.delta_rewards.{name}", list(weights),
+                              "[reward per unit increase, reward per unit decrease]")
     if not 1 <= env_cfg.num_agents <= MAX_PLAYERS:
         raise ConfigError("env.num_agents", env_cfg.num_agents, f"1..{MAX_PLAYERS}")
     if not 0 <= env_cfg.num_bots <= MAX_PLAYERS - env_cfg.num_agents:
         raise ConfigError("env.num_bots", env_cfg.num_bots, f"0..{MAX_PLAYERS} - env.num_agents")
     if env_cfg.num_agents > 1 and not env_cfg.episode_timeout:
-        raise ConfigError("env.episode_timeout", env_cfg.episode_timeout, "the match length in tics (> 0) when env.num_agents > 1")
+        raise ConfigError("env.episode_timeout", env_cfg.episode_timeout,
+                          "the match length in tics (> 0) when env.num_agents > 1")
     for key in ("connect_timeout_sec", "step_timeout_sec"):
         if not getattr(env_cfg, key) > 0:
             raise ConfigError(f"env.{key}", getattr(env_cfg, key), "a number of seconds > 0")

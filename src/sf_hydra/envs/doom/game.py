@@ -94,7 +94,8 @@ def apply_settings(game: vzd.DoomGame, settings: Mapping[str, Any]) -> None:
     """
     for key, value in settings.items():
         if key in _OWN_KEYS:
-            raise ConfigError(f"env.kwargs.{key}", value, f"set env.{_OWN_KEYS[key]} instead (the observation space follows it)")
+            raise ConfigError(f"env.kwargs.{key}", value,
+                              f"set env.{_OWN_KEYS[key]} instead (the observation space follows it)")
         if key == "game_args":
             game.add_game_args(str(value))
             continue

@@ -133,8 +133,10 @@ class DoomMultiAgentEnv:
                 self.players = []
         scenario = self.env_kwargs.get("scenario")
         raise RuntimeError(
-            f"could not start a {self.num_agents}-player ViZDoom game of env.id={scenario!r} in {self.connect_attempts} "
-            f"attempts (env.connect_attempts) of {self.connect_timeout_sec:.0f} s (env.connect_timeout_sec):\n" + "\n".join(problems)
+            f"could not start a {self.num_agents}-player ViZDoom game of env.id={scenario!r} "
+            f"in {self.connect_attempts} "
+            f"attempts (env.connect_attempts) of {self.connect_timeout_sec:.0f} s (env.connect_timeout_sec):\n"
+            + "\n".join(problems)
         )
 
     def _restart(self, problem: Exception) -> None:

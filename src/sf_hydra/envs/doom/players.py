@@ -112,4 +112,5 @@ class PlayerProcess:
         except OSError:
             tail = ""
         tail = " | ".join(line.strip() for line in tail.replace("\r", "\n").splitlines() if line.strip())[-800:]
-        return f"ViZDoom player {self.index} (pid {self.proc.pid}) {problem}" + (f"\n  engine output: {tail}" if tail else "")
+        return (f"ViZDoom player {self.index} (pid {self.proc.pid}) {problem}"
+                + (f"\n  engine output: {tail}" if tail else ""))

@@ -43,7 +43,8 @@ def task_arguments(env_id: str) -> list:
 
     names = set()
     for fn in (load_env_creator(gym.spec(env_id).entry_point).__init__, MujocoEnv.__init__):
-        names |= {p.name for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY or p.kind == p.POSITIONAL_OR_KEYWORD}
+        names |= {p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind == p.KEYWORD_ONLY or p.kind == p.POSITIONAL_OR_KEYWORD}
     return sorted(names - {"self", "model_path", "observation_space"})
 
 
@@ -59,7 +60,8 @@ def validate_env(env_cfg) -> None:
     allowed = task_arguments(env_cfg.id)
     for key in env_cfg.kwargs or {}:
         if key in RESERVED_KWARGS:
-            raise ConfigError(f"env.kwargs.{key}", env_cfg.kwargs[key], f"not in env.kwargs: it is set by {RESERVED_KWARGS[key]}")
+            raise ConfigError(f"env.kwargs.{key}", env_cfg.kwargs[key],
+                              f"not in env.kwargs: it is set by {RESERVED_KWARGS[key]}")
         if key not in allowed:
             raise ConfigError(f"env.kwargs.{key}", env_cfg.kwargs[key], f"an argument of {env_cfg.id}: {allowed}")
 
@@ -81,7 +83,8 @@ def make_mujoco_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[s
         kwargs["max_episode_steps"] = env_cfg.max_episode_steps * env_cfg.frameskip
     if env_cfg.reset_noise_scale is not None:
         kwargs["reset_noise_scale"] = env_cfg.reset_noise_scale
-    env = gym.make(env_cfg.id, render_mode=render_mode, width=env_cfg.render_width, height=env_cfg.render_height, **kwargs)
+    env = gym.make(env_cfg.id, render_mode=render_mode, width=env_cfg.render_width, height=env_cfg.render_height,
+                   **kwargs)
     if env_cfg.frameskip > 1:
         env = ActionRepeat(env, env_cfg.frameskip)
     if env_cfg.float32_observations:

@@ -12,7 +12,8 @@ class MujocoEnvConfig(EnvConfig):
     not cover (ctrl_cost_weight, xml_file, ...) go in `kwargs`, checked against the task's own."""
 
     family: str = "mujoco"
-    float32_observations: bool = True  # the tasks return float64: halves the shared buffers, the model computes in float32
+    # float32: the tasks return float64; this halves the shared buffers, the model computes in float32
+    float32_observations: bool = True
     reset_noise_scale: Optional[float] = None  # noise on the initial state; None keeps the task's own
     render_width: int = 480  # frames for render_mode=rgb_array (evaluation videos)
     render_height: int = 480

@@ -101,7 +101,8 @@ def make_pettingzoo_env(module: str, env_kwargs: dict | None = None, flatten_obs
         env_module = importlib.import_module(module)
     except ImportError as e:
         raise ValueError(f"env.kwargs.module={module!r} cannot be imported ({e}): name a PettingZoo env module, "
-                         "e.g. pettingzoo.butterfly.knights_archers_zombies_v11 (pip install 'pettingzoo[butterfly]')") from None
+                         "e.g. pettingzoo.butterfly.knights_archers_zombies_v11 "
+                         "(pip install 'pettingzoo[butterfly]')") from None
     if not hasattr(env_module, "parallel_env"):
         raise ValueError(f"env.kwargs.module={module!r} has no parallel_env(): not a PettingZoo env module")
     return PettingZooParallelEnv(env_module.parallel_env(**dict(env_kwargs or {})), flatten_obs=flatten_obs)

@@ -27,7 +27,8 @@ class MultiAgentToyEnv(gym.Env):
         self.num_agents, self.num_actions = num_agents, num_actions
         self.lengths = [episode_length + i * length_step for i in range(num_agents)]
         self.periods = [inactive_period + i for i in range(num_agents)]
-        self.observation_space = gym.spaces.Box(0.0, float(max(self.lengths)), (num_actions + 1 + num_agents + 1,), np.float32)
+        self.observation_space = gym.spaces.Box(0.0, float(max(self.lengths)), (num_actions + 1 + num_agents + 1,),
+                                                np.float32)
         self.action_space = gym.spaces.Discrete(num_actions)
         self.render_mode = render_mode
         self.t = np.zeros(num_agents, dtype=np.int64)

@@ -39,7 +39,9 @@ class BattleSpec:
     doom_skill: int = 1  # half damage taken: at 2 a player standing still dies in ~10 s among 15 imps
     episode_timeout: int = 2100  # tics
     # ViZDoom's built-in rewards (cfg keys): a kill is worth 1; small terms for health.
-    rewards: Tuple[Tuple[str, float], ...] = (("kill_reward", 1.0), ("health_reward", 0.005), ("damage_taken_reward", -0.003))
+    rewards: Tuple[Tuple[str, float], ...] = (
+        ("kill_reward", 1.0), ("health_reward", 0.005), ("damage_taken_reward", -0.003),
+    )
     render: Tuple[Tuple[str, str], ...] = field(default=(
         ("render_hud", "true"), ("render_crosshair", "true"), ("render_weapon", "true"),
         ("render_decals", "false"), ("render_particles", "false"),
@@ -104,7 +106,8 @@ def cfg_text(spec: BattleSpec, wad_name: str) -> str:
 
 
 def cache_root() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sf_hydra")
+    root = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sf_hydra")
     return Path(root) / "doom_maps"
 
 

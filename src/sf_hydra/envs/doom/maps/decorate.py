@@ -73,14 +73,17 @@ def imp_actor(areas: Sequence[SpotArea], rules: ActorRules) -> str:
     states = ["  Spawn:", "    TNT1 A 0 NoDelay"] + relocation_states(areas, "Idle") + [
         "  Idle:", "    TROO AB 10 A_Look", "    Loop",
         "  Death:",
-    ] + _respawn_then_vanish(["TROO I 8", "TROO J 8 A_Scream", "TROO K 6", "TROO L 6 A_NoBlocking"], "TROO M", rules.respawn_delay_tics) + [
+    ] + _respawn_then_vanish(["TROO I 8", "TROO J 8 A_Scream", "TROO K 6", "TROO L 6 A_NoBlocking"], "TROO M",
+                             rules.respawn_delay_tics) + [
         "  XDeath:",
-    ] + _respawn_then_vanish(["TROO N 5", "TROO O 5 A_XScream", "TROO P 5", "TROO Q 5 A_NoBlocking", "TROO RST 5"], "TROO U", rules.respawn_delay_tics)
+    ] + _respawn_then_vanish(["TROO N 5", "TROO O 5 A_XScream", "TROO P 5", "TROO Q 5 A_NoBlocking", "TROO RST 5"],
+                             "TROO U", rules.respawn_delay_tics)
     return _actor(f"{IMP} : DoomImp {IMP_DOOMEDNUM}", [f"Health {rules.monster_health}"], states)
 
 
 def item_actor(name: str, parent: str, sprite: str, areas: Sequence[SpotArea]) -> str:
-    states = ["  Spawn:", "    TNT1 A 0 NoDelay"] + relocation_states(areas, "Shown") + ["  Shown:", f"    {sprite} -1", "    Stop"]
+    states = (["  Spawn:", "    TNT1 A 0 NoDelay"] + relocation_states(areas, "Shown")
+              + ["  Shown:", f"    {sprite} -1", "    Stop"])
     return _actor(f"{name} : {parent}", [], states)
 
 
@@ -93,13 +96,15 @@ def player_actor(areas: Sequence[SpotArea]) -> str:
         "  Placed:", f'    PLAY A 0 A_GiveInventory("{PLACED_TOKEN}", 1)',
         "  Stand:", "    PLAY A -1", "    Stop",
     ]
-    token = _actor(f"{PLACED_TOKEN} : Inventory", ["Inventory.MaxAmount 1", "+INVENTORY.UNDROPPABLE"], ["  Spawn:", "    TNT1 A -1", "    Stop"])
+    token = _actor(f"{PLACED_TOKEN} : Inventory", ["Inventory.MaxAmount 1", "+INVENTORY.UNDROPPABLE"],
+                   ["  Spawn:", "    TNT1 A -1", "    Stop"])
     return token + "\n\n" + _actor(f"{PLAYER} : DoomPlayer", [], states)
 
 
 def spawner_actor(rules: ActorRules) -> str:
     """Invisible; drops a medikit and a clip (which then warp themselves) now and then."""
-    drop = [f'    TNT1 A 0 A_SpawnItemEx("{item}", 0, 0, 0, 0, 0, 0, 0, SXF_NOCHECKPOSITION)' for item in (MEDIKIT, CLIP)]
+    drop = [f'    TNT1 A 0 A_SpawnItemEx("{item}", 0, 0, 0, 0, 0, 0, 0, SXF_NOCHECKPOSITION)'
+            for item in (MEDIKIT, CLIP)]
     states = ["  Spawn:", "    TNT1 A 0 NoDelay"] + drop * rules.initial_items + [
         "  Cycle:", f"    TNT1 A {rules.item_period_tics}",
     ] + drop + ["    Loop"]

@@ -16,7 +16,9 @@ import numpy as np
 from sf_hydra.envs.doom.maps.grid import Grid, separate_diagonal_blocks
 from sf_hydra.envs.doom.maps.udmf import SectorStyle
 
-WALL_TEXTURES = ["BRICK7", "STARTAN3", "BROWN1", "CEMENT1", "TEKWALL4", "WOOD1", "METAL1", "GRAY4", "STONE3", "BIGBRIK1"]
+WALL_TEXTURES = [
+    "BRICK7", "STARTAN3", "BROWN1", "CEMENT1", "TEKWALL4", "WOOD1", "METAL1", "GRAY4", "STONE3", "BIGBRIK1",
+]
 FLOORS = ["FLOOR4_8", "FLOOR0_1", "FLAT5_4", "FLOOR5_1", "FLAT1", "FLOOR1_1", "FLAT14", "GRASS1"]
 CEILINGS = ["CEIL3_5", "CEIL1_1", "FLAT1", "CEIL5_1", "CEIL3_1"]
 
@@ -65,7 +67,8 @@ def room_maze(seed: int, rooms: int = 4, room_cells: int = 10, cell: int = 32, d
             index = ry * rooms + rx
             grid.carve(1 + rx * pitch, 1 + ry * pitch, room_cells, room_cells, sector=index)
             styles.append(SectorStyle(
-                floor=str(rng.choice(FLOORS)), ceiling=str(rng.choice(CEILINGS)), light=int(rng.choice([144, 160, 176, 192, 208])),
+                floor=str(rng.choice(FLOORS)), ceiling=str(rng.choice(CEILINGS)),
+                light=int(rng.choice([144, 160, 176, 192, 208])),
                 height=int(rng.choice([128, 160])), wall=str(rng.choice(WALL_TEXTURES)),
             ))
             if rng.random() < pillar_chance:

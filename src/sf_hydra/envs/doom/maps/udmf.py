@@ -120,7 +120,8 @@ def textmap(grid: Grid, styles: Sequence[SectorStyle], things: Sequence[Thing]) 
         front = len(sides)
         if e.back < 0:
             sides.append(f'sidedef {{ sector = {e.front}; texturemiddle = "{e.texture}"; }}')
-            out.append(f"linedef {{ v1 = {vertex_ids[e.v1]}; v2 = {vertex_ids[e.v2]}; sidefront = {front}; blocking = true; }}")
+            out.append(f"linedef {{ v1 = {vertex_ids[e.v1]}; v2 = {vertex_ids[e.v2]}; "
+                       f"sidefront = {front}; blocking = true; }}")
         else:
             sides.append(f"sidedef {{ sector = {e.front}; }}")
             sides.append(f"sidedef {{ sector = {e.back}; }}")
