@@ -11,8 +11,8 @@ from omegaconf import DictConfig
 
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
-from sf_hydra.config.env_choices import check_env_overrides
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
+from sf_hydra.env_names import check_env_overrides
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("sf_hydra")

@@ -125,7 +125,7 @@ def test_hydra_rejects_unknown_env_config():
 
 
 def test_unknown_env_config_lists_available_options():
-    from sf_hydra.config.env_choices import check_env_overrides
+    from sf_hydra.env_names import check_env_overrides
 
     with pytest.raises(ConfigError) as info:
         check_env_overrides(["seed=1", "env=gym/cartpole,gym/nope"], CONF_DIR)

@@ -189,7 +189,7 @@ def test_every_game_of_the_table_composes():
 
 
 def test_served_games_pass_the_env_name_check():
-    from sf_hydra.config.env_choices import check_env_overrides
+    from sf_hydra.env_names import check_env_overrides
     from tests.conftest import CONF_DIR
 
     check_env_overrides(["env=atari/pong,atari/breakout,atari/space_invaders"], CONF_DIR)

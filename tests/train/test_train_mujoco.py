@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco package (pip install -e '.[mujoco]')")
 
-from sf_hydra.config.env_choices import env_configs  # noqa: E402
+from sf_hydra.env_names import env_configs  # noqa: E402
 from sf_hydra.sampler.env_info import describe_env  # noqa: E402
 from sf_hydra.sampler.sampler import Sampler  # noqa: E402
 from sf_hydra.train import check_config, train  # noqa: E402

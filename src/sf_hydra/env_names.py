@@ -1,4 +1,7 @@
-"""Env configs are nested by family (`env=doom/basic`), and for a nested name Hydra's
+"""Which `env=<name>` exist, checked on the command line before Hydra composes (not in
+`config/`: the served Atari names come from the atari family's game table).
+
+Env configs are nested by family (`env=doom/basic`), and for a nested name Hydra's
 "not found" error lists only the family folders. This check runs on the command line
 first and lists every env config there is: the yaml files of the config folders, and the
 `atari/<game>` configs served from the game table (hydra_plugins/sf_hydra_plugins/atari_games.py)."""
