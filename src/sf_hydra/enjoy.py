@@ -44,7 +44,13 @@ def load_run(run_dir: Path):
     if not saved.is_file():
         runs = sorted(p.parent.name for p in run_dir.parent.glob("*/config.yaml"))
         raise ConfigError("experiment", run_dir.name, f"a trained run in {run_dir.parent} (found: {runs or 'none'})")
-    return OmegaConf.load(saved)
+    cfg = OmegaConf.load(saved)
+    missing = [key for key in ("env.factory", "model._target_") if OmegaConf.select(cfg, key) is None]
+    if missing:  # saved before families and networks were named by dotted paths
+        raise ConfigError("experiment", run_dir.name, f"a run whose {saved} names its env family and network "
+                          f"(it has no {' / '.join(missing)}: it was saved by an older sf_hydra; train it again, "
+                          "or add them to that file as conf/env_family/<family>.yaml and the model schema do)")
+    return cfg
 
 
 def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space):

@@ -61,6 +61,23 @@ def test_enjoy_names_a_missing_checkpoint(cartpole_run):
     assert "last.ckpt" in result.stdout + result.stderr
 
 
+def test_enjoy_names_what_an_older_runs_config_lacks(cartpole_run):
+    """A run saved before env families and networks were dotted paths is refused by name."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    old = cartpole_run / "old"
+    shutil.copytree(cartpole_run / "test", old)
+    cfg = OmegaConf.load(old / "config.yaml")
+    del cfg.env["factory"], cfg.model["_target_"]
+    OmegaConf.save(cfg, old / "config.yaml")
+    result = enjoy(cartpole_run, "experiment=old")
+    assert result.returncode == 2
+    out = result.stdout + result.stderr
+    assert "experiment='old'" in out and "env.factory / model._target_" in out and "Traceback" not in out
+
+
 def test_enjoy_doom_pixels_and_rnn(tmp_path):
     pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
     train(make_cfg(tmp_path, "env=doom/basic", "hardware.num_workers=1", "hardware.num_envs_per_worker=2",
