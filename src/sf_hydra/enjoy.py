@@ -48,8 +48,8 @@ def load_run(run_dir: Path):
     missing = [key for key in ("env.factory", "model._target_") if OmegaConf.select(cfg, key) is None]
     if missing:  # saved before families and networks were named by dotted paths
         raise ConfigError("experiment", run_dir.name, f"a run whose {saved} names its env family and network "
-                          f"(it has no {' / '.join(missing)}: it was saved by an older sf_hydra; train it again, "
-                          "or add them to that file as conf/env_family/<family>.yaml and the model schema do)")
+                          f"(it has no {' / '.join(missing)}: an older sf_hydra saved it; its checkpoint still loads: "
+                          "run its train command again, which resumes it and saves the config anew)")
     return cfg
 
 
