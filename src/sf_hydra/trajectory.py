@@ -123,10 +123,6 @@ class TrajectoryBuffers:
     def __getitem__(self, name: str) -> torch.Tensor:
         return self.tensors[name]
 
-    @property
-    def num_slots(self) -> int:
-        return next(iter(self.tensors.values())).shape[0]
-
     def gather(self, slots: torch.Tensor) -> Dict[str, torch.Tensor]:
         """Copies the given slots out into one batch, a tensor per field (the slots can be
         reused at once)."""

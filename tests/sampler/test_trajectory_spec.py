@@ -94,3 +94,36 @@ def test_a_field_declared_by_the_model_arrives_in_the_learners_batch(tmp_cfg, en
     adv, targets, old_values = learner._advantages_and_targets(batch)
     chunks = learner._chunks(batch, adv, targets, old_values)
     assert torch.equal(chunks["behaviour_logits"].reshape(logits.shape), logits)
+
+
+def test_agent_rows_worker_steps_single_agent_envs_like_the_single_agent_loop(tmp_cfg):
+    """`SingleEnvGroup` lets the agent-rows worker step plain gymnasium envs (what
+    benchmarks/sampler_throughput.py's `rows` variant measures): whole CartPole episodes
+    (reward 1 per step, a done at each end) in its slots, log-probs those of the policy."""
+    from sf_hydra.learner.ppo_learner import PPOLearner
+    from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
+    from sf_hydra.sampler.env_info import describe_env
+    from sf_hydra.sampler.sampler import Sampler
+    from sf_hydra.trajectory import obs_fields_of
+
+    cfg = tmp_cfg("hardware.serial_mode=true", "hardware.num_workers=1")
+    info = describe_env(cfg.env, seed=cfg.seed)
+    learner = PPOLearner(cfg, info.observation_space, info.action_space)
+    sampler = Sampler(cfg, info.observation_space, info.action_space, learner.model, None)
+    sampler.worker_cls = AgentRowsWorker
+    sampler.publish(learner.model, 0)
+    sampler.start()
+    try:
+        assert isinstance(sampler.serial_workers[0], AgentRowsWorker)
+        parts = []
+        while sum(len(p["actions"]) for p in parts) < 16:
+            traj = sampler.poll()
+            parts.append(sampler.buffers.gather(torch.tensor(traj.slots)))
+            sampler.free(traj.slots)
+    finally:
+        sampler.stop()
+    batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    assert torch.equal(batch["rewards"], torch.ones_like(batch["rewards"]))
+    assert batch["dones"].sum() >= 1 and batch["time_outs"].sum() == 0
+    log_probs, _, _ = learner.model.evaluate(obs_fields_of(batch), batch["actions"], None, None)
+    torch.testing.assert_close(log_probs, batch["log_probs"], rtol=1e-5, atol=1e-5)

@@ -50,6 +50,7 @@ class WorkerBase:
         self.buffers, self.store = buffers, store
         self.writer = TrajectoryWriter(buffers)
         self.records_rnn = "rnn_states" in buffers.spec
+        self.obs_fields: Dict[str, str] = {}  # observation key -> its field name, filled at the first step
         self.free_slots, self.out_queue = free_slots, out_queue
         self.stop_flag, self.sync_round, self.parent_pid = stop_flag, sync_round, parent_pid
         self.rollout = cfg.algo.rollout
@@ -74,7 +75,9 @@ class WorkerBase:
 
     def _policy_record(self, obs: Dict[str, torch.Tensor], out, rnn_before: torch.Tensor) -> dict:
         """The fields one policy step fills: its inputs, its outputs and the acting version."""
-        record = {obs_field_name(k): v for k, v in obs.items()}
+        if len(self.obs_fields) != len(obs):
+            self.obs_fields = {k: obs_field_name(k) for k in obs}
+        record = {self.obs_fields[k]: v for k, v in obs.items()}
         record.update(actions=out.actions, log_probs=out.log_probs, values=out.values, policy_versions=self.version)
         if self.records_rnn:
             record["rnn_states"] = rnn_before
