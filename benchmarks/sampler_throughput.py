@@ -63,7 +63,7 @@ def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) 
         from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 
         sampler.worker_cls = AgentRowsWorker
-    sampler.publish(model, 0)
+    sampler.publish(0, model, 0)
     sampler.start()
     try:
         for _ in range(3):

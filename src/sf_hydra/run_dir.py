@@ -47,4 +47,6 @@ def finished_summary(run_dir: Path, train_for_env_steps: int) -> Optional[dict]:
     if resume_checkpoint(run_dir) is None or not summary_path.exists():
         return None
     summary = json.loads(summary_path.read_text())
-    return summary if summary.get("env_steps", 0) >= train_for_env_steps else None
+    # Several policies: the budget is each policy's own env steps.
+    steps = min(p.get("env_steps", 0) for p in summary.get("policies") or [summary])
+    return summary if steps >= train_for_env_steps else None

@@ -76,6 +76,9 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
         "fps": session_steps / session_seconds if session_seconds > 0 else 0.0,
         "avg_return": module.avg_return(), "avg_length": module.avg_length(), "episodes": module.episodes_total,
         "policy_version": module.policy_version, "stop_reason": stop_reason,
+        "policies": [{"policy": k, "env_steps": s.env_steps, "policy_version": s.version, "avg_return": s.avg_return(),
+                      "avg_length": s.avg_length(), "episodes": s.episodes_total, **s.outcome_rates()}
+                     for k, s in enumerate(module.stats)],
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -93,6 +96,19 @@ def check_config(cfg) -> None:
     check_batched_sampling(cfg)
 
 
+def check_same_policies(run_dir: Path, cfg) -> None:
+    """A run resumes with the number of policies its checkpoint holds."""
+    saved = run_dir / "config.yaml"
+    if rd.resume_checkpoint(run_dir) is None or not saved.exists():
+        return
+    before = OmegaConf.select(OmegaConf.load(saved), "algo.num_policies", default=1)
+    if before != cfg.algo.num_policies:
+        from sf_hydra.config import ConfigError
+
+        raise ConfigError("algo.num_policies", cfg.algo.num_policies,
+                          f"{before}, as the run in {run_dir} was trained with (or restart_behavior=restart)")
+
+
 def train(cfg) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
     check_config(cfg)
@@ -103,6 +119,7 @@ def train(cfg) -> dict:
         log.info("run folder %s: already trained for %d env steps (train_for_env_steps=%d); nothing to do", run_dir,
                  done["env_steps"], cfg.train_for_env_steps)
         return done
+    check_same_policies(run_dir, cfg)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     torch.set_num_threads(cfg.hardware.torch_threads)
     seed_everything(cfg.seed)

@@ -77,14 +77,16 @@ class TrajectorySpec:
 
 
 def trajectory_spec(obs_space: gym.Space, action_space: gym.Space, rnn_state_size: int,
-                    extra_fields: Iterable[Field] = ()) -> TrajectorySpec:
+                    extra_fields: Iterable[Field] = (), num_policies: int = 1) -> TrajectorySpec:
     """The standard fields for these spaces, then `extra_fields` (a model's own outputs).
 
     Observations: one field per key (`obs.<key>`; a plain Box is the key `obs`). Policy step:
     the action, its log-probability under the acting policy, the value estimate (with the
     bootstrap step), the version of the acting policy and, for recurrent models, the RNN
     state before the step. Env step: the scaled and clipped reward, `dones` (the episode
-    ended after this step) and `time_outs` (that end was a truncation)."""
+    ended after this step) and `time_outs` (that end was a truncation). With several policies,
+    `policy_ids`: the policy that acted (a slot may hold episodes of several policies; policies
+    change only at episode ends, so every change follows a done)."""
     a_shape, a_dtype = action_spec(action_space)
     fields = [Field(obs_field_name(k), tuple(shape), dtype) for k, (shape, dtype) in obs_specs(obs_space).items()]
     fields += [
@@ -96,15 +98,19 @@ def trajectory_spec(obs_space: gym.Space, action_space: gym.Space, rnn_state_siz
         Field("dones"),
         Field("time_outs"),
     ]
+    if num_policies > 1:
+        fields.append(Field("policy_ids", dtype=torch.int64))
     if rnn_state_size:
         fields.append(Field("rnn_states", (rnn_state_size,), chunk_start_only=True))
     return TrajectorySpec([*fields, *extra_fields])
 
 
-def model_trajectory_spec(obs_space: gym.Space, action_space: gym.Space, model: torch.nn.Module) -> TrajectorySpec:
-    """The spec of what `model` acting in an env with these spaces records."""
+def model_trajectory_spec(obs_space: gym.Space, action_space: gym.Space, model: torch.nn.Module,
+                          num_policies: int = 1) -> TrajectorySpec:
+    """The spec of what `model` (or any of `num_policies` policies of its class) acting in an
+    env with these spaces records."""
     extra = model.extra_trajectory_fields() if hasattr(model, "extra_trajectory_fields") else ()
-    return trajectory_spec(obs_space, action_space, model.rnn_state_size, extra)
+    return trajectory_spec(obs_space, action_space, model.rnn_state_size, extra, num_policies)
 
 
 class TrajectoryBuffers:

@@ -35,7 +35,7 @@ def running_sampler(cfg):
     sampler = Sampler(cfg, info.observation_space, info.action_space, model, info.num_agents)
     sampler.model = model
     try:
-        sampler.publish(model, 0)
+        sampler.publish(0, model, 0)
         sampler.start()
         yield sampler
     finally:

@@ -29,7 +29,7 @@ def _check_cartpole_rows(got) -> None:
     assert dones.sum() >= 5
     first_obs = b["obs.obs"][:, 1:][dones]
     assert (first_obs.abs() <= 0.05).all()
-    assert all(ret == length for ret, length in got.episodes) and got.episodes
+    assert all(e.ret == e.length for e in got.episodes) and got.episodes
 
 
 def test_cartpole_uses_its_numpy_vector_env(tmp_path):

@@ -50,7 +50,7 @@ def test_episode_statistics_per_agent(tmp_path):
     lengths = [length for _, length, *_ in got.episodes]
     # Lengths count active steps: 8 for agent 0, 10 for agents 1 and 2 (11 and 14 env steps).
     assert sorted(set(lengths)) == [8, 10]
-    assert all(0 <= ret <= length for ret, length, _ in got.episodes)
+    assert all(0 <= ret <= length for ret, length, *_ in got.episodes)
     # Frames count every agent's env steps, inactive ones too: 2 envs x 3 agents per step.
     assert got.frames % 6 == 0 and got.frames >= 24 * 16
 

@@ -91,8 +91,8 @@ def test_a_field_declared_by_the_model_arrives_in_the_learners_batch(tmp_cfg, en
     torch.testing.assert_close(chosen, batch["log_probs"], rtol=1e-5, atol=1e-5)
     # The learner cuts the field into recurrence chunks with the others.
     batch.pop("meta")
-    adv, targets, old_values = learner._advantages_and_targets(batch)
-    chunks = learner._chunks(batch, adv, targets, old_values)
+    adv, targets, old_values = learner._advantages_and_targets(learner.model, batch, None)
+    chunks = learner._chunks(batch, adv, targets, old_values, None)
     assert torch.equal(chunks["behaviour_logits"].reshape(logits.shape), logits)
 
 
@@ -111,7 +111,7 @@ def test_agent_rows_worker_steps_single_agent_envs_like_the_single_agent_loop(tm
     learner = PPOLearner(cfg, info.observation_space, info.action_space)
     sampler = Sampler(cfg, info.observation_space, info.action_space, learner.model, None)
     sampler.worker_cls = AgentRowsWorker
-    sampler.publish(learner.model, 0)
+    sampler.publish(0, learner.model, 0)
     sampler.start()
     try:
         assert isinstance(sampler.serial_workers[0], AgentRowsWorker)

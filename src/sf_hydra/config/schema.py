@@ -78,7 +78,9 @@ class ModelConfig:
 
 @dataclass
 class AlgoConfig:
-    num_policies: int = 1  # policies trained jointly (several: multi-agent self-play, PBT)
+    # Policies trained jointly, each with its own learner state; agents are mapped to them per
+    # episode (multi-agent self-play, PBT). train_for_env_steps then counts each policy's own steps.
+    num_policies: int = 1
     async_rl: bool = True
     rollout: int = 32
     recurrence: int = -1  # -1: rollout for RNNs, 1 for feed-forward nets
@@ -165,7 +167,21 @@ class PbtConfig:
     target_objective: str = "true_objective"
     perturb_min: float = 1.1
     perturb_max: float = 1.5
+    # Several policies, multi-agent envs: each agent of an env gets its own random policy per episode
+    # (true), or all agents of an env share one, drawn per episode (false).
     mix_policies_in_one_env: bool = True
+
+
+@dataclass
+class SelfPlayConfig:
+    """Self-play against past selves (beyond Sample Factory): frozen snapshots of the
+    trained policies, kept in `<run_dir>/selfplay/`, take opponent seats in multi-agent envs.
+    One seat of each env episode is a trained policy's; every other seat is taken by a trained
+    policy with probability `latest_prob`, else by a snapshot drawn uniformly from the pool."""
+
+    pool_size: int = 0  # snapshots kept (the oldest is replaced); 0: no pool, policies play each other
+    snapshot_every_env_steps: int = 1_000_000  # a policy's own env steps between two of its snapshots
+    latest_prob: float = 0.5  # an opponent seat goes to a trained policy with this probability
 
 
 @dataclass
@@ -176,6 +192,7 @@ class TrainConfig:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     pbt: PbtConfig = field(default_factory=PbtConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     experiment: str = MISSING
     train_dir: str = "train_dir"
     run_dir: str = MISSING  # this run's folder: ${train_dir}/${experiment}, or its folder in a sweep

@@ -11,7 +11,8 @@ AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
     "algo.rollout", "algo.batch_size", "algo.num_batches_per_epoch", "algo.num_epochs",
     "algo.num_batches_to_accumulate", "algo.max_policy_lag", "keep_checkpoints", "train_for_env_steps",
-    "env.frameskip", "logger.stats_avg", "model.rnn_size", "model.rnn_num_layers",
+    "env.frameskip", "logger.stats_avg", "model.rnn_size", "model.rnn_num_layers", "algo.num_policies",
+    "selfplay.snapshot_every_env_steps",
 )
 
 POSITIVE = (
@@ -25,7 +26,7 @@ NON_NEGATIVE = (
     "algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale",
 )
 
-UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda")
+UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda", "selfplay.latest_prob")
 
 # torch.optim.Adam rejects beta = 1 (only when the learner builds its optimizer, too late).
 HALF_OPEN_UNIT_INTERVAL = ("algo.adam_beta1", "algo.adam_beta2")
@@ -60,6 +61,8 @@ def _check_ranges(cfg) -> None:
                           "0 when model.tanh_squash_actions=true (squashed actions are bounded already)")
     if cfg.algo.recurrence != -1 and cfg.algo.recurrence < 1:
         raise ConfigError("algo.recurrence", cfg.algo.recurrence, "-1 (automatic) or an integer >= 1")
+    if not cfg.selfplay.pool_size >= 0:
+        raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size, "an integer >= 0 (0: no opponent pool)")
     if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
         raise ConfigError("experiment", cfg.experiment, "a non-empty folder name without '/'")
 
@@ -105,6 +108,7 @@ def _check_sampling(cfg) -> None:
                 f"multiple of batch_size x num_batches_per_epoch = "
                 f"{algo.batch_size} x {algo.num_batches_per_epoch} = {per_iteration}",
             )
+    _check_policy_mapping(cfg)
     if hw.device == "cuda":
         import torch
 
@@ -112,12 +116,25 @@ def _check_sampling(cfg) -> None:
             raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
 
 
+def _check_policy_mapping(cfg) -> None:
+    """Batched sampling maps whole workers to policies (worker i serves policy i mod N): every
+    policy needs a worker, and a vector env has no opponent seats."""
+    hw, n = cfg.hardware, cfg.algo.num_policies
+    if not hw.batched_sampling:
+        return
+    if n > hw.num_workers:
+        raise ConfigError("algo.num_policies", n,
+                          f"at most hardware.num_workers={hw.num_workers} with hardware.batched_sampling=true "
+                          "(a whole worker serves one policy: worker i -> policy i mod num_policies)")
+    if cfg.selfplay.pool_size > 0:
+        raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size,
+                          "0 with hardware.batched_sampling=true (a vector env of single-agent envs has no "
+                          "opponent seats)")
+
+
 def _check_unavailable(cfg) -> None:
     """Keys that experiment configs already use (to reproduce Sample Factory's command lines)
     for features that have not landed yet: say so instead of silently training one policy."""
-    if cfg.algo.num_policies != 1:
-        raise ConfigError("algo.num_policies", cfg.algo.num_policies,
-                          "1 (training several policies jointly is not available yet)")
     if cfg.pbt.with_pbt:
         raise ConfigError("pbt.with_pbt", True, "false (population-based training is not available yet)")
 

@@ -4,6 +4,7 @@ stop conditions and signals, progress lines and TensorBoard summaries."""
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import time
 from collections import deque
@@ -16,17 +17,19 @@ log = logging.getLogger("sf_hydra")
 
 
 class PublishPolicy(L.Callback):
-    """After each learner iteration the rollout workers get the new weights."""
+    """After each learner iteration the rollout workers get the new weights of the policy it trained."""
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        trainer.datamodule.publish()
+        trainer.datamodule.publish(pl_module.last_policy)
 
 
 class StopConditions(L.Callback):
     """Ends training on the env-step or time budget, or on a stop signal: SIGINT/SIGTERM and,
     in a Slurm job, submitit's preemption signal (launch/signals.py). A signal only asks for a
     stop, so the run ends after a whole learner step with a checkpoint; a second one aborts
-    at once. Training time accumulates across resumes."""
+    at once. Training time accumulates across resumes. With several policies, the budget and
+    the target return hold for each policy (its own env steps and episodes), as Sample
+    Factory's train_for_env_steps does."""
 
     def __init__(self, train_for_env_steps: int, train_for_seconds: float, until_avg_return=None):
         self.max_steps, self.max_seconds = train_for_env_steps, train_for_seconds
@@ -64,7 +67,7 @@ class StopConditions(L.Callback):
         now = time.monotonic()
         pl_module.train_seconds += now - self._last
         self._last = now
-        if pl_module.env_steps >= self.max_steps:
+        if min(s.env_steps for s in pl_module.stats) >= self.max_steps:
             self._request(trainer, f"train_for_env_steps={self.max_steps} reached")
         elif pl_module.train_seconds >= self.max_seconds:
             self._request(trainer, f"train_for_seconds={self.max_seconds:g} reached")
@@ -72,8 +75,12 @@ class StopConditions(L.Callback):
             self._request(trainer, f"train_until_avg_return={self.target_return:g} reached")
 
     def _target_reached(self, m) -> bool:
-        window_full = len(m.episode_returns) == m.episode_returns.maxlen
-        return window_full and m.avg_return() >= self.target_return
+        """Every policy's full window of episodes averages the target (a finite number)."""
+        for s in m.stats:
+            ret = s.avg_return()
+            if len(s.episode_returns) < s.episode_returns.maxlen or not math.isfinite(ret) or ret < self.target_return:
+                return False
+        return True
 
     def on_train_end(self, trainer, pl_module):
         signals.release()
@@ -121,18 +128,30 @@ class Summaries(L.Callback):
 
     def _print_progress(self, m) -> None:
         ret = m.avg_return()
-        lag = m.last_metrics
+        lag = m.stats[0].metrics
         log.info(
             "env steps %d | FPS %.0f | avg return %s (%d episodes) | policy lag %.1f/%.1f (avg/max) | version %d",
             m.env_steps, self.fps(), "n/a" if ret is None else f"{ret:.2f}", m.episodes_total,
             lag.get("policy_lag/avg", 0.0), lag.get("policy_lag/max", 0.0), m.policy_version,
         )
+        if len(m.stats) > 1:
+            log.info("policies: %s", " | ".join(
+                f"{k}: {s.env_steps} steps, return {'n/a' if s.avg_return() is None else f'{s.avg_return():.2f}'}, "
+                f"version {s.version}" for k, s in enumerate(m.stats)))
 
     def _write_scalars(self, trainer, m) -> None:
         if trainer.logger is None:
             return
         writer, step = trainer.logger.experiment, m.env_steps
         scalars = dict(m.last_metrics)
+        for k, stats in enumerate(m.stats):  # one policy: its tags unprefixed; several: policy_<k>/...
+            prefix = "" if len(m.stats) == 1 else f"policy_{k}/"
+            per_policy = {**stats.metrics, **stats.outcome_rates()}
+            if len(m.stats) > 1:
+                per_policy["perf/env_steps"] = float(stats.env_steps)
+                if stats.episode_returns:
+                    per_policy.update({"episode/return": stats.avg_return(), "episode/length": stats.avg_length()})
+            scalars.update({prefix + tag: value for tag, value in per_policy.items()})
         scalars["perf/fps"] = self.fps()
         scalars["perf/env_steps"] = float(m.env_steps)
         scalars["perf/train_seconds"] = m.train_seconds

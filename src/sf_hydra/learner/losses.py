@@ -1,30 +1,46 @@
 """PPO losses, readable top to bottom. Sample Factory's unbiased clip: the ratio is kept in
-[1/(1+e), 1+e] rather than [1-e, 1+e]."""
+[1/(1+e), 1+e] rather than [1-e, 1+e].
+
+Each loss is a mean over the transitions; `valid` (a 0/1 tensor shaped like the losses'
+inputs, or None for all) restricts it to the transitions a policy is trained on (with
+several policies, a trajectory may hold another policy's episodes)."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 
 
-def policy_loss(log_probs, old_log_probs, advantages, clip_ratio: float):
-    ratio = torch.exp(log_probs - old_log_probs)
+def masked_mean(x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The mean of `x` over the entries where `valid` is 1 (all entries when None; 0 if none is)."""
+    if valid is None:
+        return x.mean()
+    return (x * valid).sum() / valid.sum().clamp(min=1.0)
+
+
+def policy_loss(log_probs, old_log_probs, advantages, clip_ratio: float, valid=None):
+    """The clipped surrogate. An invalid transition's ratio is taken as 1 (another policy's
+    behaviour log-prob could make it overflow, and inf * 0 is NaN)."""
+    log_ratio = log_probs - old_log_probs
+    ratio = torch.exp(log_ratio if valid is None else log_ratio * valid)
     clipped = torch.clamp(ratio, 1.0 / (1.0 + clip_ratio), 1.0 + clip_ratio)
-    loss = -torch.min(ratio * advantages, clipped * advantages).mean()
-    clip_fraction = ((ratio < 1.0 / (1.0 + clip_ratio)) | (ratio > 1.0 + clip_ratio)).float().mean()
+    loss = -masked_mean(torch.min(ratio * advantages, clipped * advantages), valid)
+    clip_fraction = masked_mean(((ratio < 1.0 / (1.0 + clip_ratio)) | (ratio > 1.0 + clip_ratio)).float(), valid)
     return loss, ratio, clip_fraction
 
 
-def value_loss(values, old_values, targets, clip_value: float):
+def value_loss(values, old_values, targets, clip_value: float, valid=None):
     """Clipped value loss: the new estimate may not move more than clip_value from the one
     the behaviour policy computed, unless that is worse."""
     clipped = old_values + torch.clamp(values - old_values, -clip_value, clip_value)
-    return 0.5 * torch.max((values - targets) ** 2, (clipped - targets) ** 2).mean()
+    return 0.5 * masked_mean(torch.max((values - targets) ** 2, (clipped - targets) ** 2), valid)
 
 
-def entropy_loss(entropy):
-    return -entropy.mean()
+def entropy_loss(entropy, valid=None):
+    return -masked_mean(entropy, valid)
 
 
-def approx_kl(ratio):
+def approx_kl(ratio, valid=None):
     """Low-variance estimator of KL(old || new) from the probability ratio."""
-    return ((ratio - 1.0) - torch.log(ratio)).mean()
+    return masked_mean((ratio - 1.0) - torch.log(ratio), valid)

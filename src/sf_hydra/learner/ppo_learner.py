@@ -4,8 +4,8 @@ synchronous PPO (`algo=ppo`: each batch is what the current policy collected) di
 on the sampling side, so one learner trains both.
 
 It sees batches of whole trajectories and returns losses; it knows nothing of processes.
-One `training_step` is one learner iteration: `num_epochs` passes over the batch in
-minibatches of `batch_size` transitions, then the policy version goes up by one.
+One `training_step` is one learner iteration of one policy: `num_epochs` passes over the
+batch in minibatches of `batch_size` transitions, then that policy's version goes up by one.
 """
 
 from __future__ import annotations
@@ -21,61 +21,145 @@ import torch
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_loss
 from sf_hydra.models import build_model
+from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
 from sf_hydra.trajectory import model_trajectory_spec, obs_fields_of
 
 
+class PolicyStats:
+    """One trained policy's counters and statistics (saved in checkpoints): its version, its
+    own env steps, its episodes, its self-play outcomes and its last learner metrics."""
+
+    def __init__(self, stats_avg: int):
+        self.version = 0
+        self.env_steps = 0
+        self.episode_returns: deque = deque(maxlen=stats_avg)
+        self.episode_lengths: deque = deque(maxlen=stats_avg)
+        self.episodes_total = 0
+        self.outcomes: deque = deque(maxlen=stats_avg)  # WIN/DRAW/LOSS against the opponent pool
+        self.metrics: Dict[str, float] = {}
+
+    def avg_return(self):
+        return float(np.mean(self.episode_returns)) if self.episode_returns else None
+
+    def avg_length(self):
+        return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
+
+    def outcome_rates(self) -> Dict[str, float]:
+        if not self.outcomes:
+            return {}
+        return {f"selfplay/vs_pool_{r}_rate": sum(o == r for o in self.outcomes) / len(self.outcomes)
+                for r in (WIN, DRAW, LOSS)}
+
+    def state(self) -> dict:
+        return {"version": self.version, "env_steps": self.env_steps, "episode_returns": list(self.episode_returns),
+                "episode_lengths": list(self.episode_lengths), "episodes_total": self.episodes_total,
+                "outcomes": list(self.outcomes)}
+
+    def restore(self, state: dict) -> None:
+        self.version, self.env_steps = state["version"], state["env_steps"]
+        self.episodes_total = state["episodes_total"]
+        self.episode_returns.extend(state["episode_returns"])
+        self.episode_lengths.extend(state["episode_lengths"])
+        self.outcomes.extend(state.get("outcomes", []))
+
+
 class PPOLearner(L.LightningModule):
+    """`algo.num_policies` policies (`self.policies`), each with its own model (normalizers
+    inside), optimizer, version and statistics; a batch holds one policy's trajectories and
+    trains that policy only on the transitions it acted (`batch["policy_ids"]`)."""
+
     def __init__(self, cfg, obs_space, action_space):
         super().__init__()
         self.automatic_optimization = False
         self.cfg, self.algo = cfg, cfg.algo
-        self.model = build_model(cfg, obs_space, action_space)
-        self.spec = model_trajectory_spec(obs_space, action_space, self.model)
+        self.num_policies = cfg.algo.num_policies
+        self.policies = torch.nn.ModuleList(build_model(cfg, obs_space, action_space)
+                                            for _ in range(self.num_policies))
+        self.spec = model_trajectory_spec(obs_space, action_space, self.model, self.num_policies)
         self.recurrence = resolved_recurrence(cfg)
         self.micro_batch = resolved_micro_batch(cfg, obs_space)
         # Counters that survive a resume (saved in on_save_checkpoint).
-        self.policy_version = 0
-        self.env_steps = 0
+        self.stats = [PolicyStats(cfg.logger.stats_avg) for _ in range(self.num_policies)]
+        self.env_steps = 0  # frames of the whole run (every policy's, snapshots' too)
         self.train_seconds = 0.0
-        self.episode_returns: deque = deque(maxlen=cfg.logger.stats_avg)
+        self.episode_returns: deque = deque(maxlen=cfg.logger.stats_avg)  # every trained policy's episodes
         self.episode_lengths: deque = deque(maxlen=cfg.logger.stats_avg)
         self.episodes_total = 0
         self.dropped_total = 0  # trajectories older than max_policy_lag, this session
-        self.last_metrics: Dict[str, float] = {}
+        self.last_metrics: Dict[str, float] = {}  # the run's own (not per policy)
+        self.last_policy = 0  # the policy the last batch trained
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """Policy 0 (the only one unless algo.num_policies > 1)."""
+        return self.policies[0]
+
+    @property
+    def policy_versions(self):
+        return [s.version for s in self.stats]
+
+    @property
+    def policy_version(self) -> int:
+        """Learner iterations of the run (summed over policies)."""
+        return sum(self.policy_versions)
 
     def configure_optimizers(self):
         """`algo.optimizer` (a `_partial_` node, default Adam reading algo.learning_rate/adam_*)
-        called with the model's parameters."""
+        called with each policy's parameters."""
         from sf_hydra.targets import build
 
-        return build("algo.optimizer", self.algo.optimizer, self.model.parameters())
+        return [build("algo.optimizer", self.algo.optimizer, m.parameters()) for m in self.policies]
+
+    def optimizer_of(self, policy: int):
+        opts = self.optimizers()
+        return opts[policy] if isinstance(opts, (list, tuple)) else opts
 
     # -- data preparation --------------------------------------------------------------------
     def _record_meta(self, meta: dict) -> None:
         self.env_steps += int(meta["frames"])
-        for ret, length, *agent in meta["episodes"]:  # agent: its index in a multi-agent env
-            self.episode_returns.append(ret)
-            self.episode_lengths.append(length)
-            if agent:
-                self._agent_episodes(agent[0]).append((ret, length))
-        self.episodes_total += len(meta["episodes"])
+        if self.num_policies == 1:
+            self.stats[0].env_steps = self.env_steps
+        else:
+            for stats, frames in zip(self.stats, meta["policy_frames"]):
+                stats.env_steps += int(frames)
+        for e in meta["episodes"]:
+            if e.policy >= self.num_policies:
+                continue  # a snapshot's game: not ours to report
+            for window in (self, self.stats[e.policy]):
+                window.episode_returns.append(e.ret)
+                window.episode_lengths.append(e.length)
+                window.episodes_total += 1
+            if e.agent is not None:
+                self._agent_episodes(e.agent).append((e.ret, e.length))
+        for policy, result in meta["outcomes"]:
+            self.stats[policy].outcomes.append(result)
         self.dropped_total += int(meta["dropped_trajectories"])
 
+    @staticmethod
+    def _valid(batch: dict, policy: int):
+        """[B, T] 1.0 where `policy` acted, or None when it acted everywhere."""
+        if "policy_ids" not in batch:
+            return None
+        mine = batch["policy_ids"] == policy
+        return None if bool(mine.all()) else mine.float()
+
     @torch.no_grad()
-    def _advantages_and_targets(self, batch: dict):
-        """GAE in raw return units; value targets and old values in the value head's units."""
-        norm = self.model.returns_norm
+    def _advantages_and_targets(self, model, batch: dict, valid):
+        """GAE in raw return units; value targets and old values in the value head's units.
+        Another policy's transitions in the batch are separated from ours by dones (policies
+        change at episode ends), so GAE never mixes them in; they only skip the statistics."""
+        norm = model.returns_norm
         values = norm.denormalize(batch["values"]) if norm is not None else batch["values"]
         rewards = batch["rewards"]
         if self.algo.value_bootstrap:  # a truncated episode would have gone on: add gamma*V(s)
             rewards = rewards + self.algo.gamma * values[:, :-1] * batch["time_outs"]
         advantages, returns = gae(rewards, values, batch["dones"], self.algo.gamma, self.algo.gae_lambda)
         if norm is not None:
-            norm.update(returns)
+            norm.update(returns if valid is None else returns[valid > 0])
             return advantages, norm.normalize(returns), norm.normalize(values[:, :-1])
         return advantages, returns, values[:, :-1]
 
-    def _chunks(self, batch: dict, advantages, targets, old_values) -> dict:
+    def _chunks(self, batch: dict, advantages, targets, old_values, valid) -> dict:
         """[B, T] -> [B*T/R, R] recurrence chunks, every field of the trajectory spec by one
         rule: a bootstrap field drops its extra step (values are replaced by the learner's
         own `old_values`, `targets` and `advantages`), a chunk-start field keeps the first
@@ -92,35 +176,44 @@ class PPOLearner(L.LightningModule):
             chunks = split(batch[field.name])
             data[field.name] = chunks[:, 0] if field.chunk_start_only else chunks
         data.update(advantages=split(advantages), targets=split(targets), old_values=split(old_values))
+        if valid is not None:
+            data["valids"] = split(valid)
         return data
 
     # -- the iteration -----------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         meta = batch.pop("meta")
         self._record_meta(meta)
-        self.model.preprocess.update(obs_fields_of(batch))
-        advantages, targets, old_values = self._advantages_and_targets(batch)
-        data = self._chunks(batch, advantages, targets, old_values)
-        lag = (self.policy_version - batch["policy_versions"]).float()
+        k = meta["policy"]
+        model, stats, opt = self.policies[k], self.stats[k], self.optimizer_of(k)
+        valid = self._valid(batch, k)
+        obs = obs_fields_of(batch)
+        model.preprocess.update(obs if valid is None else {key: v[valid > 0] for key, v in obs.items()})
+        advantages, targets, old_values = self._advantages_and_targets(model, batch, valid)
+        data = self._chunks(batch, advantages, targets, old_values, valid)
+        lag = (stats.version - batch["policy_versions"]).float()
+        if valid is not None:
+            lag = lag[valid > 0]
         t0 = time.perf_counter()
-        stats = self._train_epochs(data)
+        stats.metrics = self._train_epochs(model, opt, stats, data)
         train_time = time.perf_counter() - t0
-        self.policy_version += 1
-        self.last_metrics = {
-            **stats,
+        stats.version += 1
+        self.last_policy = k
+        stats.metrics.update({
             "policy_lag/min": lag.min().item(), "policy_lag/avg": lag.mean().item(), "policy_lag/max": lag.max().item(),
+            "learner/lr": opt.param_groups[0]["lr"],
+            "learner/policy_version": float(stats.version),
+            "learner/samples_per_sec": lag.numel() * self.algo.num_epochs / max(train_time, 1e-9),
+        })
+        self.last_metrics = {
             "learner/dropped_trajectories": float(meta["dropped_trajectories"]),
             "learner/dropped_trajectories_total": float(self.dropped_total),
             "learner/wait_for_data_sec": float(meta["wait_seconds"]),
-            "learner/lr": self.optimizers().param_groups[0]["lr"],
-            "learner/policy_version": float(self.policy_version),
-            "learner/samples_per_sec": lag.numel() * self.algo.num_epochs / max(train_time, 1e-9),
             **worker_shares(meta["worker_seconds"]),
         }
         self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
 
-    def _train_epochs(self, data: dict) -> Dict[str, float]:
-        opt = self.optimizers()
+    def _train_epochs(self, model, opt, stats: PolicyStats, data: dict) -> Dict[str, float]:
         n_chunks = data["actions"].shape[0]
         per_minibatch = self.algo.batch_size // self.recurrence
         sums: Dict[str, float] = {}
@@ -130,9 +223,11 @@ class PPOLearner(L.LightningModule):
             for start in range(0, n_chunks, per_minibatch):
                 idx = order[start : start + per_minibatch]
                 mb = {k: v[idx] for k, v in data.items()}
+                if "valids" in mb and not bool(mb["valids"].any()):
+                    continue  # none of this policy's transitions in this minibatch
                 opt.zero_grad(set_to_none=True)
-                losses = self._accumulate_gradients(mb)
-                grad_norm = self._grad_norm()
+                losses = self._accumulate_gradients(model, mb)
+                grad_norm = self._grad_norm(model)
                 if self.algo.max_grad_norm > 0:
                     self.clip_gradients(opt, gradient_clip_val=self.algo.max_grad_norm, gradient_clip_algorithm="norm")
                 opt.step()
@@ -141,63 +236,73 @@ class PPOLearner(L.LightningModule):
                     sums[k] = sums.get(k, 0.0) + float(v)
                 count += 1
                 if self.algo.lr_schedule == "kl_adaptive_minibatch":
-                    self._adapt_lr(float(losses["learner/kl"]))
-            if self.algo.lr_schedule == "kl_adaptive_epoch":
-                self._adapt_lr(sums["learner/kl"] / count)
+                    self._adapt_lr(opt, float(losses["learner/kl"]))
+            if self.algo.lr_schedule == "kl_adaptive_epoch" and count:
+                self._adapt_lr(opt, sums["learner/kl"] / count)
         if self.algo.lr_schedule == "linear_decay":
-            self._decay_lr()
-        return {k: v / count for k, v in sums.items()}
+            self._decay_lr(opt, stats.env_steps)
+        return {k: v / max(count, 1) for k, v in sums.items()}
 
-    def _accumulate_gradients(self, mb: dict) -> Dict[str, float]:
+    def _accumulate_gradients(self, model, mb: dict) -> Dict[str, float]:
         """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
-        is a mean, so weighting each micro-batch by its share of the rows gives the
-        minibatch's gradient and statistics exactly; advantages are normalized over the
-        whole minibatch first."""
-        adv = mb["advantages"]
-        mb = {**mb, "advantages": (adv - adv.mean()) / (adv.std() + 1e-8)}
+        is a mean over the policy's transitions, so weighting each micro-batch by its share of
+        them gives the minibatch's gradient and statistics exactly; advantages are normalized
+        over the whole minibatch first."""
+        adv, valid = mb["advantages"], mb.get("valids")
+        if valid is None:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        else:
+            mine = adv[valid > 0]
+            adv = (adv - mine.mean()) / (mine.std() + 1e-8) * valid if mine.numel() > 1 else adv * 0.0
+        mb = {**mb, "advantages": adv}
         rows = mb["actions"].shape[0]
+        total = float(valid.sum()) if valid is not None else float(rows)
         step = max(1, self.micro_batch // self.recurrence) if self.micro_batch > 0 else rows
         sums: Dict[str, float] = {}
         for start in range(0, rows, step):
             part = {k: v[start : start + step] for k, v in mb.items()}
-            weight = part["actions"].shape[0] / rows
-            losses = self._minibatch_losses(part)
+            share = float(part["valids"].sum()) if valid is not None else float(part["actions"].shape[0])
+            if share == 0:
+                continue
+            weight = share / total
+            losses = self._minibatch_losses(model, part)
             self.manual_backward(losses["loss/total"] * weight)
             for k, v in losses.items():
                 sums[k] = sums.get(k, 0.0) + weight * float(v.detach())
         return sums
 
-    def _minibatch_losses(self, mb: dict) -> Dict[str, torch.Tensor]:
+    def _minibatch_losses(self, model, mb: dict) -> Dict[str, torch.Tensor]:
         """The PPO losses of one (micro-)batch; its advantages are normalized already."""
-        a = self.algo
+        a, valid = self.algo, mb.get("valids")
         obs = obs_fields_of(mb)
-        log_probs, entropy, values = self.model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"])
+        log_probs, entropy, values = model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"])
         adv = mb["advantages"]
-        p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, a.ppo_clip_ratio)
-        v_loss = value_loss(values, mb["old_values"], mb["targets"], a.ppo_clip_value)
-        e_loss = entropy_loss(entropy)
+        p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, a.ppo_clip_ratio, valid)
+        v_loss = value_loss(values, mb["old_values"], mb["targets"], a.ppo_clip_value, valid)
+        e_loss = entropy_loss(entropy, valid)
         total = p_loss + a.value_loss_coeff * v_loss + a.exploration_loss_coeff * e_loss
         with torch.no_grad():
-            kl = approx_kl(ratio)
+            kl = approx_kl(ratio, valid)
         return {
             "loss/total": total, "loss/policy": p_loss.detach(), "loss/value": v_loss.detach(),
-            "loss/entropy": entropy.mean().detach(), "learner/kl": kl, "learner/clip_fraction": clip_fraction,
+            "loss/entropy": -e_loss.detach(), "learner/kl": kl, "learner/clip_fraction": clip_fraction,
         }
 
-    def _grad_norm(self) -> float:
-        norms = [p.grad.detach().norm() for p in self.model.parameters() if p.grad is not None]
+    @staticmethod
+    def _grad_norm(model) -> float:
+        norms = [p.grad.detach().norm() for p in model.parameters() if p.grad is not None]
         return torch.linalg.vector_norm(torch.stack(norms)).item() if norms else 0.0
 
-    def _adapt_lr(self, kl: float) -> None:
-        a, group = self.algo, self.optimizers().param_groups[0]
+    def _adapt_lr(self, opt, kl: float) -> None:
+        a, group = self.algo, opt.param_groups[0]
         if kl > 2.0 * a.lr_schedule_kl_threshold:
             group["lr"] = max(group["lr"] / 1.5, a.lr_adaptive_min)
         elif kl < 0.5 * a.lr_schedule_kl_threshold:
             group["lr"] = min(group["lr"] * 1.5, a.lr_adaptive_max)
 
-    def _decay_lr(self) -> None:
-        frac = max(0.0, 1.0 - self.env_steps / float(self.cfg.train_for_env_steps))
-        self.optimizers().param_groups[0]["lr"] = self.algo.learning_rate * frac
+    def _decay_lr(self, opt, env_steps: int) -> None:
+        frac = max(0.0, 1.0 - env_steps / float(self.cfg.train_for_env_steps))
+        opt.param_groups[0]["lr"] = self.algo.learning_rate * frac
 
     # -- statistics and checkpoints ------------------------------------------------------------
     def avg_return(self):
@@ -223,15 +328,26 @@ class PPOLearner(L.LightningModule):
         checkpoint["sf_hydra"] = {
             "policy_version": self.policy_version, "env_steps": self.env_steps, "train_seconds": self.train_seconds,
             "episode_returns": list(self.episode_returns), "episode_lengths": list(self.episode_lengths),
-            "episodes_total": self.episodes_total,
+            "episodes_total": self.episodes_total, "policies": [s.state() for s in self.stats],
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint["sf_hydra"]
-        self.policy_version, self.env_steps = state["policy_version"], state["env_steps"]
-        self.train_seconds, self.episodes_total = state["train_seconds"], state["episodes_total"]
+        self.env_steps, self.train_seconds = state["env_steps"], state["train_seconds"]
+        self.episodes_total = state["episodes_total"]
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
+        if "policies" in state:
+            for stats, saved in zip(self.stats, state["policies"]):
+                stats.restore(saved)
+        else:  # saved before several policies: one policy, its model under `model.`
+            self.stats[0].restore({"version": state["policy_version"], "env_steps": state["env_steps"],
+                                   "episode_returns": state["episode_returns"],
+                                   "episode_lengths": state["episode_lengths"],
+                                   "episodes_total": state["episodes_total"]})
+            weights = checkpoint["state_dict"]
+            for key in [k for k in weights if k.startswith("model.")]:
+                weights["policies.0." + key[len("model."):]] = weights.pop(key)
 
 
 def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:

@@ -71,7 +71,10 @@ class AgentRowsWorker(WorkerBase):
     def __init__(self, worker_id: int, cfg, *args, **kwargs):
         super().__init__(worker_id, cfg, *args, **kwargs)
         self.groups = make_groups(cfg, worker_id)
-        self._init_policy(self.groups[0].observation_space, self.groups[0].action_space)
+        # Batched sampling: a whole worker serves one policy (validated: every policy has one).
+        fixed = worker_id % cfg.algo.num_policies if cfg.hardware.batched_sampling else None
+        self._init_policy(self.groups[0].observation_space, self.groups[0].action_space,
+                          [g.num_agents for g in self.groups], fixed)
         bounds = np.cumsum([0] + [g.num_agents for g in self.groups])
         self.num_rows = rows = int(bounds[-1])
         group_rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -110,15 +113,17 @@ class AgentRowsWorker(WorkerBase):
     # -- one step of one split -------------------------------------------------------------
     def _act_and_step(self, split: Split, episodes: list) -> int:
         rows = split.rows
-        obs, rnn_before, out = self._act(rows)
+        obs, rnn_before, out, policies = self._act(rows)
         active = self.active[rows].copy()
-        local = np.flatnonzero(active)
+        # Recorded: active rows acting with a trained policy (a snapshot's steps are not trained on).
+        recording = active if policies is None else active & (policies < self.num_policies)
+        local = np.flatnonzero(recording)
         select = None if len(local) == len(active) else torch.from_numpy(local)
         recorded = local + rows.start
         if len(local):
             self._resolve_pending(recorded, out.values if select is None else out.values.index_select(0, select))
             where = self._write_positions(recorded)
-            self.writer.write(*where, self._policy_record(obs, out, rnn_before), select)
+            self.writer.write(*where, self._policy_record(obs, out, rnn_before, policies), select)
 
         actions = out.actions.numpy()
         t2 = time.perf_counter()
@@ -136,7 +141,7 @@ class AgentRowsWorker(WorkerBase):
         if len(local):
             self.writer.write(*where, self._env_record(rewards[local], terminated[local], truncated[local]))
             self._advance(recorded)
-        for j in np.flatnonzero(done & ~active):
+        for j in np.flatnonzero(done & ~recording):
             self._end_last_transition(rows.start + int(j), bool(truncated[j] and not terminated[j]))
         if out.rnn_states is not None:
             self._update_rnn(rows, out.rnn_states.float(), rnn_before, active, done)
@@ -182,7 +187,7 @@ class AgentRowsWorker(WorkerBase):
     def _count_episodes(self, rows: slice, rewards, active, done, game_continues, episodes: list) -> None:
         self.games.add(rows, rewards, active)
         for j in np.flatnonzero(done):
-            self.games.end(rows.start + int(j), bool(game_continues[j]), episodes)
+            self._episode_end(rows.start + int(j), bool(game_continues[j]), episodes)
 
     def _update_rnn(self, rows: slice, new: torch.Tensor, before: torch.Tensor, active, done) -> None:
         """Inactive rows keep their state; a done zeroes it."""
@@ -226,7 +231,8 @@ class AgentRowsWorker(WorkerBase):
         sent, self.ready = self.ready[:quota], self.ready[quota:]
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_start - sum(self.timing.values())
-        self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing))
+        outcomes, self.outcomes = self.outcomes, []
+        self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing, outcomes))
 
     def close(self) -> None:
         close_all(self.groups)

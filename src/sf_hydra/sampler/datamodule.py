@@ -15,7 +15,7 @@ from sf_hydra.sampler.training_batches import TrainingBatches
 
 class SamplerDataModule(L.LightningDataModule):
     def __init__(self, cfg, obs_space, action_space, policy_source, num_agents: Optional[int]):
-        """`policy_source` has `.model` and `.policy_version` (the LightningModule).
+        """`policy_source` has `.policies` (models) and `.policy_versions` (the LightningModule).
         num_agents: None for a single-agent env, the count for a multi-agent env
         (`sampler.env_info.describe_env` reads all three from one env)."""
         super().__init__()
@@ -27,7 +27,7 @@ class SamplerDataModule(L.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         if self.sampler is None:
-            self.sampler = Sampler(self.cfg, self.obs_space, self.action_space, self.policy_source.model,
+            self.sampler = Sampler(self.cfg, self.obs_space, self.action_space, self.policy_source.policies[0],
                                    self.num_agents)
 
     def _start_workers(self) -> None:
@@ -35,11 +35,14 @@ class SamplerDataModule(L.LightningDataModule):
         self.publish()
         self.sampler.start()
 
-    def publish(self) -> None:
-        self.sampler.publish(self.policy_source.model, self.policy_source.policy_version)
+    def publish(self, policy: Optional[int] = None) -> None:
+        """The weights of `policy` (None: every policy) go to the rollout workers."""
+        source = self.policy_source
+        for k in range(len(source.policies)) if policy is None else [policy]:
+            self.sampler.publish(k, source.policies[k], source.policy_versions[k])
 
-    def current_version(self) -> int:
-        return self.policy_source.policy_version
+    def current_version(self, policy: int) -> int:
+        return self.policy_source.policy_versions[policy]
 
     def request_stop(self) -> None:
         self._stop.set()

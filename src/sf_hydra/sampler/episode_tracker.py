@@ -3,9 +3,8 @@
 A done ends the learner's episode; it ends the reported one only when the env does not say
 that the game goes on (`sf_hydra.envs.episode_info.GAME_CONTINUES`, e.g. Atari's lost
 lives), so the statistics users see are whole games. Reported episodes are
-`(return, length)`, or `(return, length, agent)` for the agents of multi-agent envs
-(`agent`: the agent's index in its env), from which the learner also keeps per-agent
-statistics.
+`messages.Episode`s: with the agent's index in its env for multi-agent envs (the learner
+keeps per-agent statistics) and the policy that played.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+
+from sf_hydra.sampler.messages import Episode
 
 
 class EpisodeTracker:
@@ -27,10 +28,12 @@ class EpisodeTracker:
         self.returns[rows] += rewards
         self.lengths[rows] += steps
 
-    def end(self, row: int, game_continues: bool, episodes: list) -> None:
-        """A done of `row`: appends its game to `episodes` unless the game goes on."""
+    def end(self, row: int, game_continues: bool, episodes: list, policy: int = 0) -> Optional[Episode]:
+        """A done of `row`: appends its game to `episodes` and returns it, unless the game goes on."""
         if game_continues:
-            return
-        episode = (float(self.returns[row]), int(self.lengths[row]))
-        episodes.append(episode if self.agents is None else (*episode, int(self.agents[row])))
+            return None
+        agent = None if self.agents is None else int(self.agents[row])
+        episode = Episode(float(self.returns[row]), int(self.lengths[row]), agent, policy)
+        episodes.append(episode)
         self.returns[row], self.lengths[row] = 0.0, 0
+        return episode

@@ -3,8 +3,8 @@ trajectory data stays in the shared buffers and only slot indices travel."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List
+from dataclasses import dataclass, field
+from typing import Dict, List, NamedTuple, Optional
 
 
 @dataclass
@@ -22,14 +22,26 @@ class WorkerFailed:
     traceback: str
 
 
+class Episode(NamedTuple):
+    """A game that ended: its return and length, the agent's index in a multi-agent env (None
+    for single-agent envs) and the policy that played it (>= num_policies: a snapshot)."""
+
+    ret: float
+    length: int
+    agent: Optional[int] = None
+    policy: int = 0
+
+
 @dataclass
 class Trajectories:
-    """Slots the worker filled, the episodes that ended meanwhile (`(return, length)`, plus the
-    agent's index for multi-agent envs), frames simulated, and the seconds the rollout spent
-    on inference, env steps, waiting for free slots and bookkeeping."""
+    """Slots the worker filled, the episodes that ended meanwhile, frames simulated, the
+    seconds the rollout spent on inference, env steps, waiting for free slots and
+    bookkeeping, and the self-play games against snapshots that ended (`(policy, result)`,
+    sampler/policy_mapping.py)."""
 
     worker_id: int
     slots: List[int]
-    episodes: List[tuple]
+    episodes: List[Episode]
     frames: int
     timing: Dict[str, float]
+    outcomes: List[tuple] = field(default_factory=list)

@@ -17,13 +17,15 @@ import queue
 import signal
 import time
 import traceback
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 
 from sf_hydra.models import build_model
+from sf_hydra.models.actor_critic import StepOutput
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
+from sf_hydra.sampler.policy_mapping import PolicyMapping
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectoryBuffers, TrajectoryWriter, obs_field_name
@@ -43,42 +45,64 @@ class WorkerBase:
     """What every rollout worker shares: its policy copy, its slots, the stop and sync
     signals, and the message it sends after a rollout."""
 
-    def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, store: PolicyStore,
+    def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, stores: List[PolicyStore],
                  free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, parent_pid):
-        """parent_pid: the learner's pid, watched so that we exit if it dies (None in serial mode)."""
+        """stores: the trained policies' weights, then the opponent pool's snapshots (policy ids
+        in that order). parent_pid: the learner's pid, watched so that we exit if it dies (None
+        in serial mode)."""
         self.id, self.cfg = worker_id, cfg
-        self.buffers, self.store = buffers, store
+        self.buffers, self.stores = buffers, stores
         self.writer = TrajectoryWriter(buffers)
         self.records_rnn = "rnn_states" in buffers.spec
+        self.records_policy_ids = "policy_ids" in buffers.spec
         self.obs_fields: Dict[str, str] = {}  # observation key -> its field name, filled at the first step
         self.free_slots, self.out_queue = free_slots, out_queue
         self.stop_flag, self.sync_round, self.parent_pid = stop_flag, sync_round, parent_pid
         self.rollout = cfg.algo.rollout
         self.reward_scale, self.reward_clip = cfg.env.reward_scale, cfg.env.reward_clip
         self.frameskip = cfg.env.frameskip
+        self.num_policies = cfg.algo.num_policies
         self.owned: List[int] = []  # free slots handed to us by the learner
         self.round = 0
         self.timing: Dict[str, float] = {}  # seconds spent per part of the last rollout
         self.sync_mode = not cfg.algo.async_rl
+        self.outcomes: list = []  # self-play games against snapshots ended since the last message
 
-    def _init_policy(self, obs_space, action_space) -> None:
+    def _init_policy(self, obs_space, action_space, group_sizes, fixed_policy: Optional[int] = None) -> None:
+        """A model per store (trained policies, then snapshots) and the rows' policy mapping."""
         self.obs_space, self.action_space = obs_space, action_space
-        self.model = build_model(self.cfg, obs_space, action_space)
-        self.model.eval()
+        self.models = [build_model(self.cfg, obs_space, action_space).eval() for _ in self.stores]
+        self.model = self.models[0]
         # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
         self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.hardware.precision == "bf16-mixed")
-        self.version = self.store.load_into(self.model)
+        self.versions = np.array([store.load_into(m) for store, m in zip(self.stores, self.models)], dtype=np.int64)
+        self.version = int(self.versions[0])
+        cfg = self.cfg
+        seed = None if cfg.seed is None else [int(cfg.seed), self.id, 31_337]
+        self.mapping = PolicyMapping(group_sizes, self.num_policies, cfg.pbt.mix_policies_in_one_env,
+                                     cfg.selfplay.pool_size, cfg.selfplay.latest_prob, np.random.default_rng(seed),
+                                     fixed_policy)
+        self.mapping.start(self._filled_snapshots)
+        self.single_policy = self.mapping.trivial
+
+    def _filled_snapshots(self) -> List[int]:
+        """The opponent pool's slots that hold a snapshot (its version counts generations from 1)."""
+        return [j for j, v in enumerate(self.versions[self.num_policies:]) if v > 0]
 
     def _obs_arrays(self, rows: int) -> Dict[str, np.ndarray]:
         return {k: np.zeros((rows, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
                 for k, (shape, dt) in obs_specs(self.obs_space).items()}
 
-    def _policy_record(self, obs: Dict[str, torch.Tensor], out, rnn_before: torch.Tensor) -> dict:
-        """The fields one policy step fills: its inputs, its outputs and the acting version."""
+    def _policy_record(self, obs: Dict[str, torch.Tensor], out, rnn_before: torch.Tensor, policies) -> dict:
+        """The fields one policy step fills: its inputs, its outputs, the acting policy and its
+        version (`policies`: each row's policy id, None when there is one policy)."""
         if len(self.obs_fields) != len(obs):
             self.obs_fields = {k: obs_field_name(k) for k in obs}
         record = {self.obs_fields[k]: v for k, v in obs.items()}
-        record.update(actions=out.actions, log_probs=out.log_probs, values=out.values, policy_versions=self.version)
+        versions = self.version if policies is None else torch.from_numpy(self.versions[policies])
+        record.update(actions=out.actions, log_probs=out.log_probs, values=out.values, policy_versions=versions)
+        if self.records_policy_ids:
+            record["policy_ids"] = torch.from_numpy(policies)
         if self.records_rnn:
             record["rnn_states"] = rnn_before
         if out.extras:
@@ -93,14 +117,39 @@ class WorkerBase:
 
     def _act(self, rows):
         """The policy step for these rows (a slice or an index array) of `self.obs` and
-        `self.rnn`; returns the inputs it used and its output."""
+        `self.rnn`; returns the inputs it used, its output and each row's policy id (None when
+        there is one policy)."""
         obs = {k: torch.from_numpy(v[rows]) for k, v in self.obs.items()}
         rnn_before = self.rnn[rows]
         t0 = time.perf_counter()
+        policies = None if self.single_policy else self.mapping.policy[rows]
         with self.autocast:
-            out = self.model.act(obs, rnn_before if self.model.core is not None else None)
+            if policies is None:
+                out = self.model.act(obs, rnn_before if self.model.core is not None else None)
+            else:
+                out = self._act_mapped(obs, rnn_before, policies)
         self.timing["inference"] += time.perf_counter() - t0
-        return obs, rnn_before, out
+        return obs, rnn_before, out, policies
+
+    def _act_mapped(self, obs: Dict[str, torch.Tensor], rnn: torch.Tensor, policies: np.ndarray) -> StepOutput:
+        """Each policy acts for its rows (one forward per policy present); outputs in row order."""
+        present = np.unique(policies)
+        recurrent = self.model.core is not None
+        if len(present) == 1:
+            return self.models[present[0]].act(obs, rnn if recurrent else None)
+        parts = []
+        for p in present:
+            sel = torch.from_numpy(np.flatnonzero(policies == p))
+            part_obs = {k: v.index_select(0, sel) for k, v in obs.items()}
+            parts.append((sel, self.models[p].act(part_obs, rnn.index_select(0, sel) if recurrent else None)))
+        return merge_outputs(parts, len(policies))
+
+    def _episode_end(self, row: int, game_continues: bool, episodes: list) -> None:
+        """A done of `row`: its game is reported and, at a game's end, its next policy drawn."""
+        policy = 0 if self.single_policy else int(self.mapping.policy[row])
+        episode = self.games.end(row, game_continues, episodes, policy)
+        if episode is not None and not self.single_policy:
+            self.mapping.episode_end(row, episode.ret, self.outcomes)
 
     def _check_alive(self) -> None:
         if bool(self.stop_flag[0]) or (self.parent_pid is not None and os.getppid() != self.parent_pid):
@@ -117,14 +166,34 @@ class WorkerBase:
         return torch.tensor(taken, dtype=torch.int64)
 
     def _maybe_sync_weights(self) -> None:
-        if self.store.current_version() != self.version:
-            self.version = self.store.load_into(self.model)
+        for p, store in enumerate(self.stores):
+            if store.current_version() != self.versions[p]:
+                self.versions[p] = store.load_into(self.models[p])
+        self.version = int(self.versions[0])
 
     def _wait_for_learner_round(self) -> None:
         """Synchronous PPO: the next rollout starts only once the learner trained on this one."""
         while int(self.sync_round[0]) < self.round:
             self._check_alive()
             time.sleep(0.0005)
+
+
+def merge_outputs(parts, rows: int) -> StepOutput:
+    """One StepOutput of `rows` rows from `(row indices, output)` parts that cover them."""
+
+    def merged(get):
+        first = get(parts[0][1])
+        if first is None:
+            return None
+        out = first.new_empty((rows, *first.shape[1:]))
+        for sel, o in parts:
+            out[sel] = get(o)
+        return out
+
+    extras = parts[0][1].extras
+    extras = {k: merged(lambda o, k=k: o.extras[k]) for k in extras} if extras else None
+    return StepOutput(merged(lambda o: o.actions), merged(lambda o: o.log_probs), merged(lambda o: o.values),
+                      merged(lambda o: o.rnn_states), extras)
 
 
 def close_all(envs) -> None:
@@ -135,7 +204,7 @@ def close_all(envs) -> None:
             pass
 
 
-def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, store, free_slots, out_queue,
+def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, stores, free_slots, out_queue,
                         stop_flag, sync_round, parent_pid: int) -> None:
     """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
     Ctrl+C is the learner's to handle: it stops us."""
@@ -147,7 +216,7 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it
     worker = None
     try:
-        worker = worker_cls(worker_id, cfg, buffers, store, free_slots, out_queue, stop_flag, sync_round, parent_pid)
+        worker = worker_cls(worker_id, cfg, buffers, stores, free_slots, out_queue, stop_flag, sync_round, parent_pid)
         out_queue.put(WorkerReady(worker_id))
         while True:
             worker.collect()

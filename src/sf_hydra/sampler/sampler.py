@@ -1,4 +1,4 @@
-"""Owns the rollout side: shared buffers, the policy store, the worker processes (or, in
+"""Owns the rollout side: shared buffers, the policy stores, the worker processes (or, in
 serial mode, the same workers in this process) and the queues between them.
 
 Queues carry only slot indices and tiny messages. A worker that dies, raises, or stays
@@ -50,15 +50,21 @@ def slots_per_worker(cfg, rows_per_worker: int, agent_rows: bool) -> int:
 
 
 def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
+    """The rules that need the env's agent count (read from one env before any worker starts)."""
     check_batched_sampling(cfg)
     if num_agents is not None and cfg.hardware.batched_sampling:
         raise ConfigError("hardware.batched_sampling", True,
                           f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
+    if cfg.selfplay.pool_size > 0 and (num_agents or 1) < 2:
+        raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size,
+                          f"0 for env {cfg.env.id!r}: it seats {num_agents or 1} agent, and snapshots need opponent "
+                          "seats (a multi-agent env with at least 2 agents)")
 
 
 class Sampler:
     def __init__(self, cfg, obs_space, action_space, model: torch.nn.Module, num_agents: Optional[int] = None):
-        """num_agents: None for a single-agent gymnasium env, else the multi-agent env's count."""
+        """num_agents: None for a single-agent gymnasium env, else the multi-agent env's count.
+        `model` gives the weights' layout: every trained policy and snapshot has its store."""
         check_sampling_options(cfg, num_agents)
         self.cfg = cfg
         self.ctx = mp.context()
@@ -67,9 +73,12 @@ class Sampler:
         self.worker_cls = AgentRowsWorker if agent_rows else SingleAgentWorker
         self.rows_per_worker = cfg.hardware.num_envs_per_worker * (num_agents or 1)
         self.per_worker = slots_per_worker(cfg, self.rows_per_worker, agent_rows)
-        spec = model_trajectory_spec(obs_space, action_space, model)
+        spec = model_trajectory_spec(obs_space, action_space, model, cfg.algo.num_policies)
         self.buffers = TrajectoryBuffers.allocate(spec, self.num_workers * self.per_worker, cfg.algo.rollout)
-        self.store = PolicyStore(model, self.ctx.Lock())
+        # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
+        self.num_policies = cfg.algo.num_policies
+        self.stores = [PolicyStore(model, self.ctx.Lock())
+                       for _ in range(self.num_policies + cfg.selfplay.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.sync_round = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.serial = cfg.hardware.serial_mode
@@ -95,13 +104,13 @@ class Sampler:
         if self.serial:
             cfg = OmegaConf.create(plain_cfg)
             self.serial_workers = [
-                self.worker_cls(w, cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
+                self.worker_cls(w, cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
                               self.stop_flag, self.sync_round, parent_pid=None)
                 for w in range(self.num_workers)
             ]
         else:
             for w in range(self.num_workers):
-                args = (self.worker_cls, w, plain_cfg, self.buffers, self.store, self.free_queues[w], self.out_queue,
+                args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
                         self.stop_flag, self.sync_round, os.getpid())
                 p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
                 p.start()
@@ -201,8 +210,13 @@ class Sampler:
         for w, owned in by_worker.items():
             self.free_queues[w].put(owned)
 
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        self.store.publish(model, version)
+    def publish(self, policy: int, model: torch.nn.Module, version: int) -> None:
+        self.stores[policy].publish(model, version)
+
+    @property
+    def pool_stores(self) -> List[PolicyStore]:
+        """The opponent pool's slots (selfplay.pool_size), written by learner/opponent_pool.py."""
+        return self.stores[self.num_policies:]
 
     def release_round(self) -> None:
         """Synchronous mode: lets the workers start their next rollout."""

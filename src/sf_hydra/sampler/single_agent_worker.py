@@ -27,7 +27,7 @@ class SingleAgentWorker(WorkerBase):
         super().__init__(worker_id, cfg, *args, **kwargs)
         n = cfg.hardware.num_envs_per_worker
         self.envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
-        self._init_policy(self.envs[0].observation_space, self.envs[0].action_space)
+        self._init_policy(self.envs[0].observation_space, self.envs[0].action_space, [1] * n)
         self.obs = self._obs_arrays(n)
         self.rnn = torch.zeros(n, self.model.rnn_state_size)
         bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
@@ -46,8 +46,8 @@ class SingleAgentWorker(WorkerBase):
 
     # -- the loop ----------------------------------------------------------------------------
     def _act_and_step(self, split: slice, slots: torch.Tensor, t: int, episodes: list) -> None:
-        obs, rnn_before, out = self._act(split)
-        self.writer.write(slots, t, self._policy_record(obs, out, rnn_before))
+        obs, rnn_before, out, policies = self._act(split)
+        self.writer.write(slots, t, self._policy_record(obs, out, rnn_before, policies))
         t1 = time.perf_counter()
         actions = out.actions.numpy()
         count = split.stop - split.start
@@ -65,7 +65,7 @@ class SingleAgentWorker(WorkerBase):
         self.timing["env_step"] += time.perf_counter() - t1
         self.games.add(split, rewards, 1)
         for i, continues in ends:
-            self.games.end(i, continues, episodes)
+            self._episode_end(i, continues, episodes)
         self.writer.write(slots, t, self._env_record(rewards, terminated, truncated))
         if out.rnn_states is not None:
             alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)

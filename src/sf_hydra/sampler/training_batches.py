@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable
+from typing import Callable, Dict, List
 
 import torch
 from torch.utils.data import IterableDataset
@@ -19,14 +19,52 @@ from sf_hydra.sampler.sampler import Sampler, SamplerError
 ENDLESS = 2**62
 
 
+class Received:
+    """What the workers reported since the last batch: it goes with the next batch as `meta`."""
+
+    def __init__(self, num_policies: int):
+        self.num_policies = num_policies
+        self.reset()
+
+    def reset(self) -> None:
+        self.frames, self.episodes, self.outcomes, self.dropped, self.wait = 0, [], [], 0, 0.0
+        self.policy_frames = [0] * self.num_policies
+        self.timing: Dict[str, float] = {}
+
+    def add(self, traj) -> None:
+        self.frames += traj.frames
+        self.episodes.extend(traj.episodes)
+        self.outcomes.extend(traj.outcomes)
+        for key, seconds in traj.timing.items():
+            self.timing[key] = self.timing.get(key, 0.0) + seconds
+
+    def meta(self, policy: int) -> dict:
+        meta = {"policy": policy, "frames": self.frames, "policy_frames": self.policy_frames,
+                "episodes": self.episodes, "outcomes": self.outcomes, "dropped_trajectories": self.dropped,
+                "wait_seconds": self.wait, "worker_seconds": self.timing}
+        self.reset()
+        return meta
+
+
 class TrainingBatches(IterableDataset):
-    def __init__(self, sampler: Sampler, cfg, current_version: Callable[[], int], stop_requested: Callable[[], bool],
-                 on_start: Callable[[], None]):
+    """Batches of one policy each (`meta["policy"]`). A slot holding transitions of several
+    policies (policies change at episode ends) goes to each of their learners, and is freed
+    once all of them took it; each learner trains only on its own transitions
+    (`batch["policy_ids"]`). Async: a batch is `batch_size * num_batches_per_epoch` transitions
+    of one policy, served as soon as a policy has one. Sync: once a whole round arrived, each
+    policy's share of it in batches of at most that size; then the next round starts."""
+
+    def __init__(self, sampler: Sampler, cfg, current_version: Callable[[int], int],
+                 stop_requested: Callable[[], bool], on_start: Callable[[], None]):
+        """current_version(policy): the learner's version of that policy."""
         self.sampler, self.cfg = sampler, cfg
         self.current_version, self.stop_requested, self.on_start = current_version, stop_requested, on_start
         self.traj_per_batch = cfg.algo.batch_size * cfg.algo.num_batches_per_epoch // cfg.algo.rollout
         self.sync = not cfg.algo.async_rl
         self.round_size = sampler.rows_total
+        self.num_policies = cfg.algo.num_policies
+        self.frameskip = cfg.env.frameskip
+        self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
 
     def __len__(self) -> int:
         return ENDLESS
@@ -34,16 +72,13 @@ class TrainingBatches(IterableDataset):
     def __iter__(self):
         if not self.sampler.started:
             self.on_start()
-        pending: deque = deque()
-        consumed_in_round = 0
-        frames, episodes, dropped, wait, timing = 0, [], 0, 0.0, {}
+        pending = [deque() for _ in range(self.num_policies)]
+        received = Received(self.num_policies)
+        in_round, turn = 0, 0
         while True:
-            if self.sync and consumed_in_round >= self.round_size:
-                self.sampler.release_round()
-                consumed_in_round = 0
             t0 = time.monotonic()
             silent_since = t0
-            while len(pending) < self.traj_per_batch:
+            while not self._ready(pending, in_round):
                 if self.stop_requested():
                     return
                 traj = self.sampler.poll()
@@ -51,34 +86,88 @@ class TrainingBatches(IterableDataset):
                     self._check_stall(silent_since)
                     continue
                 silent_since = time.monotonic()
-                pending.extend(traj.slots)
-                frames += traj.frames
-                episodes.extend(traj.episodes)
-                for key, seconds in traj.timing.items():
-                    timing[key] = timing.get(key, 0.0) + seconds
+                in_round += len(traj.slots)
+                received.add(traj)
+                self._sort(traj.slots, pending, received)
                 if not self.sync:
-                    dropped += self._drop_stale(pending)
-            wait += time.monotonic() - t0
-            slots = [pending.popleft() for _ in range(self.traj_per_batch)]
-            consumed_in_round += len(slots)
+                    received.dropped += self._drop_stale(pending)
+            received.wait += time.monotonic() - t0
+            policy = self._next_policy(pending, turn)
+            turn = policy + 1
+            take = min(self.traj_per_batch, len(pending[policy]))
+            slots = [pending[policy].popleft() for _ in range(take)]
             batch = self.sampler.buffers.gather(torch.tensor(slots, dtype=torch.int64))
-            self.sampler.free(slots)
-            batch["meta"] = {"frames": frames, "episodes": episodes, "dropped_trajectories": dropped,
-                             "wait_seconds": wait, "worker_seconds": timing}
-            frames, episodes, dropped, wait, timing = 0, [], 0, 0.0, {}
+            self._release(slots)
+            batch["meta"] = received.meta(policy)
             yield batch
+            if self.sync and in_round >= self.round_size and not any(pending):
+                self.sampler.release_round()
+                in_round = 0
 
-    def _drop_stale(self, pending: deque) -> int:
-        """Frees trajectories whose oldest step is more than max_policy_lag versions old."""
-        oldest_allowed = self.current_version() - self.cfg.algo.max_policy_lag
-        slots = torch.tensor(list(pending), dtype=torch.int64)
-        stale_mask = self.sampler.buffers["policy_versions"][slots, 0] < oldest_allowed
-        stale = slots[stale_mask].tolist()
-        if stale:
-            pending.clear()
-            pending.extend(slots[~stale_mask].tolist())
-            self.sampler.free(stale)
-        return len(stale)
+    def _ready(self, pending, in_round: int) -> bool:
+        if self.sync:
+            return in_round >= self.round_size and any(pending)
+        return any(len(p) >= self.traj_per_batch for p in pending)
+
+    def _next_policy(self, pending, turn: int) -> int:
+        """The next policy with a batch to train on, taking turns."""
+        need = 1 if self.sync else self.traj_per_batch
+        for i in range(self.num_policies):
+            policy = (turn + i) % self.num_policies
+            if len(pending[policy]) >= need:
+                return policy
+        raise AssertionError("no policy has a batch")  # _ready said one has
+
+    def _sort(self, slots: List[int], pending, received: Received) -> None:
+        """Queues each slot for every policy that acted in it, and counts each policy's env steps."""
+        if self.num_policies == 1:
+            pending[0].extend(slots)  # one policy: its env steps are the run's frames
+            return
+        ids = self.sampler.buffers["policy_ids"][torch.tensor(slots, dtype=torch.int64)]
+        counts = torch.nn.functional.one_hot(ids, self.num_policies).sum(1)  # [slots, policies]
+        for k, n in enumerate((counts.sum(0) * self.frameskip).tolist()):
+            received.policy_frames[k] += n
+        acted = counts > 0
+        for k in range(self.num_policies):
+            pending[k].extend(s for s, a in zip(slots, acted[:, k].tolist()) if a)
+        for s, n in zip(slots, acted.sum(1).tolist()):
+            if n > 1:
+                self.shared[s] = n
+
+    def _release(self, slots: List[int]) -> None:
+        """Frees the slots no other learner still has to take."""
+        free = []
+        for s in slots:
+            left = self.shared.get(s, 1) - 1
+            if left > 0:
+                self.shared[s] = left
+            else:
+                self.shared.pop(s, None)
+                free.append(s)
+        if free:
+            self.sampler.free(free)
+
+    def _drop_stale(self, pending) -> int:
+        """Drops, per policy, trajectories whose oldest step of that policy is more than
+        max_policy_lag versions old."""
+        dropped = 0
+        for k, queue in enumerate(pending):
+            if not queue:
+                continue
+            oldest_allowed = self.current_version(k) - self.cfg.algo.max_policy_lag
+            slots = torch.tensor(list(queue), dtype=torch.int64)
+            versions = self.sampler.buffers["policy_versions"][slots]
+            if self.num_policies > 1:
+                mine = self.sampler.buffers["policy_ids"][slots] == k
+                versions = torch.where(mine, versions, torch.iinfo(torch.int64).max)
+            stale_mask = versions.min(1).values < oldest_allowed
+            stale = slots[stale_mask].tolist()
+            if stale:
+                queue.clear()
+                queue.extend(slots[~stale_mask].tolist())
+                self._release(stale)
+                dropped += len(stale)
+        return dropped
 
     def _check_stall(self, silent_since: float) -> None:
         limit = self.cfg.hardware.worker_stall_timeout_sec
