@@ -56,12 +56,18 @@ def build_trainer(cfg, run_dir: Path):
     checkpoints = PeriodicCheckpoint(rd.checkpoint_dir(run_dir), cfg.save_every_sec, cfg.keep_checkpoints)
     stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
     logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
+    callbacks = [PublishPolicy(), stop, Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval),
+                 checkpoints]
+    if cfg.selfplay.pool_size > 0:
+        from sf_hydra.learner.opponent_pool import OpponentPool
+
+        callbacks.append(OpponentPool(run_dir / "selfplay", cfg.selfplay.pool_size,
+                                      cfg.selfplay.snapshot_every_env_steps))
     trainer = L.Trainer(
         accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, precision=cfg.hardware.precision,
         max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
         logger=logger,
-        callbacks=[PublishPolicy(), stop,
-                   Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval), checkpoints],
+        callbacks=callbacks,
         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0,
         log_every_n_steps=1_000_000,
         default_root_dir=str(run_dir),

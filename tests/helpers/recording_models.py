@@ -32,3 +32,21 @@ class LogitsActorCritic(ActorCritic):
         actions = dist.mode() if deterministic else dist.sample()
         values = self.value_head(x).squeeze(-1)
         return StepOutput(actions, dist.log_prob(actions), values, rnn_states, {"behaviour_logits": logits})
+
+
+class TaggedActorCritic(ActorCritic):
+    """Records, with every step, the `tag` buffer of the model that acted. The tag travels
+    with the weights (buffers are published with them), so a test that sets policy k's tag to
+    k reads in each transition which policy's weights acted."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.register_buffer("tag", torch.zeros(()))
+
+    def extra_trajectory_fields(self):
+        return [Field("acting_tag")]
+
+    @torch.no_grad()
+    def act(self, obs, rnn_states, deterministic: bool = False) -> StepOutput:
+        out = super().act(obs, rnn_states, deterministic)
+        return out._replace(extras={"acting_tag": self.tag.expand(out.actions.shape[0]).clone()})

@@ -1,0 +1,185 @@
+"""Several policies through the real sampler: every transition a policy's learner trains on
+was acted by that policy's weights, in async, sync and serial mode, with single-agent and
+multi-agent envs; lag per policy; snapshots of the opponent pool act but are never recorded.
+
+The model (`tests.helpers.recording_models.TaggedActorCritic`) records with every step the
+`tag` buffer of the weights that acted; policy k's tag is set to k before the workers start,
+so a transition's tag says whose weights acted, whatever its `policy_ids` entry claims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+TAGGED = "model._target_=tests.helpers.recording_models.TaggedActorCritic"
+TOY_2 = ("env=gym/multi_agent_toy", "env.kwargs.num_agents=2")
+
+
+def _stream(cfg, batches: int, bumps=None, before_start=None):
+    """Trains nothing: takes `batches` batches from the real datamodule, bumping the version
+    of the batch's policy by `bumps[k]` (default 1) and publishing it after each, as the
+    learner does. Returns the learner (with its policies' tags set) and the batches."""
+    from sf_hydra.learner.ppo_learner import PPOLearner
+    from sf_hydra.sampler.datamodule import SamplerDataModule
+    from sf_hydra.sampler.env_info import describe_env
+
+    info = describe_env(cfg.env, seed=cfg.seed)
+    learner = PPOLearner(cfg, info.observation_space, info.action_space)
+    for k, model in enumerate(learner.policies):
+        model.tag.fill_(k)
+    data = SamplerDataModule(cfg, info.observation_space, info.action_space, learner, info.num_agents)
+    data.setup("fit")
+    got = []
+    try:
+        if before_start is not None:
+            before_start(data.sampler, learner)
+        stream = iter(data.train_dataloader())
+        for _ in range(batches):
+            batch = next(stream)
+            k = batch["meta"]["policy"]
+            got.append(batch)
+            learner.stats[k].version += (bumps or {}).get(k, 1)
+            data.publish(k)
+    finally:
+        data.teardown("fit")
+    return learner, got
+
+
+@pytest.mark.parametrize("mode", ["async", "sync", "serial"])
+@pytest.mark.parametrize("env", ["cartpole", "toy"])
+def test_each_learner_trains_only_on_what_its_policy_acted(tmp_cfg, mode, env):
+    overrides = {"async": [], "sync": ["algo=ppo"], "serial": ["hardware.serial_mode=true"]}[mode]
+    env_overrides = TOY_2 if env == "toy" else ()
+    cfg = tmp_cfg(*env_overrides, TAGGED, "algo.num_policies=2", *overrides)
+    _, batches = _stream(cfg, 12)
+    seen = set()
+    for batch in batches:
+        k = batch["meta"]["policy"]
+        seen.add(k)
+        ids, tags = batch["policy_ids"], batch["acting_tag"]
+        assert torch.equal(tags, ids.float()), "a transition's recorded policy is the one whose weights acted"
+        assert (ids == k).any(), f"a batch of policy {k} without any of its transitions"
+    assert seen == {0, 1}
+    # Policies change only at episode ends: every change inside a trajectory follows a done.
+    for batch in batches:
+        changed = batch["policy_ids"][:, 1:] != batch["policy_ids"][:, :-1]
+        assert bool((batch["dones"][:, :-1][changed] == 1).all())
+
+
+def test_policy_lag_and_versions_are_per_policy(tmp_cfg):
+    """Policy 0's version moves by 10 per batch, policy 1's by 1: each transition carries its
+    own policy's version, never the other's."""
+    cfg = tmp_cfg(*TOY_2, TAGGED, "algo.num_policies=2")
+    learner, batches = _stream(cfg, 16, bumps={0: 10, 1: 1})
+    top = {0: 0, 1: 0}
+    for batch in batches:
+        ids, versions = batch["policy_ids"], batch["policy_versions"]
+        assert bool((versions[ids == 0] % 10 == 0).all())
+        assert bool((versions[ids == 1] <= top[1]).all())
+        top[batch["meta"]["policy"]] = learner.stats[batch["meta"]["policy"]].version  # after this batch's bump
+    assert learner.stats[0].version >= 10 and learner.stats[1].version >= 1
+
+
+@pytest.mark.parametrize("mix", [True, False])
+def test_mixing_policies_in_one_env(tmp_cfg, mix):
+    """Agents that end their episodes together (equal lengths, never inactive): with mixing,
+    the agents of an env often act for different policies; without, they never do."""
+    from tests.sampler.collect import running_sampler
+
+    cfg = tmp_cfg("env=gym/multi_agent_toy", "+env.kwargs.length_step=0", "+env.kwargs.inactive_period=1000",
+                  "algo.num_policies=3", f"pbt.mix_policies_in_one_env={str(mix).lower()}",
+                  "hardware.serial_mode=true", "hardware.num_workers=1")
+    mixed, seatings, policies_seen = 0, 0, set()
+    with running_sampler(cfg) as sampler:
+        worker = sampler.serial_workers[0]
+        for _ in range(20):
+            traj = sampler.poll()
+            sampler.free(traj.slots)
+            per_env = worker.mapping.policy.reshape(cfg.hardware.num_envs_per_worker, 3)
+            mixed += int(sum(len(set(row)) > 1 for row in per_env.tolist()))
+            seatings += per_env.shape[0]
+            policies_seen.update(per_env.ravel().tolist())
+    assert policies_seen == {0, 1, 2}
+    if mix:  # 1 - P(3 agents draw the same of 3 policies) = 8/9
+        assert mixed / seatings > 0.6
+    else:
+        assert mixed == 0
+
+
+def test_snapshots_act_in_opponent_seats_and_are_never_recorded(tmp_cfg):
+    """A snapshot (tag 99) published into the pool acts in opponent seats (latest_prob=0: every
+    opponent seat is a snapshot's): its games are reported as a snapshot's, the trained seat
+    gets win/draw/loss outcomes, and none of its transitions reaches a learner."""
+    cfg = tmp_cfg(*TOY_2, TAGGED, "algo.num_policies=2", "selfplay.pool_size=2", "selfplay.latest_prob=0.0")
+
+    def add_snapshot(sampler, learner):
+        import copy
+
+        frozen = copy.deepcopy(learner.policies[0])
+        frozen.tag.fill_(99)
+        sampler.pool_stores[0].publish(frozen, 1)
+
+    _, batches = _stream(cfg, 10, before_start=add_snapshot)
+    tags = torch.cat([b["acting_tag"].reshape(-1) for b in batches])
+    assert set(tags.unique().tolist()) <= {0.0, 1.0}
+    episodes = [e for b in batches for e in b["meta"]["episodes"]]
+    assert any(e.policy == 2 for e in episodes), "the snapshot (policy id 2 = pool slot 0) played"
+    assert all(e.policy in (0, 1, 2) for e in episodes)
+    outcomes = [o for b in batches for o in b["meta"]["outcomes"]]
+    assert outcomes and {r for _, r in outcomes} <= {"win", "draw", "loss"}
+    assert {p for p, _ in outcomes} <= {0, 1}
+
+
+def test_policy_mapping_statistics():
+    """The assignment rules of sampler/policy_mapping.py, counted over many episodes."""
+    from sf_hydra.sampler.policy_mapping import PolicyMapping
+
+    def seatings(mapping, episodes):
+        out = []
+        for _ in range(episodes):
+            for row in range(len(mapping.policy)):
+                mapping.episode_end(row, 0.0, [])
+            out.append(mapping.policy.copy())
+        return np.array(out)
+
+    rng = np.random.default_rng(0)
+    # Single-agent envs: each env's policy drawn uniformly per episode.
+    single = PolicyMapping([1] * 4, 4, rng=rng)
+    single.start(lambda: [])
+    counts = np.bincount(seatings(single, 2000).ravel(), minlength=4) / 8000
+    assert np.allclose(counts, 0.25, atol=0.03)
+    # No mixing: one policy per env episode.
+    together = PolicyMapping([3, 3], 3, mix=False, rng=rng)
+    together.start(lambda: [])
+    s = seatings(together, 500).reshape(500, 2, 3)
+    assert (s == s[:, :, :1]).all() and len(np.unique(s)) == 3
+    # A pool: one trained seat per env; others a snapshot (ids 2..4) with probability 1 - latest_prob,
+    # drawn uniformly among the filled slots (0 and 2 of 3).
+    pool = PolicyMapping([4], 2, pool_size=3, latest_prob=0.25, rng=rng)
+    pool.start(lambda: [0, 2])
+    s = seatings(pool, 3000).reshape(3000, 4)
+    trained_seats = (s < 2).sum(1)
+    assert trained_seats.min() >= 1
+    snapshot_share = (s >= 2).sum() / (3000 * 3)  # of the 3 opponent seats
+    assert abs(snapshot_share - 0.75) < 0.03
+    assert set(np.unique(s[s >= 2])) == {2, 4}
+    # Outcomes: the trained seat's return against the best snapshot's.
+    duel = PolicyMapping([2], 1, pool_size=1, latest_prob=0.0, rng=rng)
+    duel.start(lambda: [0])
+    outcomes = []
+    for _ in range(50):
+        trained = int(np.flatnonzero(duel.policy == 0)[0])
+        duel.episode_end(trained, 5.0, outcomes)
+        duel.episode_end(1 - trained, 3.0, outcomes)
+    assert outcomes == [(0, "win")] * 50
+
+
+def test_batched_sampling_maps_whole_workers_to_policies(tmp_cfg):
+    from tests.sampler.collect import collect
+
+    cfg = tmp_cfg("hardware.batched_sampling=true", "algo.num_policies=2", "hardware.worker_num_splits=1")
+    got = collect(cfg, min_slots=16)
+    ids = got.batch["policy_ids"]
+    assert set(ids.unique().tolist()) == {0, 1}
+    assert bool((ids == ids[:, :1]).all()), "a worker's rows never change policy"
