@@ -133,9 +133,10 @@ def train(cfg) -> dict:
     from sf_hydra.learner.ppo_learner import PPOLearner
     from sf_hydra.sampler.datamodule import SamplerDataModule
     from sf_hydra.sampler.env_info import describe_env
-    from sf_hydra.sampler.sampler import SamplerError
+    from sf_hydra.sampler.sampler import SamplerError, check_sampling_options
 
     env = describe_env(cfg.env, seed=cfg.seed)  # one env build: its spaces and agent count
+    check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     module = PPOLearner(cfg, env.observation_space, env.action_space)
     datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module, num_agents=env.num_agents)
     trainer, stop, checkpoints = build_trainer(cfg, run_dir)
