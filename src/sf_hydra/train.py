@@ -56,8 +56,8 @@ def build_trainer(cfg, run_dir: Path):
     checkpoints = PeriodicCheckpoint(rd.checkpoint_dir(run_dir), cfg.save_every_sec, cfg.keep_checkpoints)
     stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
     logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
-    callbacks = [PublishPolicy(), stop, Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval),
-                 checkpoints]
+    summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval)
+    callbacks = [PublishPolicy(), stop, summaries, checkpoints]
     if cfg.selfplay.pool_size > 0:
         from sf_hydra.learner.opponent_pool import OpponentPool
 

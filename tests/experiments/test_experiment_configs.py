@@ -48,3 +48,21 @@ def test_experiment_composes(name, env):
         check_config(cfg)
     except ConfigError as e:
         assert any(text in str(e) for text in NOT_AVAILABLE), f"{name}: {e}"
+
+
+SELF_PLAY_PRESETS = ["doom_duel_selfplay", "doom_deathmatch_selfplay", "doom_duel_bots", "doom_deathmatch_bots"]
+
+
+@pytest.mark.parametrize("name", SELF_PLAY_PRESETS)
+def test_self_play_presets_run_scaled_down(tmp_path, name):
+    """The paper's multi-policy Doom presets train as shipped (8 policies, PBT off until it
+    lands), scaled to this machine: 1 worker x 1 env, a small batch, 105-step matches, a
+    few seconds."""
+    from sf_hydra.train import train
+
+    cfg = compose_cfg(f"+experiment={name}", f"train_dir={tmp_path}", "hardware.num_workers=1",
+                      "hardware.num_envs_per_worker=1", "algo.batch_size=64", "env.episode_timeout=420",
+                      "train_for_seconds=8")
+    assert cfg.algo.num_policies == 8 and not cfg.pbt.with_pbt
+    summary = train(cfg)
+    assert summary["policy_version"] >= 1 and len(summary["policies"]) == 8

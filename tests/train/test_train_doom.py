@@ -1,6 +1,8 @@
 """Doom basic through the whole stack: the family's config files pick pixels, frameskip 4,
 the conv encoder and the GRU; a short real training runs."""
 
+import json
+
 import pytest
 
 pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
@@ -84,3 +86,17 @@ def test_battle_return_rises(tmp_path, map_cache):
     early = [s.value for s in read_scalars(tmp_path / "battle")["episode/return"] if s.step <= 100_000]
     first = sum(early) / len(early)
     assert summary["avg_return"] >= first + 0.3, (first, summary["avg_return"])
+
+
+def test_duel_self_play_two_policies_and_a_snapshot(tmp_path):
+    """Self-play in real ViZDoom games: two trained policies seated per match (host + join),
+    and once a snapshot joins the pool it takes opponent seats. Each policy trains on its
+    own transitions and reaches the budget on its own env steps."""
+    cfg = make_cfg(tmp_path, "env=doom/duel", "env.episode_timeout=420", "hardware.num_workers=1",
+                   "hardware.num_envs_per_worker=2", "algo.batch_size=64", *SMALL_MODEL, "train_for_env_steps=1500",
+                   "algo.num_policies=2", "selfplay.pool_size=1", "selfplay.snapshot_every_env_steps=400")
+    summary = train(cfg)
+    assert [p["policy"] for p in summary["policies"]] == [0, 1]
+    assert all(p["env_steps"] >= 1500 and p["policy_version"] >= 2 for p in summary["policies"])
+    pool = json.loads((tmp_path / "test" / "selfplay" / "pool.json").read_text())
+    assert pool["generation"] >= 1 and pool["slots"][0]["policy"] in (0, 1)
