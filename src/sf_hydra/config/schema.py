@@ -144,10 +144,19 @@ class HardwareConfig:
 
 @dataclass
 class LoggerConfig:
-    tensorboard: bool = True
+    """Where scalars go: TensorBoard, Weights & Biases (W&B), or both (`logger=wandb`). W&B needs
+    `pip install 'sf_hydra[wandb]'`; with WANDB_MODE=offline it writes <run_dir>/wandb for `wandb sync`."""
+
+    tensorboard: bool = True  # event files in <run_dir>/tb
     log_interval_sec: float = 5.0  # console progress line
-    experiment_summaries_interval: float = 10.0  # seconds between TensorBoard scalars
+    experiment_summaries_interval: float = 10.0  # seconds between scalars (TensorBoard, W&B)
     stats_avg: int = 100  # episodes averaged for reward/length statistics
+    with_wandb: bool = False  # also log to W&B: the same scalars and the resolved config
+    wandb_user: Optional[str] = None  # W&B entity (user or team); None: your default entity
+    wandb_project: str = "sf_hydra"  # W&B project
+    wandb_group: Optional[str] = None  # W&B group; None: the sweep's name in --multirun, else no group
+    wandb_job_type: str = "SF"  # W&B job type
+    wandb_tags: List[str] = field(default_factory=list)  # W&B tags
 
 
 @dataclass
