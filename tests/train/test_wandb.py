@@ -138,3 +138,19 @@ def test_a_missing_wandb_package_leaves_a_warning_and_tensorboard(tmp_path):
     assert summary["env_steps"] >= 1000
     assert read_scalars(tmp_path / "test")["perf/env_steps"][-1].value == summary["env_steps"]
     assert not (tmp_path / "test" / "wandb").exists()
+
+
+def test_the_record_reader_follows_records_across_blocks(tmp_path):
+    """The .wandb reader on a file of several 32 KiB blocks (a long run's): records split
+    over blocks come back whole and in order."""
+    import wandb
+
+    run = wandb.init(dir=str(tmp_path), project="reader", id="reader1", config={"x": 1})
+    for i in range(600):
+        run.log({"a/long_scalar_name_to_fill_blocks": float(i), "b": "x" * (i % 97)})
+    run.finish()
+    [path] = run_files(tmp_path)
+    assert path.stat().st_size > 3 * 32 * 1024
+    history = read_run(path)["history"]
+    assert history["a/long_scalar_name_to_fill_blocks"] == list(range(600))
+    assert history["b"] == ["x" * (i % 97) for i in range(600)]
