@@ -171,7 +171,11 @@ def render(cfg: DictConfig, groups, prefix: str = "") -> str:
     if keys:
         out.append("Keys (key=value as this command composes it: meaning; override with key=value):")
         width = min(48, max(len(f"{k}={v}") for k, v, _, _ in keys))
+        current = ""  # the section the last row belonged to
         for key, value, doc, section in rows:
+            if not section and "." not in key and current:  # top-level keys after a group's
+                out.append("\ntop level:")
+            current = key if section else key.rpartition(".")[0]
             if section:
                 out.append("\n" + textwrap.fill(f"{key}: {doc}" if doc else f"{key}:", WIDTH, subsequent_indent="  "))
                 continue

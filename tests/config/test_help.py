@@ -114,6 +114,8 @@ def test_help_lists_every_key_with_its_value_and_doc(full_help):
     assert rnn.split()[0] == "model.rnn_type=gru" and "(gru | lstm)" in rnn  # an Enum's choices
     assert cfg.algo.learning_rate != schema.AlgoConfig.learning_rate  # so the next line tells them apart
     assert f"  algo.learning_rate={cfg.algo.learning_rate} " in full_help
+    # Top-level keys have a heading of their own, not the last group's.
+    assert "\ntop level:\n  experiment=${env.name} " in full_help
 
 
 def test_help_lists_the_groups_a_user_picks_and_no_internal_ones(full_help):
