@@ -13,6 +13,7 @@ from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
 from sf_hydra.env_names import check_env_overrides
+from sf_hydra.help import help_request, print_help
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("sf_hydra")
@@ -51,6 +52,8 @@ def use_sweep_folder(cfg: DictConfig) -> bool:
 
 def train_main() -> None:
     sys.argv[1:] = apply_aliases(sys.argv[1:])
+    if help_request(sys.argv[1:]) is not None:  # our --help [prefix]: groups and keys from the schema
+        sys.exit(print_help(sys.argv[1:], CONFIG_DIR))
     try:
         check_env_overrides(sys.argv[1:], Path(CONFIG_DIR))
     except ConfigError as e:

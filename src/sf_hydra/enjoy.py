@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import check_env, make_env
 from sf_hydra.envs.episode_info import game_continues
+from sf_hydra.loggers import log_videos
 from sf_hydra.spaces import obs_specs, to_env_action
 from sf_hydra.targets import check_targets
 
@@ -145,6 +146,9 @@ def enjoy(cfg) -> dict:
     result = {"checkpoint": str(ckpt), "deterministic": bool(cfg.deterministic), "episodes": episodes,
               "mean_return": float(returns.mean()), "std_return": float(returns.std())}
     (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
+    if cfg.video:  # into the run's W&B run too, when it was trained with W&B
+        log_videos(train_cfg, run_dir, [e["video"] for e in episodes if e["video"]],
+                   {"enjoy/mean_return": result["mean_return"], "enjoy/std_return": result["std_return"]})
     log.info("%d episodes: return %.2f +- %.2f (%s)", len(episodes), result["mean_return"], result["std_return"],
              out_dir / "eval.json")
     return result

@@ -16,7 +16,7 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return run_dir / "checkpoints"
 
 
-RUN_STATE = ("checkpoints", "tb", "config.yaml", "summary.json", "selfplay")
+RUN_STATE = ("checkpoints", "tb", "config.yaml", "summary.json", "selfplay", "wandb", "wandb_id")
 
 
 def prepare(run_dir: Path, restart_behavior: str) -> None:

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
 from sf_hydra.envs import check_env
+from sf_hydra.loggers import build_loggers, finish_wandb
 from sf_hydra.targets import check_targets
 
 log = logging.getLogger("sf_hydra")
@@ -47,7 +48,6 @@ def quiet_lightning() -> None:
 
 def build_trainer(cfg, run_dir: Path):
     import lightning as L
-    from lightning.pytorch.loggers import TensorBoardLogger
 
     from sf_hydra.learner.callbacks import PublishPolicy, StopConditions, Summaries
     from sf_hydra.learner.checkpointing import PeriodicCheckpoint
@@ -55,7 +55,7 @@ def build_trainer(cfg, run_dir: Path):
     quiet_lightning()
     checkpoints = PeriodicCheckpoint(rd.checkpoint_dir(run_dir), cfg.save_every_sec, cfg.keep_checkpoints)
     stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
-    logger = TensorBoardLogger(save_dir=str(run_dir), name="tb", version="") if cfg.logger.tensorboard else False
+    loggers = build_loggers(cfg, run_dir, resuming=rd.resume_checkpoint(run_dir) is not None)
     summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval)
     callbacks = [PublishPolicy(), stop, summaries, checkpoints]
     if cfg.selfplay.pool_size > 0:
@@ -66,7 +66,7 @@ def build_trainer(cfg, run_dir: Path):
     trainer = L.Trainer(
         accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, precision=cfg.hardware.precision,
         max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
-        logger=logger,
+        logger=loggers or False,
         callbacks=callbacks,
         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0,
         log_every_n_steps=1_000_000,
@@ -143,9 +143,11 @@ def train(cfg) -> dict:
     ckpt = rd.resume_checkpoint(run_dir)
     log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
     t0 = time.monotonic()
+    failed = True
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
         last = checkpoints.save(trainer, module.env_steps)
+        failed = False
     except SamplerError:
         # The learner's state is whole (the failure came from the data side): keep it.
         last = checkpoints.save(trainer, module.env_steps)
@@ -153,6 +155,7 @@ def train(cfg) -> dict:
         raise
     finally:
         datamodule.teardown("fit")
+        finish_wandb(failed)
     elapsed = time.monotonic() - t0
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
     log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps,

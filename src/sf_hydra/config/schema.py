@@ -39,9 +39,9 @@ class EnvConfig:
     id: str = MISSING  # what the family's factory builds (a gymnasium id, a scenario)
     frameskip: int = 1  # action repeat; env-step counters and FPS count frames (x frameskip)
     obs_scale: float = 1.0  # observations are divided by this (255 for 8-bit pixels)
-    obs_subtract_mean: float = 0.0  # and have this subtracted first
+    obs_subtract_mean: float = 0.0  # subtracted from observations before that division
     reward_scale: float = 1.0  # rewards seen by the learner are multiplied by this
-    reward_clip: float = 1000.0  # and clipped to [-reward_clip, reward_clip]
+    reward_clip: float = 1000.0  # then clipped to [-reward_clip, reward_clip]
     max_episode_steps: Optional[int] = None  # time limit in agent steps (None: the env's own)
     kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to the env's constructor
 
@@ -53,25 +53,30 @@ class ModelConfig:
     model_cfg, env_cfg, algo_cfg)`, `encoder(obs_shapes, model_cfg)`, `core(in_size,
     model_cfg)` (when use_rnn) and `action_head(in_size, action_space, model_cfg)`."""
 
+    # the network, called as _target_(obs_shapes, action_space, model_cfg, env_cfg, algo_cfg)
     _target_: str = "sf_hydra.models.ActorCritic"
     # The default encoder picks per observation key: a conv net for images, an MLP otherwise.
     encoder: Dict[str, Any] = field(default_factory=lambda: {"_target_": "sf_hydra.models.encoders.MultiKeyEncoder"})
+    # the recurrent core (when use_rnn), called as core(in_size, model_cfg)
     core: Dict[str, Any] = field(default_factory=lambda: {"_target_": "sf_hydra.models.cores.rnn_core"})
+    # the action distribution's head, called as action_head(in_size, action_space, model_cfg)
     action_head: Dict[str, Any] = field(
         default_factory=lambda: {"_target_": "sf_hydra.models.action_heads.make_action_head"})
-    encoder_mlp_layers: List[int] = field(default_factory=lambda: [64, 64])  # SF: 512 x 2; tuned configs use 64 x 64
-    encoder_conv_architecture: ConvArchitecture = ConvArchitecture.convnet_simple
-    encoder_conv_mlp_layers: List[int] = field(default_factory=lambda: [512])
-    use_rnn: bool = True
-    rnn_type: RnnType = RnnType.gru
-    rnn_size: int = 512
-    rnn_num_layers: int = 1
+    encoder_mlp_layers: List[int] = field(default_factory=lambda: [64, 64])  # encoder MLP sizes (SF: 512 x 2)
+    encoder_conv_architecture: ConvArchitecture = ConvArchitecture.convnet_simple  # conv stack for image observations
+    encoder_conv_mlp_layers: List[int] = field(default_factory=lambda: [512])  # MLP layers after the conv stack
+    use_rnn: bool = True  # a recurrent core between the encoder and the heads (false: feed-forward)
+    rnn_type: RnnType = RnnType.gru  # the recurrent core's cell
+    rnn_size: int = 512  # hidden units of the recurrent core
+    rnn_num_layers: int = 1  # stacked recurrent layers
+    # MLP layers between the core and the heads (empty: none)
     decoder_mlp_layers: List[int] = field(default_factory=list)
-    nonlinearity: Nonlinearity = Nonlinearity.elu
+    nonlinearity: Nonlinearity = Nonlinearity.elu  # activation of the encoder and decoder MLPs
+    # weight initialization of the network's layers
     policy_initialization: PolicyInitialization = PolicyInitialization.orthogonal
-    policy_init_gain: float = 1.0
+    policy_init_gain: float = 1.0  # gain of that initialization
     adaptive_stddev: bool = True  # Box actions: state-dependent std (else a learned vector)
-    initial_stddev: float = 1.0
+    initial_stddev: float = 1.0  # Box actions: the Gaussian's initial standard deviation
     continuous_tanh_scale: float = 0.0  # >0: means squashed as tanh(mu / s) * s (samples are clipped to the Box)
     tanh_squash_actions: bool = False  # Box actions = tanh(Gaussian sample) rescaled to the bounds (log-prob corrected)
 
@@ -81,50 +86,50 @@ class AlgoConfig:
     # Policies trained jointly, each with its own learner state; agents are mapped to them per
     # episode (multi-agent self-play, PBT). train_for_env_steps then counts each policy's own steps.
     num_policies: int = 1
-    async_rl: bool = True
-    rollout: int = 32
+    async_rl: bool = True  # APPO: workers sample while the learner trains (false: synchronous PPO rounds)
+    rollout: int = 32  # agent steps per trajectory a worker hands to the learner
     recurrence: int = -1  # -1: rollout for RNNs, 1 for feed-forward nets
-    batch_size: int = 1024
-    num_batches_per_epoch: int = 1
-    num_epochs: int = 1
-    num_batches_to_accumulate: int = 2
-    max_policy_lag: int = 1000
-    shuffle_minibatches: bool = False
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
+    batch_size: int = 1024  # transitions per minibatch (one optimizer step)
+    num_batches_per_epoch: int = 1  # minibatches per learner iteration (its data: batch_size x this)
+    num_epochs: int = 1  # passes over an iteration's data
+    num_batches_to_accumulate: int = 2  # iterations' worth of trajectories that may wait for the learner
+    max_policy_lag: int = 1000  # trajectories older than this many policy versions are dropped
+    shuffle_minibatches: bool = False  # shuffle trajectories between minibatches each epoch
+    gamma: float = 0.99  # discount factor
+    gae_lambda: float = 0.95  # lambda of generalized advantage estimation
     value_bootstrap: bool = False  # bootstrap from V(s) when an episode is truncated
-    normalize_returns: bool = True
-    normalize_input: bool = True
-    ppo_clip_ratio: float = 0.1
-    ppo_clip_value: float = 1.0
-    value_loss_coeff: float = 0.5
-    exploration_loss_coeff: float = 0.003
-    learning_rate: float = 1e-4
-    lr_schedule: LrSchedule = LrSchedule.constant
-    lr_schedule_kl_threshold: float = 0.008
-    lr_adaptive_min: float = 1e-6
-    lr_adaptive_max: float = 1e-2
-    adam_eps: float = 1e-6
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
+    normalize_returns: bool = True  # value targets normalized by their running mean and std
+    normalize_input: bool = True  # observations normalized by their running mean and std
+    ppo_clip_ratio: float = 0.1  # PPO clips the probability ratio to [1 / (1 + c), 1 + c]
+    ppo_clip_value: float = 1.0  # PPO value clipping: how far new values may move from the old ones
+    value_loss_coeff: float = 0.5  # weight of the value loss
+    exploration_loss_coeff: float = 0.003  # weight of the entropy bonus
+    learning_rate: float = 1e-4  # the optimizer's learning rate (the start of lr_schedule)
+    lr_schedule: LrSchedule = LrSchedule.constant  # constant, KL-adaptive (per minibatch or epoch) or linear decay to 0
+    lr_schedule_kl_threshold: float = 0.008  # KL-adaptive: lr / 1.5 above 2x this KL, x 1.5 below half of it
+    lr_adaptive_min: float = 1e-6  # KL-adaptive: the lowest learning rate
+    lr_adaptive_max: float = 1e-2  # KL-adaptive: the highest learning rate
+    adam_eps: float = 1e-6  # Adam's epsilon
+    adam_beta1: float = 0.9  # Adam's beta1
+    adam_beta2: float = 0.999  # Adam's beta2
     # Called with the model's parameters. Sample Factory's keys above stay the one source of
     # the values: the node reads them by interpolation.
     optimizer: Dict[str, Any] = field(default_factory=lambda: {
         "_target_": "torch.optim.Adam", "_partial_": True, "lr": "${..learning_rate}", "eps": "${..adam_eps}",
         "betas": ["${...adam_beta1}", "${...adam_beta2}"],
     })
-    max_grad_norm: float = 4.0
+    max_grad_norm: float = 4.0  # gradients clipped to this global norm (0: no clipping)
 
 
 @dataclass
 class HardwareConfig:
     device: Device = Device.cpu  # where the learner trains
-    num_workers: int = 2
-    num_envs_per_worker: int = 16
+    num_workers: int = 2  # rollout worker processes
+    num_envs_per_worker: int = 16  # envs each worker steps
     # Splits of a worker's envs (2: double buffering). With the policy inside the worker, splits only
     # shrink its inference batches: 2 measured slower than 1 on the 2-core reference machine.
     worker_num_splits: int = 1
-    serial_mode: bool = False
+    serial_mode: bool = False  # everything in one process (debugging)
     batched_sampling: bool = False  # each split of a worker's envs is one vectorized env, stepped as one batch
     # batched_sampling's vectorized env: auto (the family's own, else sync), sync, or one the env
     # family offers (gym: envpool); the family's list is the choice (sampler/vector_envs.py)
@@ -146,27 +151,36 @@ class HardwareConfig:
 
 @dataclass
 class LoggerConfig:
-    tensorboard: bool = True
+    """Where scalars go: TensorBoard, Weights & Biases (W&B), or both (`logger=wandb`). W&B needs
+    `pip install 'sf_hydra[wandb]'`; with WANDB_MODE=offline it writes <run_dir>/wandb for `wandb sync`."""
+
+    tensorboard: bool = True  # event files in <run_dir>/tb
     log_interval_sec: float = 5.0  # console progress line
-    experiment_summaries_interval: float = 10.0  # seconds between TensorBoard scalars
+    experiment_summaries_interval: float = 10.0  # seconds between scalars (TensorBoard, W&B)
     stats_avg: int = 100  # episodes averaged for reward/length statistics
+    with_wandb: bool = False  # also log to W&B: the same scalars and the resolved config
+    wandb_user: Optional[str] = None  # W&B entity (user or team); None: your default entity
+    wandb_project: str = "sf_hydra"  # W&B project
+    wandb_group: Optional[str] = None  # W&B group; None: the sweep's name in --multirun, else no group
+    wandb_job_type: str = "SF"  # W&B job type
+    wandb_tags: List[str] = field(default_factory=list)  # W&B tags
 
 
 @dataclass
 class PbtConfig:
     """Population-based training over `algo.num_policies` policies (Sample Factory's pbt_* keys)."""
 
-    with_pbt: bool = False
+    with_pbt: bool = False  # population-based training (not available yet)
     period_env_steps: int = 5_000_000  # replace the worst policies with the best ones this often
     start_mutation: int = 20_000_000  # let the population diversify this long first
-    replace_fraction: float = 0.3
-    mutation_rate: float = 0.15
+    replace_fraction: float = 0.3  # fraction of the population replaced each period
+    mutation_rate: float = 0.15  # chance that each hyperparameter of a replaced policy is perturbed
     replace_reward_gap: float = 0.1  # relative return gap needed to replace a policy
-    replace_reward_gap_absolute: float = 1e-6
-    optimize_gamma: bool = False
-    target_objective: str = "true_objective"
-    perturb_min: float = 1.1
-    perturb_max: float = 1.5
+    replace_reward_gap_absolute: float = 1e-6  # absolute return gap needed to replace a policy
+    optimize_gamma: bool = False  # also mutate algo.gamma
+    target_objective: str = "true_objective"  # the episode statistic policies are ranked by
+    perturb_min: float = 1.1  # a perturbed value is multiplied or divided by a factor in [perturb_min, perturb_max]
+    perturb_max: float = 1.5  # the largest perturbation factor
     # Several policies, multi-agent envs: each agent of an env gets its own random policy per episode
     # (true), or all agents of an env share one, drawn per episode (false).
     mix_policies_in_one_env: bool = True
@@ -187,23 +201,26 @@ class SelfPlayConfig:
 @dataclass
 class TrainConfig:
     env: Any = MISSING  # an EnvConfig subclass, chosen by the env family's file
+    # the algorithm: APPO or synchronous PPO (algo=appo|ppo) and its hyperparameters
     algo: AlgoConfig = field(default_factory=AlgoConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)  # the actor-critic network
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)  # processes, envs, device and precision
+    # TensorBoard, W&B, the console line and episode statistics
     logger: LoggerConfig = field(default_factory=LoggerConfig)
-    pbt: PbtConfig = field(default_factory=PbtConfig)
-    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
-    experiment: str = MISSING
-    train_dir: str = "train_dir"
+    pbt: PbtConfig = field(default_factory=PbtConfig)  # population-based training
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)  # an opponent pool of past selves
+    experiment: str = MISSING  # the run's name: its folder is ${train_dir}/${experiment}
+    train_dir: str = "train_dir"  # where runs (and --multirun sweeps, under multirun/) live
     run_dir: str = MISSING  # this run's folder: ${train_dir}/${experiment}, or its folder in a sweep
     sweep_name: str = "sweep"  # --multirun: the sweep's folder name (train.py derives it from the overrides)
-    seed: Optional[int] = 0
+    seed: Optional[int] = 0  # seeds random, numpy, torch and the envs (None: unseeded)
+    # an existing run folder: resume from last.ckpt, restart (move it aside) or overwrite it
     restart_behavior: RestartBehavior = RestartBehavior.resume
-    train_for_env_steps: int = 10_000_000_000
-    train_for_seconds: float = 10_000_000_000.0
+    train_for_env_steps: int = 10_000_000_000  # stop after this many env steps (frames: agent steps x env.frameskip)
+    train_for_seconds: float = 10_000_000_000.0  # stop after this much training time (summed across resumes)
     train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this (e.g. 475)
-    save_every_sec: float = 120.0
-    keep_checkpoints: int = 2
+    save_every_sec: float = 120.0  # seconds between checkpoints
+    keep_checkpoints: int = 2  # numbered checkpoints kept besides last.ckpt
 
 
 @dataclass
@@ -211,10 +228,10 @@ class EnjoyConfig:
     """`python enjoy.py`: which run to load and how to play it."""
 
     experiment: str = MISSING  # the run to load: ${train_dir}/${experiment}
-    train_dir: str = "train_dir"
-    run_dir: str = MISSING
+    train_dir: str = "train_dir"  # where runs live
+    run_dir: str = MISSING  # the run's folder: ${train_dir}/${experiment}, or a run's folder in a sweep
     checkpoint: str = "last"  # last | a file in the run's checkpoints/ | a path
-    episodes: int = 5
+    episodes: int = 5  # episodes to play
     deterministic: bool = False  # the most likely action instead of a sample
     render: bool = False  # a window (needs a display)
     video: bool = False  # save each episode as <run_dir>/enjoy/episode_NNN.gif

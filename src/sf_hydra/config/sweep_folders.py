@@ -60,7 +60,7 @@ def is_multirun(argv: Sequence[str]) -> bool:
 
 
 def _is_budget(key: str) -> bool:
-    return key in BUDGET_KEYS or key.startswith("logger.")
+    return key in BUDGET_KEYS or key == "logger" or key.startswith("logger.")  # where scalars go (logger=wandb)
 
 
 def sweep_overrides(argv: Sequence[str]) -> List[str]:

@@ -1,5 +1,5 @@
 """Lightning callbacks that connect the learner to the rest of a run: weight publishing,
-stop conditions and signals, progress lines and TensorBoard summaries."""
+stop conditions and signals, progress lines and scalar summaries (to TensorBoard and/or W&B)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ class StopConditions(L.Callback):
 
 
 class Summaries(L.Callback):
-    """Console progress every `log_interval_sec`, TensorBoard scalars every
+    """Console progress every `log_interval_sec`, scalars to the run's loggers every
     `experiment_summaries_interval`, both indexed by env steps (frames)."""
 
     def __init__(self, log_interval_sec: float, summaries_interval: float):
@@ -142,7 +142,7 @@ class Summaries(L.Callback):
     def _write_scalars(self, trainer, m) -> None:
         if trainer.logger is None:
             return
-        writer, step = trainer.logger.experiment, m.env_steps
+        step = m.env_steps
         scalars = dict(m.last_metrics)
         for k, stats in enumerate(m.stats):  # one policy: its tags unprefixed; several: policy_<k>/...
             prefix = "" if len(m.stats) == 1 else f"policy_{k}/"
@@ -161,6 +161,14 @@ class Summaries(L.Callback):
         for agent, stats in m.avg_agent_stats().items():  # multi-agent envs: each agent besides the pool
             scalars[f"episode/agent_{agent}/return"] = stats["return"]
             scalars[f"episode/agent_{agent}/length"] = stats["length"]
-        for tag, value in scalars.items():
-            writer.add_scalar(tag, value, step)
-        writer.flush()
+        send_scalars(trainer.loggers, scalars, step)
+
+
+def send_scalars(loggers, scalars: dict, step: int) -> None:
+    """The same scalars, indexed by env steps, to every logger of the run (TensorBoard, W&B)."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    for logger in loggers:
+        logger.log_metrics(scalars, step)
+        if isinstance(logger, TensorBoardLogger):
+            logger.experiment.flush()  # on disk now, for a reader while the run goes on

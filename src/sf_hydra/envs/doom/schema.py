@@ -17,9 +17,10 @@ class DoomActionsConfig:
     turn speeds evenly spaced in [-turn_delta_max, turn_delta_max] degrees per tic.
     """
 
+    # button groups, one Discrete(1 + len(group)) action each (empty: one Discrete over the scenario's buttons)
     groups: List[List[str]] = field(default_factory=list)
-    turn_delta_bins: int = 0
-    turn_delta_max: float = 10.0
+    turn_delta_bins: int = 0  # > 0: TURN_LEFT_RIGHT_DELTA as one more Discrete of this many turn speeds
+    turn_delta_max: float = 10.0  # the fastest of those turns, degrees per tic
 
 
 @dataclass
@@ -30,9 +31,9 @@ class DoomEnvConfig(EnvConfig):
     family: str = "doom"
     resolution: str = "256x144"  # the engine's render resolution, WxH
     downsample: int = 2  # integer pooling of the rendered frame: 256x144 -> 128x72
-    grayscale: bool = False
+    grayscale: bool = False  # one gray channel instead of RGB
     episode_timeout: Optional[int] = None  # tics; None keeps the scenario's own
-    actions: DoomActionsConfig = field(default_factory=DoomActionsConfig)
+    actions: DoomActionsConfig = field(default_factory=DoomActionsConfig)  # how agent actions map to ViZDoom buttons
     # Game variables (HEALTH, AMMO2, ...) observed as a float vector: the observation is
     # then a Dict {"obs": pixels, "measurements": vector}. Empty: pixels only.
     measurements: List[str] = field(default_factory=list)
@@ -47,8 +48,8 @@ class DoomEnvConfig(EnvConfig):
     # Multiplayer (deathmatch rules, loopback network): num_agents > 1 is a multi-agent env
     # of our own players; num_bots built-in bots join the game.
     num_agents: int = 1
-    num_bots: int = 0
+    num_bots: int = 0  # built-in bots that join a multiplayer game
     host_args: str = ""  # engine args of the hosting player (game rules: "+sv_forcerespawn 1 ...")
     connect_timeout_sec: float = 30.0  # a host/join set-up not running by then is retried on fresh ports
-    connect_attempts: int = 3
+    connect_attempts: int = 3  # tries of a multiplayer set-up before it is an error
     step_timeout_sec: float = 60.0  # a multiplayer game that does not answer by then is restarted

@@ -16,4 +16,4 @@ class MujocoEnvConfig(EnvConfig):
     float32_observations: bool = True
     reset_noise_scale: Optional[float] = None  # noise on the initial state; None keeps the task's own
     render_width: int = 480  # frames for render_mode=rgb_array (evaluation videos)
-    render_height: int = 480
+    render_height: int = 480  # height of those frames
