@@ -54,12 +54,18 @@ def load_run(run_dir: Path):
     return cfg
 
 
-def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space):
+def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int = 0):
+    """The weights of trained policy `policy` (`policies.<k>.` in the checkpoint; `model.` in
+    checkpoints saved before several policies)."""
     from sf_hydra.models import build_model
 
+    num_policies = OmegaConf.select(train_cfg, "algo.num_policies", default=1)
+    if not 0 <= policy < num_policies:
+        raise ConfigError("policy", policy, f"a trained policy of this run: 0 to {num_policies - 1}")
     model = build_model(train_cfg, obs_space, action_space)
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)["state_dict"]
-    model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+    prefix = f"policies.{policy}." if any(k.startswith("policies.") for k in state) else "model."
+    model.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
     return model.eval()
 
 
@@ -129,7 +135,7 @@ def enjoy(cfg) -> dict:
     out_dir.mkdir(exist_ok=True)
     log_to(out_dir / "enjoy.log")
     try:
-        model = load_policy(train_cfg, ckpt, env.observation_space, env.action_space)
+        model = load_policy(train_cfg, ckpt, env.observation_space, env.action_space, cfg.policy)
         specs = obs_specs(env.observation_space)
         fps = env.metadata.get("render_fps") or 30
         episodes = []

@@ -88,3 +88,18 @@ def test_enjoy_doom_pixels_and_rnn(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     episode = json.loads((tmp_path / "test" / "enjoy" / "eval.json").read_text())["episodes"][0]
     assert gif_frames(episode["video"]) == episode["length"]
+
+
+def test_enjoy_plays_any_policy_of_a_several_policy_run(tmp_path):
+    """A two-policy run: each policy plays on its own (deterministic play of two differently
+    trained policies), and a policy the run does not have is refused by name."""
+    train(make_cfg(tmp_path, "experiment=two", "algo.num_policies=2", "train_for_env_steps=4000"))
+    returns = {}
+    for k in (0, 1):
+        result = enjoy(tmp_path, "experiment=two", "episodes=2", f"policy={k}", "deterministic=true")
+        assert result.returncode == 0, result.stderr[-3000:]
+        returns[k] = json.loads((tmp_path / "two" / "enjoy" / "eval.json").read_text())["mean_return"]
+    assert all(r > 0 for r in returns.values())
+    bad = enjoy(tmp_path, "experiment=two", "policy=2")
+    message = bad.stdout + bad.stderr
+    assert bad.returncode == 2 and "policy=2" in message and "0 to 1" in message

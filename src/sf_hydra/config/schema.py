@@ -237,3 +237,4 @@ class EnjoyConfig:
     video: bool = False  # save each episode as <run_dir>/enjoy/episode_NNN.gif
     max_episode_steps: Optional[int] = None  # cut episodes (agent steps)
     seed: Optional[int] = 0  # episode i is reset with seed + i (None: unseeded)
+    policy: int = 0  # which trained policy plays, for a run with algo.num_policies > 1
