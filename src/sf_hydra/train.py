@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 from pathlib import Path
@@ -75,6 +76,17 @@ def build_trainer(cfg, run_dir: Path):
     return trainer, stop, checkpoints
 
 
+def finite_or_none(value):
+    """The value with every NaN or infinite float replaced by None: summary.json stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
 def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_seconds: float,
                   session_steps: int) -> dict:
     summary = {
@@ -86,7 +98,7 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
                       "avg_length": s.avg_length(), "episodes": s.episodes_total, **s.outcome_rates()}
                      for k, s in enumerate(module.stats)],
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (run_dir / "summary.json").write_text(json.dumps(finite_or_none(summary), indent=2, allow_nan=False))
     return summary
 
 
@@ -130,7 +142,7 @@ def train(cfg) -> dict:
     torch.set_num_threads(cfg.hardware.torch_threads)
     seed_everything(cfg.seed)
 
-    from sf_hydra.learner.ppo_learner import PPOLearner
+    from sf_hydra.learner.ppo_learner import NonFiniteTraining, PPOLearner
     from sf_hydra.sampler.datamodule import SamplerDataModule
     from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import SamplerError, check_sampling_options
@@ -148,10 +160,12 @@ def train(cfg) -> dict:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
         last = checkpoints.save(trainer, module.env_steps)
         failed = False
-    except SamplerError:
-        # The learner's state is whole (the failure came from the data side): keep it.
+    except (SamplerError, NonFiniteTraining) as e:
+        # The learner's state is whole (the failure came from the data side, or its non-finite
+        # updates were skipped): keep it.
+        what = "sampling failed" if isinstance(e, SamplerError) else "training diverged"
         last = checkpoints.save(trainer, module.env_steps)
-        log.error("sampling failed; the learner state was saved to %s", last)
+        log.error("%s; the learner state was saved to %s", what, last)
         raise
     finally:
         datamodule.teardown("fit")

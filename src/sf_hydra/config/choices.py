@@ -60,6 +60,13 @@ class ConvArchitecture(Choice):
     convnet_atari = "convnet_atari"
 
 
+class NonFinite(Choice):
+    """What a rollout worker does with a NaN or infinite reward or observation from an env."""
+
+    error = "error"  # stop the run, naming the env, the field and the step
+    replace = "replace"  # replace it by 0 and count it (TensorBoard env/nonfinite_values)
+
+
 class RnnType(Choice):
     gru = "gru"
     lstm = "lstm"

@@ -19,6 +19,7 @@ from sf_hydra.config.choices import (
     ConvArchitecture,
     Device,
     LrSchedule,
+    NonFinite,
     Nonlinearity,
     PolicyInitialization,
     Precision,
@@ -44,6 +45,8 @@ class EnvConfig:
     reward_clip: float = 1000.0  # then clipped to [-reward_clip, reward_clip]
     max_episode_steps: Optional[int] = None  # time limit in agent steps (None: the env's own)
     kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to the env's constructor
+    # a NaN or infinite reward or observation: error (stop, naming env, field and step) or replace (by 0, counted)
+    nonfinite: NonFinite = NonFinite.error
 
 
 @dataclass
@@ -119,6 +122,8 @@ class AlgoConfig:
         "betas": ["${...adam_beta1}", "${...adam_beta2}"],
     })
     max_grad_norm: float = 4.0  # gradients clipped to this global norm (0: no clipping)
+    # an update whose loss or gradients are not finite is skipped (counted); this many in a row stop the run
+    nonfinite_updates_limit: int = 10
 
 
 @dataclass

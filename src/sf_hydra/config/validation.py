@@ -12,7 +12,7 @@ AT_LEAST_ONE = (
     "algo.rollout", "algo.batch_size", "algo.num_batches_per_epoch", "algo.num_epochs",
     "algo.num_batches_to_accumulate", "algo.max_policy_lag", "keep_checkpoints", "train_for_env_steps",
     "env.frameskip", "logger.stats_avg", "model.rnn_size", "model.rnn_num_layers", "algo.num_policies",
-    "selfplay.snapshot_every_env_steps",
+    "selfplay.snapshot_every_env_steps", "algo.nonfinite_updates_limit",
 )
 
 POSITIVE = (

@@ -10,6 +10,7 @@ batch in minibatches of `batch_size` transitions, then that policy's version goe
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from typing import Dict
@@ -23,6 +24,10 @@ from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
 from sf_hydra.trajectory import model_trajectory_spec, obs_fields_of
+
+
+class NonFiniteTraining(RuntimeError):
+    """The learner's updates keep coming out NaN or infinite, or its weights are not finite."""
 
 
 class PolicyStats:
@@ -88,6 +93,9 @@ class PPOLearner(L.LightningModule):
         self.dropped_total = 0  # trajectories older than max_policy_lag, this session
         self.last_metrics: Dict[str, float] = {}  # the run's own (not per policy)
         self.last_policy = 0  # the policy the last batch trained
+        self.nonfinite_in_a_row = 0  # updates skipped for a non-finite loss or gradient, in a row
+        self.nonfinite_skipped = 0  # ... this session
+        self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
 
     @property
     def model(self) -> torch.nn.Module:
@@ -133,6 +141,7 @@ class PPOLearner(L.LightningModule):
                 self._agent_episodes(e.agent).append((e.ret, e.length))
         for policy, result in meta["outcomes"]:
             self.stats[policy].outcomes.append(result)
+        self.nonfinite_env_values += int(meta.get("nonfinite_replaced", 0))
         self.dropped_total += int(meta["dropped_trajectories"])
 
     @staticmethod
@@ -155,7 +164,9 @@ class PPOLearner(L.LightningModule):
             rewards = rewards + self.algo.gamma * values[:, :-1] * batch["time_outs"]
         advantages, returns = gae(rewards, values, batch["dones"], self.algo.gamma, self.algo.gae_lambda)
         if norm is not None:
-            norm.update(returns if valid is None else returns[valid > 0])
+            mine = returns if valid is None else returns[valid > 0]
+            if bool(torch.isfinite(mine).all()):  # a non-finite return would poison the statistics for good
+                norm.update(mine)
             return advantages, norm.normalize(returns), norm.normalize(values[:, :-1])
         return advantages, returns, values[:, :-1]
 
@@ -206,6 +217,8 @@ class PPOLearner(L.LightningModule):
             "learner/samples_per_sec": lag.numel() * self.algo.num_epochs / max(train_time, 1e-9),
         })
         self.last_metrics = {
+            "learner/nonfinite_updates_skipped": float(self.nonfinite_skipped),
+            "env/nonfinite_values": float(self.nonfinite_env_values),
             "learner/dropped_trajectories": float(meta["dropped_trajectories"]),
             "learner/dropped_trajectories_total": float(self.dropped_total),
             "learner/wait_for_data_sec": float(meta["wait_seconds"]),
@@ -228,6 +241,10 @@ class PPOLearner(L.LightningModule):
                 opt.zero_grad(set_to_none=True)
                 losses = self._accumulate_gradients(model, mb)
                 grad_norm = self._grad_norm(model)
+                if not (math.isfinite(losses["loss/total"]) and math.isfinite(grad_norm)):
+                    self._skip_nonfinite_update(opt, losses, grad_norm)
+                    continue
+                self.nonfinite_in_a_row = 0
                 if self.algo.max_grad_norm > 0:
                     self.clip_gradients(opt, gradient_clip_val=self.algo.max_grad_norm, gradient_clip_algorithm="norm")
                 opt.step()
@@ -242,6 +259,20 @@ class PPOLearner(L.LightningModule):
         if self.algo.lr_schedule == "linear_decay":
             self._decay_lr(opt, stats.env_steps)
         return {k: v / max(count, 1) for k, v in sums.items()}
+
+    def _skip_nonfinite_update(self, opt, losses: dict, grad_norm: float) -> None:
+        """No optimizer step from a NaN/inf loss or gradient (the weights stay finite); after
+        algo.nonfinite_updates_limit such updates in a row the run stops."""
+        opt.zero_grad(set_to_none=True)
+        self.nonfinite_in_a_row += 1
+        self.nonfinite_skipped += 1
+        limit = self.algo.nonfinite_updates_limit
+        if self.nonfinite_in_a_row >= limit:
+            raise NonFiniteTraining(
+                f"{self.nonfinite_in_a_row} learner updates in a row had a non-finite loss or gradient (last: loss "
+                f"{losses['loss/total']}, gradient norm {grad_norm}); each was skipped, so the weights and the "
+                f"checkpoint stay finite (algo.nonfinite_updates_limit={limit}). Lower algo.learning_rate, check the "
+                "env's rewards (env.reward_scale, env.reward_clip) or observations")
 
     def _accumulate_gradients(self, model, mb: dict) -> Dict[str, float]:
         """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
@@ -324,7 +355,12 @@ class PPOLearner(L.LightningModule):
         windows = sorted(self.__dict__.get("agent_episodes", {}).items())
         return {a: dict(zip(("return", "length"), np.mean(w, axis=0).tolist())) for a, w in windows}
 
+    def weights_finite(self) -> bool:
+        return all(bool(torch.isfinite(t).all()) for t in self.state_dict().values() if t.is_floating_point())
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if not self.weights_finite():  # never replace a good checkpoint with a poisoned one
+            raise NonFiniteTraining("the learner's weights are not finite: no checkpoint written")
         checkpoint["sf_hydra"] = {
             "policy_version": self.policy_version, "env_steps": self.env_steps, "train_seconds": self.train_seconds,
             "episode_returns": list(self.episode_returns), "episode_lengths": list(self.episode_lengths),

@@ -136,6 +136,7 @@ class AgentRowsWorker(WorkerBase):
         cat = ((lambda f: getattr(batches[0], f)) if len(batches) == 1
                else (lambda f: np.concatenate([getattr(b, f) for b in batches])))
         rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
+        self._check_env_output(rows, rewards)
         done = terminated | truncated
         self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes)
         if len(local):
@@ -232,7 +233,9 @@ class AgentRowsWorker(WorkerBase):
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_start - sum(self.timing.values())
         outcomes, self.outcomes = self.outcomes, []
-        self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing, outcomes))
+        replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
+        self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing, outcomes,
+                                        replaced))
 
     def close(self) -> None:
         close_all(self.groups)

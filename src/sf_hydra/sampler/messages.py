@@ -36,8 +36,8 @@ class Episode(NamedTuple):
 class Trajectories:
     """Slots the worker filled, the episodes that ended meanwhile, frames simulated, the
     seconds the rollout spent on inference, env steps, waiting for free slots and
-    bookkeeping, and the self-play games against snapshots that ended (`(policy, result)`,
-    sampler/policy_mapping.py)."""
+    bookkeeping, the self-play games against snapshots that ended (`(policy, result)`,
+    sampler/policy_mapping.py), and the non-finite env values replaced by 0 (env.nonfinite=replace)."""
 
     worker_id: int
     slots: List[int]
@@ -45,3 +45,4 @@ class Trajectories:
     frames: int
     timing: Dict[str, float]
     outcomes: List[tuple] = field(default_factory=list)
+    nonfinite_replaced: int = 0

@@ -35,6 +35,10 @@ class StopRequested(Exception):
     """The learner asked us to stop, or it is gone."""
 
 
+class NonFiniteEnvOutput(RuntimeError):
+    """An env returned a NaN or infinite reward or observation (env.nonfinite=error)."""
+
+
 def env_seed(cfg, worker_id: int, env_index: int):
     if cfg.seed is None:
         return None
@@ -67,6 +71,8 @@ class WorkerBase:
         self.timing: Dict[str, float] = {}  # seconds spent per part of the last rollout
         self.sync_mode = not cfg.algo.async_rl
         self.outcomes: list = []  # self-play games against snapshots ended since the last message
+        self.replace_nonfinite = cfg.env.nonfinite == "replace"
+        self.nonfinite_replaced = 0  # non-finite env values replaced by 0 since the last message
 
     def _init_policy(self, obs_space, action_space, group_sizes, fixed_policy: Optional[int] = None) -> None:
         """A model per store (trained policies, then snapshots) and the rows' policy mapping."""
@@ -90,8 +96,39 @@ class WorkerBase:
         return [j for j, v in enumerate(self.versions[self.num_policies:]) if v > 0]
 
     def _obs_arrays(self, rows: int) -> Dict[str, np.ndarray]:
-        return {k: np.zeros((rows, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
-                for k, (shape, dt) in obs_specs(self.obs_space).items()}
+        arrays = {k: np.zeros((rows, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
+                  for k, (shape, dt) in obs_specs(self.obs_space).items()}
+        self.float_obs_keys = [k for k, a in arrays.items() if np.issubdtype(a.dtype, np.floating)]
+        return arrays
+
+    def _check_env_output(self, rows: slice, rewards: np.ndarray) -> None:
+        """Rewards and (floating-point) observations of these rows' last env step must be finite:
+        else stop with the env, the field and the step (env.nonfinite=error), or replace them by
+        0 and count them (replace). Integer observations (pixels) cannot be non-finite."""
+        bad = {"reward": ~np.isfinite(rewards)}
+        for k in self.float_obs_keys:
+            bad[f"observation {k!r}"] = ~np.isfinite(self.obs[k][rows]).reshape(len(rewards), -1).all(1)
+        if not any(b.any() for b in bad.values()):
+            return
+        if self.replace_nonfinite:
+            self.nonfinite_replaced += int((~np.isfinite(rewards)).sum())
+            np.nan_to_num(rewards, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+            for k in self.float_obs_keys:
+                part = self.obs[k][rows]
+                self.nonfinite_replaced += int((~np.isfinite(part)).sum())
+                self.obs[k][rows] = np.nan_to_num(part, nan=0.0, posinf=0.0, neginf=0.0)
+            return
+        field, flags = next((f, b) for f, b in bad.items() if b.any())
+        row = rows.start + int(np.flatnonzero(flags)[0])
+        value = rewards[row - rows.start] if field == "reward" else "NaN or inf"
+        raise NonFiniteEnvOutput(
+            f"env {self.cfg.env.id!r} (rollout worker {self.id}, {self._row_name(row)}) returned a non-finite {field} "
+            f"({value}) at step {int(self.games.lengths[row]) + 1} of its episode; env.nonfinite=replace turns such "
+            "values into 0 and counts them")
+
+    def _row_name(self, row: int) -> str:
+        group, seat = int(self.mapping.row_group[row]), int(self.mapping.row_seat[row])
+        return f"env {group}" if self.mapping.sizes[group] == 1 else f"env {group}, agent {seat}"
 
     def _policy_record(self, obs: Dict[str, torch.Tensor], out, rnn_before: torch.Tensor, policies) -> dict:
         """The fields one policy step fills: its inputs, its outputs, the acting policy and its

@@ -40,12 +40,15 @@ class SamplerError(RuntimeError):
 
 def slots_per_worker(cfg, rows_per_worker: int, agent_rows: bool) -> int:
     """Enough slots for the rows being filled plus `num_batches_to_accumulate` iterations
-    waiting for the learner; beyond that the workers block (back-pressure). An agent-rows
+    waiting for the learner; beyond that the workers block (back-pressure). With several
+    policies, at least one iteration per policy may wait: each policy's trajectories queue
+    apart, and a queue short of a batch must not starve the others of slots. An agent-rows
     worker also holds, per row, a full slot waiting for its bootstrap value and, in sync
     mode, one completed early for the next round."""
     rows_total = cfg.hardware.num_workers * rows_per_worker
     traj_per_iteration = cfg.algo.batch_size * cfg.algo.num_batches_per_epoch // cfg.algo.rollout
-    rounds_waiting = math.ceil(cfg.algo.num_batches_to_accumulate * traj_per_iteration / rows_total)
+    iterations = max(cfg.algo.num_batches_to_accumulate, cfg.algo.num_policies)
+    rounds_waiting = math.ceil(iterations * traj_per_iteration / rows_total)
     return rows_per_worker * ((3 if agent_rows else 1) + max(1, rounds_waiting))
 
 

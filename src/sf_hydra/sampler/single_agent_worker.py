@@ -63,6 +63,7 @@ class SingleAgentWorker(WorkerBase):
                 ob, _ = env.reset()
             self._store_obs(i, ob)
         self.timing["env_step"] += time.perf_counter() - t1
+        self._check_env_output(split, rewards)
         self.games.add(split, rewards, 1)
         for i, continues in ends:
             self._episode_end(i, continues, episodes)
@@ -92,8 +93,9 @@ class SingleAgentWorker(WorkerBase):
             self._bootstrap_values(split, slots[split])
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_wait - sum(self.timing.values())
+        replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
         self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip,
-                                        self.timing))
+                                        self.timing, nonfinite_replaced=replaced))
 
     def close(self) -> None:
         close_all(self.envs)

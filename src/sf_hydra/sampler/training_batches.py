@@ -28,6 +28,7 @@ class Received:
 
     def reset(self) -> None:
         self.frames, self.episodes, self.outcomes, self.dropped, self.wait = 0, [], [], 0, 0.0
+        self.nonfinite_replaced = 0
         self.policy_frames = [0] * self.num_policies
         self.timing: Dict[str, float] = {}
 
@@ -35,13 +36,14 @@ class Received:
         self.frames += traj.frames
         self.episodes.extend(traj.episodes)
         self.outcomes.extend(traj.outcomes)
+        self.nonfinite_replaced += traj.nonfinite_replaced
         for key, seconds in traj.timing.items():
             self.timing[key] = self.timing.get(key, 0.0) + seconds
 
     def meta(self, policy: int) -> dict:
         meta = {"policy": policy, "frames": self.frames, "policy_frames": self.policy_frames,
                 "episodes": self.episodes, "outcomes": self.outcomes, "dropped_trajectories": self.dropped,
-                "wait_seconds": self.wait, "worker_seconds": self.timing}
+                "wait_seconds": self.wait, "worker_seconds": self.timing, "nonfinite_replaced": self.nonfinite_replaced}
         self.reset()
         return meta
 
