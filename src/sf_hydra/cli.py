@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
 from sf_hydra.env_names import check_env_overrides
+from sf_hydra.faults import EXIT_BAD_CONFIG, Fault
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("sf_hydra")
@@ -28,11 +30,14 @@ def _train(cfg: DictConfig):
     in_sweep = use_sweep_folder(cfg)
     try:
         summary = train(cfg)
-    except (ConfigError, SamplerError) as e:
+    except (ConfigError, SamplerError, Fault) as e:
         log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
         if in_sweep:
             raise  # Hydra records this run as failed, runs the others, then reports it
-        sys.exit(2 if isinstance(e, ConfigError) else 1)
+        sys.exit(EXIT_BAD_CONFIG if isinstance(e, ConfigError) else getattr(e, "exit_code", 1))
+    reason = summary.get("stop_reason") or ""
+    if reason.startswith("signal ") and not in_sweep:
+        sys.exit(128 + signal.Signals[reason.split()[1]])  # stopped (with a checkpoint) by that signal
     # Sweepers (e.g. Optuna) optimise what the task function returns.
     return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
 
@@ -50,13 +55,33 @@ def use_sweep_folder(cfg: DictConfig) -> bool:
 
 
 def train_main() -> None:
+    """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.bad_input);
+    exit codes: README.md, "Exit codes"."""
+    try:
+        _train_main()
+    except KeyboardInterrupt:
+        print("interrupted (SIGINT): stopped", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
+
+
+def _train_main() -> None:
+    from sf_hydra.bad_input import precheck
+    from sf_hydra.run_dir import RunLock
+
     sys.argv[1:] = apply_aliases(sys.argv[1:])
+    multirun = is_multirun(sys.argv[1:])
     try:
         check_env_overrides(sys.argv[1:], Path(CONFIG_DIR))
+        cfg = precheck(sys.argv[1:], CONFIG_DIR, multirun)
+        if cfg is not None:  # a single run: its folder is ours until this process ends
+            RunLock(Path(cfg.run_dir).absolute()).acquire()
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
-        sys.exit(2)
-    if is_multirun(sys.argv[1:]):
+        sys.exit(EXIT_BAD_CONFIG)
+    except Fault as e:
+        print(e, file=sys.stderr)
+        sys.exit(e.exit_code)
+    if multirun:
         sys.argv[1:] = with_overrides(sys.argv[1:], sweep_overrides(sys.argv[1:]))
     _train()
 
