@@ -19,10 +19,10 @@ def env_with_repo() -> dict:
     return env
 
 
-def train_py(tmp_path, *overrides: str, timeout: float = 120, **popen) -> subprocess.CompletedProcess:
-    """`python train.py train_dir=<tmp_path> experiment=run TINY... overrides...`, run to its end; its stdout and
-    stderr together (Hydra logs to stdout) in `.out`."""
-    cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=run", *TINY, *overrides]
+def train_py(tmp_path, *overrides: str, flags=(), timeout: float = 120, **popen) -> subprocess.CompletedProcess:
+    """`python train.py FLAGS train_dir=<tmp_path> experiment=run TINY... overrides...`, run to its end (flags such
+    as --multirun go first). Its stdout and stderr together (Hydra logs to stdout) are in `.out`."""
+    cmd = [sys.executable, str(REPO / "train.py"), *flags, f"train_dir={tmp_path}", "experiment=run", *TINY, *overrides]
     proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
                           env=env_with_repo(), **popen)
     proc.out = proc.stdout
