@@ -24,6 +24,7 @@ from typing import List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from sf_hydra.config import register_configs
 from sf_hydra.config.errors import ConfigError
 
 SKIP_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
@@ -141,6 +142,8 @@ def unknown_key(key: str, value, cfg: Optional[DictConfig]) -> ConfigError:
         group_keys = sorted(k for k in node.keys() if parent or k != "hydra")
         more = f" (+{len(group_keys) - SHOWN_KEYS} more)" if len(group_keys) > SHOWN_KEYS else ""
         parts.append(f"keys of {where}: {group_keys[:SHOWN_KEYS]}{more}")
+        if not key.startswith("+") and not dataclasses.is_dataclass(OmegaConf.get_type(node)):
+            parts.append(f"to add a key here: +{bare}={value}")
     return ConfigError(_shown_key(key), value, "; ".join(parts))
 
 
@@ -198,8 +201,9 @@ def framed(exc: Exception, composer: Composer, overrides: Sequence[str]) -> Conf
 
 
 def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Sequence[str]) -> None:
-    """`+a.b=v` / `++a.b=v` onto a typed node (a schema dataclass) that has no field `b`: Hydra adds it
-    silently, and nothing reads it. Dict nodes (env.kwargs) and config groups (+experiment=...) take additions."""
+    """`+a.b=v` / `++a.b=v` that Hydra adds silently and nothing would read: onto a typed node (a schema
+    dataclass) without a field `b`, or onto a part built from `_target_` whose callable takes no argument `b`.
+    Plain dict nodes (env.kwargs) and config groups (+experiment=...) take any addition."""
     for ov in parsed:
         if not (ov.is_add() or ov.is_force_add()) or ov.key_or_group.startswith("hydra"):
             continue
@@ -208,13 +212,40 @@ def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Seq
             continue
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(cfg, parent) if parent else cfg
-        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
-        if "_target_" in node if isinstance(node, DictConfig) else False:
-            continue  # a part built by hydra.utils.instantiate: an added key is a constructor argument
-        if schema is not None and dataclasses.is_dataclass(schema):
-            if leaf not in {f.name for f in dataclasses.fields(schema)}:
-                without = _safe_compose(composer, _without(overrides, key))
-                raise unknown_key(ov.get_key_element(), ov.get_value_element_as_str(), without)
+        if not isinstance(node, DictConfig):
+            continue
+        schema = OmegaConf.get_type(node)
+        typed = dataclasses.is_dataclass(schema)
+        if typed and leaf in {f.name for f in dataclasses.fields(schema)}:
+            continue
+        arguments = _arguments(node._target_) if "_target_" in node else None
+        if arguments is not None and leaf not in arguments:
+            if typed:  # the schema's keys say more than the constructor's
+                raise unknown_key(ov.get_key_element(), ov.get_value_element_as_str(),
+                                  _safe_compose(composer, _without(overrides, key)))
+            near = difflib.get_close_matches(leaf, arguments, n=5, cutoff=0.6)
+            raise ConfigError(ov.get_key_element(), ov.get_value_element_as_str(),
+                              f"an argument of {node._target_} ({f'near matches: {near}; ' if near else ''}"
+                              f"its arguments: {arguments})")
+        if typed and "_target_" not in node:
+            raise unknown_key(ov.get_key_element(), ov.get_value_element_as_str(),
+                              _safe_compose(composer, _without(overrides, key)))
+
+
+def _arguments(target: str) -> Optional[List[str]]:
+    """The keyword arguments the callable at dotted path `target` takes; None when it takes any (**kwargs) or
+    they cannot be known (check_config names a target that does not import)."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    try:
+        params = list(inspect.signature(get_object(target)).parameters.values())
+    except Exception:
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def _check_launcher(overrides: Sequence[str]) -> None:
@@ -286,3 +317,13 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool):
     check_config(cfg)
     check_creatable(key, cfg.run_dir)
     return cfg
+
+
+def check_command_line(argv: Sequence[str], config_dir: str):
+    """Every check of train.py's command line before Hydra runs: the env names, then `precheck`."""
+    from sf_hydra.config.sweep_folders import is_multirun
+    from sf_hydra.env_names import check_env_overrides
+
+    register_configs()  # the schema nodes (train.py's import of sf_hydra.cli registered them already)
+    check_env_overrides(argv, Path(config_dir))
+    return precheck(argv, config_dir, is_multirun(argv))

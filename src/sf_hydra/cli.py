@@ -13,7 +13,6 @@ from omegaconf import DictConfig
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
-from sf_hydra.env_names import check_env_overrides
 from sf_hydra.faults import EXIT_BAD_CONFIG, Fault
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
@@ -65,14 +64,12 @@ def train_main() -> None:
 
 
 def _train_main() -> None:
-    from sf_hydra.bad_input import precheck
+    from sf_hydra.bad_input import check_command_line
     from sf_hydra.run_dir import RunLock
 
     sys.argv[1:] = apply_aliases(sys.argv[1:])
-    multirun = is_multirun(sys.argv[1:])
     try:
-        check_env_overrides(sys.argv[1:], Path(CONFIG_DIR))
-        cfg = precheck(sys.argv[1:], CONFIG_DIR, multirun)
+        cfg = check_command_line(sys.argv[1:], CONFIG_DIR)
         if cfg is not None:  # a single run: its folder is ours until this process ends
             RunLock(Path(cfg.run_dir).absolute()).acquire()
     except ConfigError as e:
@@ -81,7 +78,7 @@ def _train_main() -> None:
     except Fault as e:
         print(e, file=sys.stderr)
         sys.exit(e.exit_code)
-    if multirun:
+    if is_multirun(sys.argv[1:]):
         sys.argv[1:] = with_overrides(sys.argv[1:], sweep_overrides(sys.argv[1:]))
     _train()
 
