@@ -57,7 +57,7 @@ def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space):
     from sf_hydra.models import build_model
 
     model = build_model(train_cfg, obs_space, action_space)
-    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)["state_dict"]
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=True)["state_dict"]
     model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
     return model.eval()
 
