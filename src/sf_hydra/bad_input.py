@@ -326,4 +326,6 @@ def check_command_line(argv: Sequence[str], config_dir: str):
 
     register_configs()  # the schema nodes (train.py's import of sf_hydra.cli registered them already)
     check_env_overrides(argv, Path(config_dir))
-    return precheck(argv, config_dir, is_multirun(argv))
+    multirun = is_multirun(argv) or any(a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun")
+                                        for a in argv)
+    return precheck(argv, config_dir, multirun)

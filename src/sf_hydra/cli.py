@@ -78,6 +78,11 @@ def _train_main() -> None:
     except Fault as e:
         print(e, file=sys.stderr)
         sys.exit(e.exit_code)
+    except Exception as e:  # a check that failed in itself: Hydra composes again and reports what it finds
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+        log.debug("command-line check skipped: %r", e)
     if is_multirun(sys.argv[1:]):
         sys.argv[1:] = with_overrides(sys.argv[1:], sweep_overrides(sys.argv[1:]))
     _train()
