@@ -43,7 +43,8 @@ class Composer:
         from hydra.core.global_hydra import GlobalHydra
 
         self.config_name = args.config_name or "train"
-        search_path = create_automatic_config_search_path(None, None, args.config_path or config_dir)
+        cli_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli.py")  # hydra.main's caller
+        search_path = create_automatic_config_search_path(cli_file, None, args.config_path or config_dir)
         if args.config_dir is not None:
             extra = os.path.abspath(args.config_dir)
             if not os.path.isdir(extra):

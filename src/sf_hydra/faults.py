@@ -5,6 +5,7 @@ code each one gives (README.md, "Exit codes"): 0 done, 1 a failure, 2 a bad conf
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 
 EXIT_FAILURE = 1
 EXIT_BAD_CONFIG = 2
@@ -35,7 +36,11 @@ class CheckpointSaveError(Fault):
     def __init__(self, path, cause: OSError):
         self.path, self.cause = path, cause
         reason = cause.strerror or str(cause)
-        where = f" ({cause.filename})" if cause.filename and str(cause.filename) != str(path) else ""
+        name = str(cause.filename or "")
+        # A folder on the way (checkpoints/ is a file, no permission): name it. Not a temporary file elsewhere
+        # (Lightning writes to the system's temp folder first).
+        near = name and name != str(path) and (str(path).startswith(name) or name.startswith(str(Path(path).parent)))
+        where = f" ({name})" if near else ""
         super().__init__(f"could not save checkpoint {path}: {reason}{where} [{type(cause).__name__}]")
 
 
