@@ -34,9 +34,10 @@ def _train(cfg: DictConfig):
         if in_sweep:
             raise  # Hydra records this run as failed, runs the others, then reports it
         sys.exit(EXIT_BAD_CONFIG if isinstance(e, ConfigError) else getattr(e, "exit_code", 1))
-    reason = summary.get("stop_reason") or ""
-    if reason.startswith("signal ") and not in_sweep:
-        sys.exit(128 + signal.Signals[reason.split()[1]])  # stopped (with a checkpoint) by that signal
+    from sf_hydra.launch import signals
+
+    if signals.received() is not None and not in_sweep:
+        sys.exit(128 + signals.received())  # this session was stopped (with a checkpoint) by that signal
     # Sweepers (e.g. Optuna) optimise what the task function returns.
     return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
 
