@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from omegaconf import DictConfig
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
-from sf_hydra.env_names import check_env_overrides
+from sf_hydra.faults import EXIT_BAD_CONFIG, Fault
 from sf_hydra.help import help_request, print_help
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
@@ -23,17 +24,22 @@ register_configs()
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def _train(cfg: DictConfig):
+    from sf_hydra.learner.ppo_learner import NonFiniteTraining
     from sf_hydra.sampler.sampler import SamplerError
     from sf_hydra.train import train
 
     in_sweep = use_sweep_folder(cfg)
     try:
         summary = train(cfg)
-    except (ConfigError, SamplerError) as e:
+    except (ConfigError, SamplerError, NonFiniteTraining, Fault) as e:
         log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
         if in_sweep:
             raise  # Hydra records this run as failed, runs the others, then reports it
-        sys.exit(2 if isinstance(e, ConfigError) else 1)
+        sys.exit(EXIT_BAD_CONFIG if isinstance(e, ConfigError) else getattr(e, "exit_code", 1))
+    from sf_hydra.launch import signals
+
+    if signals.received() is not None and not in_sweep:
+        sys.exit(128 + signals.received())  # this session was stopped (with a checkpoint) by that signal
     # Sweepers (e.g. Optuna) optimise what the task function returns.
     return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
 
@@ -51,14 +57,37 @@ def use_sweep_folder(cfg: DictConfig) -> bool:
 
 
 def train_main() -> None:
+    """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.bad_input);
+    exit codes: README.md, "Exit codes"."""
+    try:
+        _train_main()
+    except KeyboardInterrupt:
+        print("interrupted (SIGINT): stopped", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
+
+
+def _train_main() -> None:
+    from sf_hydra.bad_input import check_command_line
+    from sf_hydra.run_dir import RunLock
+
     sys.argv[1:] = apply_aliases(sys.argv[1:])
     if help_request(sys.argv[1:]) is not None:  # our --help [prefix]: groups and keys from the schema
         sys.exit(print_help(sys.argv[1:], CONFIG_DIR))
     try:
-        check_env_overrides(sys.argv[1:], Path(CONFIG_DIR))
+        cfg = check_command_line(sys.argv[1:], CONFIG_DIR)
+        if cfg is not None:  # a single run: its folder is ours until this process ends
+            RunLock(Path(cfg.run_dir).absolute()).acquire()
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_CONFIG)
+    except Fault as e:
+        print(e, file=sys.stderr)
+        sys.exit(e.exit_code)
+    except Exception as e:  # a check that failed in itself: Hydra composes again and reports what it finds
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+        log.debug("command-line check skipped: %r", e)
     if is_multirun(sys.argv[1:]):
         sys.argv[1:] = with_overrides(sys.argv[1:], sweep_overrides(sys.argv[1:]))
     _train()

@@ -63,7 +63,7 @@ def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int
     if not 0 <= policy < num_policies:
         raise ConfigError("policy", policy, f"a trained policy of this run: 0 to {num_policies - 1}")
     model = build_model(train_cfg, obs_space, action_space)
-    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)["state_dict"]
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=True)["state_dict"]
     prefix = f"policies.{policy}." if any(k.startswith("policies.") for k in state) else "model."
     model.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
     return model.eval()

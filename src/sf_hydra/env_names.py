@@ -47,6 +47,9 @@ def _served_game(name: str) -> bool:
 
 
 def _unknown(name: str, files: List[str]) -> ConfigError:
+    """The near matches first (at most 10), then the configs of the named family (at most 10) and the families."""
+    import difflib
+
     listed = [f for f in files if not f.startswith(SERVED_FAMILY + "/")]
     families = sorted({k.split("/")[0] for k in files} | {SERVED_FAMILY})
     atari = f"{SERVED_FAMILY}/<game> for every ALE game ale_py ships"
@@ -60,8 +63,14 @@ def _unknown(name: str, files: List[str]) -> ConfigError:
         else:
             hint = f"{len(games)} games, e.g. atari/pong" if games else "no ale_py: pip install 'sf_hydra[atari]'"
         return ConfigError("env", name, f"{atari} ({hint})")
-    return ConfigError("env", name, f"one of {listed} or {atari} (families: {families}; any gymnasium id: "
-                                    "env=gym/any env.id=<id>)")
+    close = difflib.get_close_matches(name, listed, n=10, cutoff=0.6)
+    family = [f for f in listed if f.split("/")[0] == name.split("/")[0]]
+    parts = [f"close matches: {close}" if close else "no close match"]
+    if family and set(family) - set(close):
+        more = f" (+{len(family) - 10} more in conf/env/{name.split('/')[0]}/)" if len(family) > 10 else ""
+        parts.append(f"in {name.split('/')[0]}/: {family[:10]}{more}")
+    parts.append(f"families: {families}; any gymnasium id: env=gym/any env.id=<id>; {atari}")
+    return ConfigError("env", name, "an env config; " + "; ".join(parts))
 
 
 def check_env_overrides(argv: Iterable[str], conf_dir: Path) -> None:

@@ -1,15 +1,23 @@
 """The run folder (`run_dir`: `${train_dir}/${experiment}`, or a run's folder in a sweep): what `restart_behavior`
-does with an existing one, where checkpoints live, and which checkpoint a resume starts from."""
+does with an existing one, where checkpoints live, which checkpoint a resume starts from (the newest intact
+one), and the lock that keeps a second run out of a folder a live run holds."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
+import os
 import shutil
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
+
+from sf_hydra.faults import CheckpointError, RunFolderBusy
 
 LAST = "last.ckpt"
+LOCK = ".lock"
+log = logging.getLogger("sf_hydra")
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
@@ -19,11 +27,64 @@ def checkpoint_dir(run_dir: Path) -> Path:
 RUN_STATE = ("checkpoints", "tb", "config.yaml", "summary.json", "selfplay", "wandb", "wandb_id")
 
 
+class RunLock:
+    """An exclusive `flock` on `<run_dir>/.lock`, held while a run uses the folder. The kernel drops it when the
+    holder exits in any way (kill -9 included), so it never stays stuck. Re-entrant within one process (the
+    command line takes it before Hydra writes into the folder, train() takes it again)."""
+
+    _held: Dict[str, List] = {}  # real path -> [open lock file, depth]
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def _key(self) -> str:
+        return os.path.realpath(self.run_dir / LOCK)
+
+    def acquire(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        key = self._key()
+        if key in RunLock._held:
+            RunLock._held[key][1] += 1
+            return
+        f = open(key, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            pid = f.read().strip()
+            f.close()
+            raise RunFolderBusy(self.run_dir, pid) from None
+        f.truncate(0)
+        f.write(str(os.getpid()))
+        f.flush()
+        RunLock._held[key] = [f, 1]
+
+    def release(self) -> None:
+        entry = RunLock._held.get(self._key())
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del RunLock._held[self._key()]
+            entry[0].close()  # closing the file drops the flock
+
+
 def prepare(run_dir: Path, restart_behavior: str) -> None:
     """resume: keep everything; restart: move the old run's state aside to
     `<name>_old_<time>/`; overwrite: delete it. Hydra's own files (.hydra, the log) stay,
-    since Hydra has already opened them for this run."""
+    since Hydra has already opened them for this run. Leftover `*.tmp` files of an interrupted
+    save are removed (call it with the folder's RunLock held)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    for tmp in sorted(checkpoint_dir(run_dir).glob("*.tmp")) if checkpoint_dir(run_dir).is_dir() else []:
+        log.warning("removing %s (left by a save that did not finish)", tmp)
+        tmp.unlink(missing_ok=True)
     existing = [run_dir / name for name in RUN_STATE if (run_dir / name).exists()]
     if restart_behavior == "restart" and existing:
         aside = run_dir.with_name(f"{run_dir.name}_old_{time.strftime('%Y%m%d_%H%M%S')}")
@@ -35,16 +96,45 @@ def prepare(run_dir: Path, restart_behavior: str) -> None:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+def read_checkpoint(path: Path) -> Tuple[Optional[int], str]:
+    """(env steps, "") for a checkpoint that loads with `torch.load(weights_only=True)`, else (None, why not)."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        return int(state["sf_hydra"]["env_steps"]), ""
+    except Exception as e:  # truncated, corrupt, not a checkpoint, or not ours: each is a reason to skip it
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return None, f"{type(e).__name__}: {reason}"[:200]
+
+
 def resume_checkpoint(run_dir: Path) -> Optional[Path]:
-    path = checkpoint_dir(run_dir) / LAST
-    return path if path.exists() else None
+    """`last.ckpt` when it loads; else the newest numbered checkpoint that loads (logged with its env steps);
+    None when the folder holds no checkpoint. Raises CheckpointError when it holds some and none loads."""
+    folder = checkpoint_dir(run_dir)
+    last = folder / LAST
+    numbered = sorted(folder.glob("checkpoint_*.ckpt"), reverse=True) if folder.is_dir() else []
+    candidates = ([last] if last.is_file() else []) + numbered
+    if not candidates:
+        return None
+    tried = []
+    for path in candidates:
+        steps, why = read_checkpoint(path)
+        if steps is not None:
+            if tried:
+                log.warning("resuming from %s instead (the newest intact checkpoint: %d env steps)", path, steps)
+            return path
+        log.warning("checkpoint %s is unreadable (%s): skipping it", path, why)
+        tried.append(f"{path.name} ({why})")
+    raise CheckpointError(f"no checkpoint in {folder} can be loaded; found: {'; '.join(tried)}. Move the folder "
+                          "aside to keep it, or start over with restart_behavior=restart (or overwrite)")
 
 
 def finished_summary(run_dir: Path, train_for_env_steps: int) -> Optional[dict]:
     """The saved summary of a run whose checkpoint already used its env-step budget, so that
     re-running a finished sweep leaves finished runs alone (a larger budget continues them)."""
     summary_path = run_dir / "summary.json"
-    if resume_checkpoint(run_dir) is None or not summary_path.exists():
+    if not (checkpoint_dir(run_dir) / LAST).is_file() or not summary_path.exists():
         return None
     summary = json.loads(summary_path.read_text())
     # Several policies: the budget is each policy's own env steps.

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
 from sf_hydra.envs import check_env
+from sf_hydra.faults import EnvStartError
 from sf_hydra.loggers import build_loggers, finish_wandb
 from sf_hydra.targets import check_targets
 
@@ -131,6 +132,11 @@ def train(cfg) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
     check_config(cfg)
     run_dir = Path(cfg.run_dir).absolute()
+    with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
+        return _train_in(cfg, run_dir)
+
+
+def _train_in(cfg, run_dir: Path) -> dict:
     rd.prepare(run_dir, cfg.restart_behavior)
     done = rd.finished_summary(run_dir, cfg.train_for_env_steps)
     if done is not None:
@@ -147,7 +153,11 @@ def train(cfg) -> dict:
     from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import SamplerError, check_sampling_options
 
-    env = describe_env(cfg.env, seed=cfg.seed)  # one env build: its spaces and agent count
+    log.info("building env %s to read its spaces", cfg.env.name)
+    try:
+        env = describe_env(cfg.env, seed=cfg.seed)  # one env build: its spaces and agent count
+    except Exception as e:
+        raise EnvStartError(cfg.env, e) from e
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     module = PPOLearner(cfg, env.observation_space, env.action_space)
     datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module, num_agents=env.num_agents)
@@ -157,7 +167,8 @@ def train(cfg) -> dict:
     t0 = time.monotonic()
     failed = True
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None,
+                    weights_only=True)  # sf_hydra's part of a checkpoint holds only plain types
         last = checkpoints.save(trainer, module.env_steps)
         failed = False
     except (SamplerError, NonFiniteTraining) as e:

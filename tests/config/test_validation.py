@@ -124,13 +124,18 @@ def test_hydra_rejects_unknown_env_config():
         compose_cfg("env=gym/nope")
 
 
-def test_unknown_env_config_lists_available_options():
+def test_unknown_env_config_lists_near_matches_first():
     from sf_hydra.env_names import check_env_overrides
 
     with pytest.raises(ConfigError) as info:
-        check_env_overrides(["seed=1", "env=gym/cartpole,gym/nope"], CONF_DIR)
-    assert info.value.key == "env" and info.value.value == "gym/nope"
-    assert "gym/cartpole" in str(info.value) and "doom/basic" in str(info.value)
+        check_env_overrides(["seed=1", "env=gym/cartpole,doom/batle"], CONF_DIR)
+    msg = str(info.value)
+    assert info.value.key == "env" and info.value.value == "doom/batle"
+    assert msg.index("'doom/battle'") < msg.index("families:"), msg
+    assert len(msg) < 1000, msg  # not every config there is
+    with pytest.raises(ConfigError) as info:
+        check_env_overrides(["env=gym/nope"], CONF_DIR)
+    assert "gym/cartpole" in str(info.value) and "doom" in str(info.value)  # the family's configs, the families
     check_env_overrides(["env=gym/cartpole,doom/basic"], CONF_DIR)  # known names pass
 
 

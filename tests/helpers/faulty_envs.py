@@ -35,5 +35,31 @@ class HangingCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class BrokenInitCartPole(CartPoleEnv):
+    """Raises while being built: stands for a simulator that cannot start (a missing asset, a bad path)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        raise FileNotFoundError("broken-init: the simulator's asset file is missing")
+
+
+class BrokenResetCartPole(CartPoleEnv):
+    """Builds, then raises on reset()."""
+
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("broken-reset: the simulator refused to reset")
+
+
+class SlowInitCartPole(CartPoleEnv):
+    """Takes `init_seconds` to build: a start-up that can be interrupted."""
+
+    def __init__(self, init_seconds: float = 30.0, **kwargs):
+        time.sleep(init_seconds)
+        super().__init__(**kwargs)
+
+
+gym.register("BrokenInitCartPole-v0", entry_point=BrokenInitCartPole, max_episode_steps=500)
+gym.register("BrokenResetCartPole-v0", entry_point=BrokenResetCartPole, max_episode_steps=500)
+gym.register("SlowInitCartPole-v0", entry_point=SlowInitCartPole, max_episode_steps=500)
 gym.register("CrashingCartPole-v0", entry_point=CrashingCartPole, max_episode_steps=500)
 gym.register("HangingCartPole-v0", entry_point=HangingCartPole, max_episode_steps=500)

@@ -19,14 +19,17 @@ from typing import Any, Dict, List, Optional, Sequence
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 
-from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
+try:
+    from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
+except ImportError:  # no `slurm` extra: no launcher (and no plugin warning at every start); the helpers stay
+    LocalQueueConf = LocalLauncher = None
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class LocalParallelConf(LocalQueueConf):
+class LocalParallelConf(LocalQueueConf or object):
     _target_: str = "hydra_plugins.sf_hydra_plugins.local_parallel.LocalParallelLauncher"
     max_parallel: int = 2  # runs at once
     experiments_per_gpu: int = 1  # runs sharing one GPU
@@ -53,7 +56,7 @@ def gpu_for_slot(slot: int, experiments_per_gpu: int, num_gpus: int) -> Optional
     return None if num_gpus <= 0 else (slot // experiments_per_gpu) % num_gpus
 
 
-class LocalParallelLauncher(LocalLauncher):
+class LocalParallelLauncher(LocalLauncher or object):
     def __init__(self, max_parallel: int = 2, experiments_per_gpu: int = 1, num_gpus: int = 0,
                  pin_cpus: bool = True, poll_sec: float = 0.5, **params: Any) -> None:
         from sf_hydra.config.errors import ConfigError
@@ -124,3 +127,7 @@ class LocalParallelLauncher(LocalLauncher):
             log.error("run %s (submitit job %s) failed: %s", " ".join(overrides), job.job_id,
                       str(e).splitlines()[0] if str(e) else e)
             return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=e)
+
+
+if LocalLauncher is None:  # sf_hydra.config.store registers the launcher's node only when this import works
+    del LocalParallelConf, LocalParallelLauncher

@@ -1,6 +1,7 @@
 """Periodic checkpoints by wall time (Lightning's ModelCheckpoint ignores its time interval
 under manual optimization). Every file is written to a temporary name and renamed, so a
-crash while saving never destroys the previous checkpoint."""
+crash while saving never destroys the previous checkpoint. A save that fails (disk full, no
+permission) ends the run with CheckpointSaveError: the path and the cause, no traceback."""
 
 from __future__ import annotations
 
@@ -10,13 +11,22 @@ from pathlib import Path
 
 import lightning as L
 
+from sf_hydra.faults import CheckpointSaveError
 from sf_hydra.run_dir import LAST
 
 
 def save_atomically(trainer, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    trainer.save_checkpoint(tmp)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        trainer.save_checkpoint(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise CheckpointSaveError(path, e) from e
 
 
 class PeriodicCheckpoint(L.Callback):
@@ -35,7 +45,6 @@ class PeriodicCheckpoint(L.Callback):
             self.save(trainer, pl_module.env_steps)
 
     def save(self, trainer, env_steps: int) -> Path:
-        self.directory.mkdir(parents=True, exist_ok=True)
         numbered = self.directory / f"checkpoint_{env_steps:012d}.ckpt"
         save_atomically(trainer, numbered)
         save_atomically(trainer, self.directory / LAST)

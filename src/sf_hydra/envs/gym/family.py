@@ -33,8 +33,12 @@ def packaged_families() -> list:
 def check_id(env_id: str) -> None:
     """Fail with the close matches when an id is not registered (before any process starts)."""
     if ":" in env_id:  # "my_module:MyEnv-v0": gymnasium imports the module, which registers it
-        importlib.import_module(env_id.split(":", 1)[0])
-        env_id = env_id.split(":", 1)[1]
+        module, env_id = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError("env.id", f"{module}:{env_id}",
+                              f"'<module>:<id>' whose module imports ({e}); the module registers the id") from None
     if env_id in gym.registry:
         _check_dependencies(env_id)
         return

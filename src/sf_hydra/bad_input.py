@@ -1,0 +1,332 @@
+"""The command line checked before Hydra starts the run: one message shape for every bad input,
+`key=value is not allowed: ...` (ConfigError), and nothing written into the run folder.
+
+`train.py` composes the config here the way `hydra.main` will (same search path, `--config-dir`,
+`--config-name`), and turns what Hydra and OmegaConf raise while composing (an unparsable override,
+an unknown key, a value of the wrong type or outside an Enum, an unknown group option) into a
+ConfigError that names the key, with the near matches (difflib) and the keys or options there are.
+It also refuses what Hydra accepts silently: `+group.key=...` adding a key to a typed node
+(`+algo.learnign_rate=1`). A single run is then validated (sf_hydra.train.check_config), its
+`train_dir` must be creatable, and its run folder is locked (sf_hydra.run_dir.RunLock) before
+Hydra writes `.hydra/` and `train.log` into it. In --multirun only the keys are checked here (with
+the first value of each sweep): each run's values are checked in its own job, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from sf_hydra.config import register_configs
+from sf_hydra.config.errors import ConfigError
+
+SKIP_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
+SLURM_EXTRA = 'pip install -e ".[slurm]"'
+SUBMITIT_LAUNCHERS = ("local_parallel", "slurm", "submitit_local", "submitit_slurm")
+SHOWN_KEYS = 40  # a group's keys listed in a message, at most
+
+
+class Composer:
+    """Composes the config as hydra.main would for `argv` (Hydra's own argument parser and search path)."""
+
+    def __init__(self, args, config_dir: str):
+        from hydra._internal.hydra import Hydra
+        from hydra._internal.utils import create_automatic_config_search_path
+        from hydra.core.config_search_path import SearchPathQuery
+        from hydra.core.global_hydra import GlobalHydra
+
+        self.config_name = args.config_name or "train"
+        cli_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli.py")  # hydra.main's caller
+        search_path = create_automatic_config_search_path(cli_file, None, args.config_path or config_dir)
+        if args.config_dir is not None:
+            extra = os.path.abspath(args.config_dir)
+            if not os.path.isdir(extra):
+                raise ConfigError("--config-dir", args.config_dir, "an existing folder")
+            search_path.prepend(provider="command-line", path=f"file://{extra}",
+                                anchor=SearchPathQuery(provider="schema"))
+        GlobalHydra.instance().clear()
+        self.hydra = Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        from hydra.types import RunMode
+
+        return self.hydra.compose_config(self.config_name, list(overrides), run_mode=RunMode.RUN,
+                                         with_log_configuration=False)
+
+    def group_exists(self, name: str) -> bool:
+        return self.hydra.config_loader.repository.group_exists(name)
+
+    def group_options(self, group: str) -> List[str]:
+        return sorted(self.hydra.config_loader.get_group_options(group))
+
+    def close(self) -> None:
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+
+
+def _key_value(arg: str):
+    key, _, value = arg.partition("=")
+    return key, value
+
+
+def _shown_key(key: str) -> str:
+    return "+experiment" if key == "+experiments" else key  # the alias the user typed (config/aliases.py)
+
+
+def _parse(overrides: Sequence[str]):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser, parsed = OverridesParser.create(), []
+    for arg in overrides:
+        try:
+            parsed.append(parser.parse_override(arg))
+        except HydraException as e:  # OverrideParseException, or the grammar's own error
+            key, value = _key_value(arg)
+            first = str(e).strip().splitlines()[0]
+            raise ConfigError(key, value, f"an override in Hydra's syntax key=value ({first})") from None
+    return parsed
+
+
+def _first_of_sweeps(parsed) -> List[str]:
+    """Each sweep override (a,b / range(...)) with its first value; interval() and glob() sweeps left out."""
+    out = []
+    for ov in parsed:
+        if not ov.is_sweep_override():
+            out.append(ov.input_line)
+            continue
+        try:
+            out.append(f"{ov.get_key_element()}={next(iter(ov.sweep_string_iterator()))}")
+        except Exception:  # an interval or glob: its values come from the sweeper
+            continue
+    return out
+
+
+def _leaf_keys(node, prefix: str = "") -> List[str]:
+    keys = []
+    for key in node.keys() if isinstance(node, DictConfig) else []:
+        child = node._get_node(key)
+        full = f"{prefix}{key}"
+        keys.append(full)
+        if isinstance(child, DictConfig):
+            keys += _leaf_keys(child, full + ".")
+    return keys
+
+
+def _near_keys(key: str, known: List[str]) -> List[str]:
+    near = difflib.get_close_matches(key, known, n=5, cutoff=0.75)
+    leaf = key.rsplit(".", 1)[-1]
+    near += [k for k in known if k.rsplit(".", 1)[-1] == leaf and k not in near]  # the key in another group
+    return near[:8]
+
+
+def unknown_key(key: str, value, cfg: Optional[DictConfig]) -> ConfigError:
+    """`key` names nothing in `cfg` (the config composed without it): near matches, then the group's keys."""
+    if cfg is None:
+        return ConfigError(key, value, "a key of the config (run with --cfg job to see them)")
+    bare = key.lstrip("+~")
+    known = [k for k in _leaf_keys(cfg) if bare.startswith("hydra.") or not k.startswith("hydra")]
+    parent = bare.rsplit(".", 1)[0] if "." in bare else ""
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    near = _near_keys(bare, known)
+    where = f"'{parent}'" if parent else "the config's top level"
+    parts = [f"no key '{bare.rsplit('.', 1)[-1]}' in {where}", f"near matches: {near}" if near else "no near match"]
+    if isinstance(node, DictConfig):
+        group_keys = sorted(k for k in node.keys() if parent or k != "hydra")
+        more = f" (+{len(group_keys) - SHOWN_KEYS} more)" if len(group_keys) > SHOWN_KEYS else ""
+        parts.append(f"keys of {where}: {group_keys[:SHOWN_KEYS]}{more}")
+        if not key.startswith("+") and not dataclasses.is_dataclass(OmegaConf.get_type(node)):
+            parts.append(f"to add a key here: +{bare}={value}")
+    return ConfigError(_shown_key(key), value, "; ".join(parts))
+
+
+def _value_of(key: str, overrides: Sequence[str]):
+    for arg in overrides:
+        k, v = _key_value(arg)
+        if k.lstrip("+~") == key:
+            return v
+    return None
+
+
+def _without(overrides: Sequence[str], key: str) -> List[str]:
+    return [arg for arg in overrides if _key_value(arg)[0].lstrip("+~") != key]
+
+
+def _safe_compose(composer: Composer, overrides: Sequence[str]) -> Optional[DictConfig]:
+    try:
+        return composer.compose(overrides)
+    except Exception:
+        return None
+
+
+def framed(exc: Exception, composer: Composer, overrides: Sequence[str]) -> ConfigError:
+    """What Hydra raised while composing `overrides`, as a ConfigError naming the key."""
+    from hydra.errors import MissingConfigException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    cause = exc.__cause__
+    text = str(exc).strip()
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
+        missing = exc.missing_cfg_file
+        for arg in overrides:
+            key, value = _key_value(arg)
+            if f"{key.lstrip('+~')}/{value}" == missing:
+                group = key.lstrip("+~")
+                options = [o for o in composer.group_options(group) if not o.endswith("_schema")]
+                near = difflib.get_close_matches(value, options, n=10, cutoff=0.6)
+                return ConfigError(_shown_key(key), value, f"an option of the group '{group}': "
+                                   f"{f'near matches: {near}' if near else 'no near match'}; options: {options}")
+        return ConfigError("defaults", missing, "a config that exists: " + text.splitlines()[0])
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
+        key = cause.full_key
+        return unknown_key(key, _value_of(key, overrides), _safe_compose(composer, _without(overrides, key)))
+    if isinstance(cause, ValidationError) and cause.full_key:
+        key, msg = cause.full_key, (cause.msg or str(cause)).strip().splitlines()[0]
+        choices = re.search(r"expected one of \[(.*)\]", msg)
+        return ConfigError(key, _value_of(key, overrides), f"one of {choices.group(1)}" if choices else msg)
+    at = re.search(r"An item is already at '([^']+)'", text)
+    if at:
+        key = at.group(1)
+        return ConfigError(f"+{key}", _value_of(key, overrides),
+                           f"an override of an existing key without '+': {key}=... (or ++{key}=... to add or override)")
+    key = next((k for k, _ in map(_key_value, overrides) if k.lstrip("+~") in text), "overrides")
+    return ConfigError(key, _value_of(key.lstrip("+~"), overrides), text.splitlines()[0])
+
+
+def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Sequence[str]) -> None:
+    """`+a.b=v` / `++a.b=v` that Hydra adds silently and nothing would read: onto a typed node (a schema
+    dataclass) without a field `b`, or onto a part built from `_target_` whose callable takes no argument `b`.
+    Plain dict nodes (env.kwargs) and config groups (+experiment=...) take any addition."""
+    for ov in parsed:
+        if not (ov.is_add() or ov.is_force_add()) or ov.key_or_group.startswith("hydra"):
+            continue
+        key = ov.key_or_group
+        if composer.group_exists(key.replace(".", "/")) or "/" in key:
+            continue
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        if not isinstance(node, DictConfig):
+            continue
+        schema = OmegaConf.get_type(node)
+        typed = dataclasses.is_dataclass(schema)
+        if typed and leaf in {f.name for f in dataclasses.fields(schema)}:
+            continue
+        arguments = _arguments(node._target_) if "_target_" in node else None
+        if arguments is not None and leaf not in arguments:
+            if typed:  # the schema's keys say more than the constructor's
+                raise unknown_key(ov.get_key_element(), ov.get_value_element_as_str(),
+                                  _safe_compose(composer, _without(overrides, key)))
+            near = difflib.get_close_matches(leaf, arguments, n=5, cutoff=0.6)
+            raise ConfigError(ov.get_key_element(), ov.get_value_element_as_str(),
+                              f"an argument of {node._target_} ({f'near matches: {near}; ' if near else ''}"
+                              f"its arguments: {arguments})")
+        if typed and "_target_" not in node:
+            raise unknown_key(ov.get_key_element(), ov.get_value_element_as_str(),
+                              _safe_compose(composer, _without(overrides, key)))
+
+
+def _arguments(target: str) -> Optional[List[str]]:
+    """The keyword arguments the callable at dotted path `target` takes; None when it takes any (**kwargs) or
+    they cannot be known (check_config names a target that does not import)."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    try:
+        params = list(inspect.signature(get_object(target)).parameters.values())
+    except Exception:
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _check_launcher(overrides: Sequence[str]) -> None:
+    for arg in overrides:
+        key, value = _key_value(arg)
+        if key.lstrip("+~") == "hydra/launcher" and value in SUBMITIT_LAUNCHERS:
+            missing = [m for m in ("submitit", "hydra_plugins.hydra_submitit_launcher") if not _importable(m)]
+            if missing:
+                raise ConfigError(key, value, f"a launcher whose packages are installed: it needs the slurm extra "
+                                  f"(missing: {', '.join(missing)}): {SLURM_EXTRA}")
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def check_creatable(key: str, folder) -> None:
+    """`folder` exists as a writable folder, or can be created: its nearest existing parent is a writable folder."""
+    path = Path(folder).absolute()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(key, str(folder), f"a folder that can be created: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(key, str(folder), f"a folder that can be created: permission denied on {probe}")
+
+
+def precheck(argv: Sequence[str], config_dir: str, multirun: bool):
+    """Raises ConfigError for bad input in `argv` (Hydra's command line). For a single run returns the
+    composed config after sf_hydra.train.check_config passed; None when Hydra only shows something (--help, --cfg)
+    or in --multirun."""
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(list(argv))
+    if any(getattr(args, flag, None) for flag in SKIP_FLAGS):
+        return None
+    overrides = list(args.overrides)
+    _check_launcher(overrides)
+    parsed = _parse(overrides)
+    if multirun:
+        overrides = _first_of_sweeps(parsed)
+        parsed = _parse(overrides)
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    composer = Composer(args, config_dir)
+    try:
+        try:
+            cfg = composer.compose(overrides)
+        except (HydraException, OmegaConfBaseException) as e:
+            raise framed(e, composer, overrides) from None
+        _check_additions(cfg, parsed, composer, overrides)
+    finally:
+        composer.close()
+    key = "run_dir" if any(_key_value(a)[0].lstrip("+~") == "run_dir" for a in overrides) else "train_dir"
+    check_creatable("train_dir", cfg.train_dir)
+    if multirun:
+        return None
+    from omegaconf import open_dict
+
+    from sf_hydra.train import check_config
+
+    with open_dict(cfg):
+        cfg.pop("hydra", None)  # the task function's config has no hydra node either
+    check_config(cfg)
+    check_creatable(key, cfg.run_dir)
+    return cfg
+
+
+def check_command_line(argv: Sequence[str], config_dir: str):
+    """Every check of train.py's command line before Hydra runs: the env names, then `precheck`."""
+    from sf_hydra.config.sweep_folders import is_multirun
+    from sf_hydra.env_names import check_env_overrides
+
+    register_configs()  # the schema nodes (train.py's import of sf_hydra.cli registered them already)
+    check_env_overrides(argv, Path(config_dir))
+    multirun = is_multirun(argv) or any(a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun")
+                                        for a in argv)
+    return precheck(argv, config_dir, multirun)

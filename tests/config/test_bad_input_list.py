@@ -1,0 +1,172 @@
+"""A list of bad command lines, each refused before any process starts, with the key named in one message shape:
+`bad config: key=value is not allowed: ...`.
+
+Most run in this process through what train.py runs first (sf_hydra.bad_input.check_command_line, which composes
+the config as hydra.main will); a handful run `python train.py ...` for real: exit code 2, the message on stderr,
+and nothing written into train_dir.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from sf_hydra.bad_input import check_command_line
+from sf_hydra.config import ConfigError
+from sf_hydra.config.aliases import apply_aliases
+from tests.conftest import CONF_DIR, REPO_ROOT
+
+# (command line, the key the message names, a text the message holds)
+BAD = [
+    # unknown keys: the near matches, and the keys of the group
+    ("algo.learnign_rate=1", "algo.learnign_rate", "near matches: ['algo.learning_rate']"),
+    ("+algo.learnign_rate=1", "+algo.learnign_rate", "near matches: ['algo.learning_rate']"),
+    ("++algo.learnign_rate=1", "++algo.learnign_rate", "near matches: ['algo.learning_rate']"),
+    ("algo.rnn_size=3", "algo.rnn_size", "near matches: ['model.rnn_size']"),
+    ("model.rnn_sizee=3", "model.rnn_sizee", "'model.rnn_size'"),
+    ("+model.rnn_typ=gru", "+model.rnn_typ", "'model.rnn_type'"),
+    ("hardware.num_worker=2", "hardware.num_worker", "'hardware.num_workers'"),
+    ("hardware.devise=cpu", "hardware.devise", "'hardware.device'"),
+    ("env.frame_skip=4", "env.frame_skip", "'env.frameskip'"),
+    ("logger.tensorbord=false", "logger.tensorbord", "'logger.tensorboard'"),
+    ("foo=1", "foo", "keys of the config's top level"),
+    ("+foo=1", "+foo", "keys of the config's top level"),
+    ("seedd=1", "seedd", "'seed'"),
+    ("env.kwargs.x=1", "env.kwargs.x", "+env.kwargs.x=1"),
+    ("+model.core.bogus=3", "+model.core.bogus", "an argument of sf_hydra.models.cores.rnn_core"),
+    ("+algo.optimizer.wd=0.1", "+algo.optimizer.wd", "'weight_decay'"),
+    ("+algo.rollout=3", "+algo.rollout", "algo.rollout=..."),
+    ("+seed=1", "+seed", "seed=..."),
+    # values outside an Enum
+    ("model.rnn_type=gruu", "model.rnn_type", "one of gru, lstm"),
+    ("restart_behavior=resum", "restart_behavior", "one of resume, restart, overwrite"),
+    ("hardware.device=gpu", "hardware.device", "one of cpu, cuda"),
+    ("hardware.precision=16", "hardware.precision", "32-true"),
+    ("model.nonlinearity=relux", "model.nonlinearity", "relu"),
+    ("model.policy_initialization=bogus", "model.policy_initialization", "orthogonal"),
+    ("model.encoder_conv_architecture=resnet99", "model.encoder_conv_architecture", "convnet_simple"),
+    ("algo.lr_schedule=bogus", "algo.lr_schedule", "constant"),
+    # values of the wrong type
+    ("algo.rollout=abc", "algo.rollout", "Integer"),
+    ("algo.async_rl=maybe", "algo.async_rl", "maybe"),
+    ("seed=one", "seed", "Integer"),
+    ("algo.learning_rate=fast", "algo.learning_rate", "Float"),
+    ("hardware.num_workers=1.5", "hardware.num_workers", "Integer"),
+    ("train_for_env_steps=1e", "train_for_env_steps", "Integer"),
+    # unparsable overrides
+    ("seed=[1", "seed", "Hydra's syntax"),
+    ("algo.rollout=(1", "algo.rollout", "Hydra's syntax"),
+    ("algo.rollout=1)", "algo.rollout", "Hydra's syntax"),
+    # unknown group options: near matches first
+    ("model=nope", "model", "options: ['atari_conv', 'conv_gru', 'mlp', 'mlp_continuous']"),
+    ("algo=appoo", "algo", "near matches: ['appo', 'ppo']"),
+    ("hardware=gpux", "hardware", "options: ['cpu'"),
+    ("logger=nope", "logger", "options: ['default'"),
+    ("env=doom/batle", "env", "close matches: ['doom/battle'"),
+    ("env=gym/nope", "env", "gym/cartpole"),
+    ("env=nope", "env", "families:"),
+    ("+experiment=doom_batle", "+experiment", "near matches: ['doom_battle'"),
+    ("hydra/launcher=nope", "hydra/launcher", "local_parallel"),
+    # env ids
+    ("env=gym/any", "env.id", "a value must be given"),
+    ("env=gym/any env.id=nomodule:X-v0", "env.id", "No module named 'nomodule'"),
+    ("env=gym/any env.id=CartPol-v1", "env.id", "'CartPole-v1'"),
+    # values the config's rules refuse
+    ("algo.rollout=0", "algo.rollout", ">= 1"),
+    ("algo.batch_size=-1", "algo.batch_size", ">= 1"),
+    ("algo.gamma=1.5", "algo.gamma", "[0, 1]"),
+    ("algo.learning_rate=0", "algo.learning_rate", "> 0"),
+    ("algo.adam_beta1=1.0", "algo.adam_beta1", "[0, 1)"),
+    ("algo.max_grad_norm=nan", "algo.max_grad_norm", ">= 0"),
+    ("hardware.num_envs_per_worker=5 hardware.worker_num_splits=2", "hardware.num_envs_per_worker", "splits=2"),
+    ("experiment=a/b", "experiment", "without '/'"),
+    ("algo.recurrence=0", "algo.recurrence", "-1"),
+    ("hardware.worker_nice=20", "hardware.worker_nice", "19"),
+    ("model.initial_stddev=0", "model.initial_stddev", "> 0"),
+    ("save_every_sec=0", "save_every_sec", "> 0"),
+    ("keep_checkpoints=0", "keep_checkpoints", ">= 1"),
+    ("algo.num_policies=2", "algo.num_policies", "not available yet"),
+    ("pbt.with_pbt=true", "pbt.with_pbt", "not available yet"),
+    pytest.param("hardware.device=cuda", "hardware.device", "no CUDA device",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")),
+    # folders that cannot be created
+    ("train_dir={file}/sub", "train_dir", "is a file, not a folder"),
+    ("run_dir={file}/x", "run_dir", "is a file, not a folder"),
+    # --multirun: the keys, with each sweep's first value
+    ("--multirun seed=1,2 algo.learnign_rate=3", "algo.learnign_rate", "'algo.learning_rate'"),
+    ("--multirun model.rnn_typ=gru,lstm", "model.rnn_typ", "'model.rnn_type'"),
+    ("--multirun model.rnn_type=gruu,lstm", "model.rnn_type", "one of gru, lstm"),
+    ("--multirun train_dir={file} seed=1,2", "train_dir", "is a file, not a folder"),
+]
+
+
+def _argv(line: str, tmp_path) -> list:
+    file = tmp_path / "a_file"
+    file.write_text("")
+    argv = line.format(file=file).split()
+    if not any(a.startswith(("train_dir=", "run_dir=")) for a in argv):
+        argv.append(f"train_dir={tmp_path / 'runs'}")
+    return argv
+
+
+@pytest.mark.parametrize("line,key,says", BAD)
+def test_refused_before_any_process_starts(tmp_path, line, key, says):
+    with pytest.raises(ConfigError) as info:
+        check_command_line(apply_aliases(_argv(line, tmp_path)), str(CONF_DIR))
+    err, msg = info.value, str(info.value)
+    assert err.key == key, msg
+    assert msg.startswith(f"{key}={err.value!r} is not allowed: "), msg
+    assert says in msg, msg
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_the_list_is_long_enough():
+    print(f"checked {len(BAD)} bad command lines")
+    assert len(BAD) >= 50
+
+
+def test_good_command_lines_pass(tmp_path):
+    for line in ("seed=3", "+env.kwargs.x=1", "+algo.optimizer.weight_decay=0.1", "+experiment=cartpole_seeds",
+                 "--multirun seed=1,2", "--cfg job algo.learnign_rate=1", "--help"):
+        check_command_line(apply_aliases(_argv(line, tmp_path)), str(CONF_DIR))
+
+
+def _train_py(*argv, module=None, timeout=60):
+    cmd = [sys.executable, *(["-m", module] if module else [str(REPO_ROOT / "train.py")]), *argv]
+    return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("line,key,says", [
+    ("algo.learnign_rate=1", "algo.learnign_rate", "near matches: ['algo.learning_rate']"),
+    ("+algo.learnign_rate=1", "+algo.learnign_rate", "near matches: ['algo.learning_rate']"),
+    ("model.rnn_type=gruu", "model.rnn_type", "one of gru, lstm"),
+    ("env=doom/batle", "env", "close matches: ['doom/battle'"),
+    ("train_dir={file}/sub", "train_dir", "is a file, not a folder"),
+    ("algo.rollout=0", "algo.rollout", ">= 1"),
+])
+def test_train_py_refuses_with_one_framed_line(tmp_path, line, key, says):
+    proc = _train_py(*_argv(line, tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"bad config: {key}=") and says in lines[0], proc.stderr
+    assert len(lines[0]) < 1500, lines[0]
+    assert not (tmp_path / "runs").exists()  # no run folder, no .hydra/, no train.log
+
+
+def test_launcher_without_the_slurm_extra_names_the_extra(tmp_path):
+    proc = _train_py("--multirun", "hydra/launcher=local_parallel", "seed=1,2", f"train_dir={tmp_path / 'runs'}",
+                     module="tests.helpers.without_slurm")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("bad config: hydra/launcher='local_parallel' is not allowed:"), proc.stderr
+    assert 'pip install -e ".[slurm]"' in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_no_plugin_warning_without_the_slurm_extra():
+    proc = _train_py("--cfg", "job", module="tests.helpers.without_slurm")
+    assert proc.returncode == 0, proc.stderr
+    assert "Error importing" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
+    assert "algo:" in proc.stdout
