@@ -24,7 +24,7 @@ def _children_of_this_process():
 
 def test_env_crash_names_the_worker_and_keeps_the_checkpoint(tmp_path):
     cfg = make_cfg(tmp_path, "env=gym/any", "env.id=tests.helpers.faulty_envs:CrashingCartPole-v0",
-                   "+env.kwargs.crash_after=400", "train_for_env_steps=1000000")
+                   "+env.kwargs.crash_after=400", "train_for_env_steps=1000000", "hardware.max_env_restarts=0")
     with pytest.raises(SamplerError, match=r"rollout worker \d failed:(.|\n)*boom: the simulator crashed"):
         train(cfg)
     ckpt = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=False)
@@ -35,9 +35,10 @@ def test_env_crash_names_the_worker_and_keeps_the_checkpoint(tmp_path):
 
 def test_hanging_env_is_reported_not_waited_on_forever(tmp_path):
     cfg = make_cfg(tmp_path, "env=gym/any", "env.id=tests.helpers.faulty_envs:HangingCartPole-v0",
-                   "+env.kwargs.hang_after=400", "train_for_env_steps=1000000", "hardware.worker_stall_timeout_sec=3")
+                   "+env.kwargs.hang_after=400", "train_for_env_steps=1000000", "hardware.worker_stall_timeout_sec=3",
+                   "hardware.max_env_restarts=0")
     start = time.monotonic()
-    with pytest.raises(SamplerError, match="no trajectory from any rollout worker for 3 s"):
+    with pytest.raises(SamplerError, match=r"rollout worker \d made no progress for \d+ s .*stuck in env \d"):
         train(cfg)
     assert time.monotonic() - start < 60
     assert not [p for p in _children_of_this_process() if "spawn_main" in " ".join(p.cmdline())]

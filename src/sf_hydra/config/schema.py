@@ -151,7 +151,12 @@ class HardwareConfig:
     # have the core whenever both are ready (workers otherwise idle waiting for free slots).
     worker_nice: int = 5
     worker_start_timeout_sec: float = 120.0  # a worker that is not up by then is an error
-    worker_stall_timeout_sec: float = 300.0  # no trajectory for this long is an error
+    # a worker that makes no progress for this long (an env step or reset that does not return) is named;
+    # its env is restarted (max_env_restarts), or the run stops
+    worker_stall_timeout_sec: float = 300.0
+    # crashed (raised) or hung envs a worker re-creates per hour, dropping the episode in flight; past it, the run
+    # stops with the env's traceback. 0: the first crash stops the run
+    max_env_restarts: int = 5
 
 
 @dataclass

@@ -23,6 +23,7 @@ POSITIVE = (
 )
 
 NON_NEGATIVE = (
+    "hardware.max_env_restarts",
     "algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale",
 )
 

@@ -96,6 +96,7 @@ class PPOLearner(L.LightningModule):
         self.nonfinite_in_a_row = 0  # updates skipped for a non-finite loss or gradient, in a row
         self.nonfinite_skipped = 0  # ... this session
         self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
+        self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
 
     @property
     def model(self) -> torch.nn.Module:
@@ -142,6 +143,7 @@ class PPOLearner(L.LightningModule):
         for policy, result in meta["outcomes"]:
             self.stats[policy].outcomes.append(result)
         self.nonfinite_env_values += int(meta.get("nonfinite_replaced", 0))
+        self.env_restarts += int(meta.get("env_restarts", 0))
         self.dropped_total += int(meta["dropped_trajectories"])
 
     @staticmethod
@@ -219,6 +221,7 @@ class PPOLearner(L.LightningModule):
         self.last_metrics = {
             "learner/nonfinite_updates_skipped": float(self.nonfinite_skipped),
             "env/nonfinite_values": float(self.nonfinite_env_values),
+            "env/restarts": float(self.env_restarts),
             "learner/dropped_trajectories": float(meta["dropped_trajectories"]),
             "learner/dropped_trajectories_total": float(self.dropped_total),
             "learner/wait_for_data_sec": float(meta["wait_seconds"]),

@@ -42,7 +42,7 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
-from sf_hydra.sampler.env_groups import ProtocolEnvGroup, SingleEnvGroup, VectorEnvGroup
+from sf_hydra.sampler.env_groups import ProtocolEnvGroup, SingleEnvGroup, StepBatch, VectorEnvGroup
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
@@ -53,18 +53,26 @@ def make_groups(cfg, worker_id: int) -> list:
     """Batched sampling: one vector env per split. Otherwise one group per env (a multi-agent
     env's agents, or a single-agent env's one row)."""
     n, splits = cfg.hardware.num_envs_per_worker, cfg.hardware.worker_num_splits
+    count = splits if cfg.hardware.batched_sampling else n
+    return [make_group(cfg, worker_id, i) for i in range(count)]
+
+
+def make_group(cfg, worker_id: int, index: int, seed="default"):
+    """The worker's group `index`: the vector env of split `index` (batched sampling), else env `index`."""
     if cfg.hardware.batched_sampling:
-        per = n // splits
-        return [VectorEnvGroup(make_vector_env(cfg, per, env_seed(cfg, worker_id, s * per))) for s in range(splits)]
-    envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
-    return [ProtocolEnvGroup(env) if is_multi_agent(env) else SingleEnvGroup(env) for env in envs]
+        per = cfg.hardware.num_envs_per_worker // cfg.hardware.worker_num_splits
+        seed = env_seed(cfg, worker_id, index * per) if seed == "default" else seed
+        return VectorEnvGroup(make_vector_env(cfg, per, seed))
+    env = make_env(cfg.env, seed=env_seed(cfg, worker_id, index) if seed == "default" else seed)
+    return ProtocolEnvGroup(env) if is_multi_agent(env) else SingleEnvGroup(env)
 
 
 class Split:
     """A contiguous run of groups that act and step together."""
 
-    def __init__(self, rows: slice, groups: list, group_rows: list):
+    def __init__(self, rows: slice, groups: list, group_rows: list, indices: list):
         self.rows, self.groups, self.group_rows = rows, groups, group_rows
+        self.indices = indices  # each group's index in the worker
 
 
 class AgentRowsWorker(WorkerBase):
@@ -83,7 +91,8 @@ class AgentRowsWorker(WorkerBase):
         for s in range(0, len(self.groups), per_split):
             members = range(s, s + per_split)
             self.splits.append(Split(slice(group_rows[s].start, group_rows[s + per_split - 1].stop),
-                                     [self.groups[i] for i in members], [group_rows[i] for i in members]))
+                                     [self.groups[i] for i in members], [group_rows[i] for i in members],
+                                     list(members)))
         self.obs = self._obs_arrays(rows)
         self.rnn = torch.zeros(rows, self.model.rnn_state_size)
         self.active = np.ones(rows, dtype=bool)  # the row's next transition is trained on
@@ -95,6 +104,7 @@ class AgentRowsWorker(WorkerBase):
         multi_agent = isinstance(self.groups[0], ProtocolEnvGroup)
         agents = np.concatenate([np.arange(g.num_agents) for g in self.groups]) if multi_agent else None
         self.games = EpisodeTracker(rows, agents)
+        self.dropping = set()  # rows whose env was re-created: the done that follows ends no reported game
         for i, (group, r) in enumerate(zip(self.groups, group_rows)):
             obs, active = group.reset(seed=env_seed(cfg, worker_id, i))
             self._store_obs(r, obs)
@@ -128,8 +138,12 @@ class AgentRowsWorker(WorkerBase):
         actions = out.actions.numpy()
         t2 = time.perf_counter()
         batches = []
-        for group, r in zip(split.groups, split.group_rows):
-            batch = group.step(actions[r.start - rows.start : r.stop - rows.start])
+        for k, (group, r) in enumerate(zip(split.groups, split.group_rows)):
+            self._beat(split.indices[k], self.games.lengths[r.start])
+            try:
+                batch = self.env_call(group.step, actions[r.start - rows.start : r.stop - rows.start])
+            except Exception as error:
+                batch = self._restart_group(split, k, error)
             self._store_obs(r, batch.obs)
             batches.append(batch)
         self.timing["env_step"] += time.perf_counter() - t2
@@ -148,6 +162,23 @@ class AgentRowsWorker(WorkerBase):
             self._update_rnn(rows, out.rnn_states.float(), rnn_before, active, done)
         self.active[rows] = cat("active")
         return sum(b.frames for b in batches)
+
+    def _restart_group(self, split: Split, k: int, error: Exception) -> StepBatch:
+        """Re-creates the k-th env of `split` after `error` (within hardware.max_env_restarts):
+        every row of it ends its episode, cut short (truncated) and not reported; else
+        re-raises the env's error, which stops the run."""
+        index = split.indices[k]
+        if not self._may_restart(f"env {index} ({self.cfg.env.id!r})", error):
+            raise error
+        self._close_quietly(split.groups[k])
+        group = make_group(self.cfg, self.id, index, self._restart_seed(index))
+        self.groups[index] = split.groups[k] = group
+        obs, active = self.env_call(group.reset, seed=self._restart_seed(index))
+        rows = split.group_rows[k]
+        self.dropping.update(range(rows.start, rows.stop))
+        n = group.num_agents
+        return StepBatch(obs, np.zeros(n, np.float32), np.zeros(n, bool), np.ones(n, bool), active, 0,
+                         np.zeros(n, bool))
 
     def _write_positions(self, rows: np.ndarray):
         """(slots, steps) where these rows write their next transition."""
@@ -234,8 +265,9 @@ class AgentRowsWorker(WorkerBase):
         self.timing["bookkeeping"] = time.perf_counter() - t_start - sum(self.timing.values())
         outcomes, self.outcomes = self.outcomes, []
         replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
+        restarts, self.restarts_done = self.restarts_done, 0
         self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing, outcomes,
-                                        replaced))
+                                        replaced, restarts))
 
     def close(self) -> None:
         close_all(self.groups)

@@ -28,6 +28,10 @@ class EpisodeTracker:
         self.returns[rows] += rewards
         self.lengths[rows] += steps
 
+    def drop(self, row: int) -> None:
+        """Forgets `row`'s current game unreported (its env was re-created mid-game)."""
+        self.returns[row], self.lengths[row] = 0.0, 0
+
     def end(self, row: int, game_continues: bool, episodes: list, policy: int = 0) -> Optional[Episode]:
         """A done of `row`: appends its game to `episodes` and returns it, unless the game goes on."""
         if game_continues:

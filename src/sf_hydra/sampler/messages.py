@@ -37,7 +37,8 @@ class Trajectories:
     """Slots the worker filled, the episodes that ended meanwhile, frames simulated, the
     seconds the rollout spent on inference, env steps, waiting for free slots and
     bookkeeping, the self-play games against snapshots that ended (`(policy, result)`,
-    sampler/policy_mapping.py), and the non-finite env values replaced by 0 (env.nonfinite=replace)."""
+    sampler/policy_mapping.py), the non-finite env values replaced by 0 (env.nonfinite=replace) and
+    the envs re-created after a crash or a hang (hardware.max_env_restarts)."""
 
     worker_id: int
     slots: List[int]
@@ -46,3 +47,4 @@ class Trajectories:
     timing: Dict[str, float]
     outcomes: List[tuple] = field(default_factory=list)
     nonfinite_replaced: int = 0
+    env_restarts: int = 0

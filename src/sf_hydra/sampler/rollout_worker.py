@@ -12,6 +12,7 @@ This module must not import lightning: it is loaded in every worker process.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
@@ -30,6 +31,8 @@ from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectoryBuffers, TrajectoryWriter, obs_field_name
 
+log = logging.getLogger(__name__)
+
 
 class StopRequested(Exception):
     """The learner asked us to stop, or it is gone."""
@@ -37,6 +40,15 @@ class StopRequested(Exception):
 
 class NonFiniteEnvOutput(RuntimeError):
     """An env returned a NaN or infinite reward or observation (env.nonfinite=error)."""
+
+
+class EnvHung(Exception):
+    """An env step or reset did not return within hardware.worker_stall_timeout_sec."""
+
+
+# Heartbeat columns (one row per worker in a shared float64 tensor, read by the sampler):
+BEAT_TIME, BEAT_ENV, BEAT_STEP = 0, 1, 2  # time.time() of the last progress; the env being stepped (-1:
+# none, the worker waits for slots or the learner) and that env's step in its episode
 
 
 def env_seed(cfg, worker_id: int, env_index: int):
@@ -50,7 +62,8 @@ class WorkerBase:
     signals, and the message it sends after a rollout."""
 
     def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, stores: List[PolicyStore],
-                 free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, parent_pid):
+                 free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, heartbeats: torch.Tensor,
+                 parent_pid):
         """stores: the trained policies' weights, then the opponent pool's snapshots (policy ids
         in that order). parent_pid: the learner's pid, watched so that we exit if it dies (None
         in serial mode)."""
@@ -71,6 +84,14 @@ class WorkerBase:
         self.timing: Dict[str, float] = {}  # seconds spent per part of the last rollout
         self.sync_mode = not cfg.algo.async_rl
         self.outcomes: list = []  # self-play games against snapshots ended since the last message
+        self.beat = heartbeats.numpy()[worker_id]
+        self.beat[:] = (time.time(), -1, 0)
+        self.restarts: List[float] = []  # times of this worker's env restarts (hardware.max_env_restarts per hour)
+        self.restarts_done = 0  # since the last message
+        self._in_env_call = False  # an env's step/reset runs: a hang timer may interrupt it
+        self._hang_timer = cfg.hardware.max_env_restarts > 0 and parent_pid is not None
+        if self._hang_timer:  # a worker process: SIGALRM is ours (serial mode: the learner's process, no timer)
+            signal.signal(signal.SIGALRM, self._on_alarm)
         self.replace_nonfinite = cfg.env.nonfinite == "replace"
         self.nonfinite_replaced = 0  # non-finite env values replaced by 0 since the last message
 
@@ -182,11 +203,66 @@ class WorkerBase:
         return merge_outputs(parts, len(policies))
 
     def _episode_end(self, row: int, game_continues: bool, episodes: list) -> None:
-        """A done of `row`: its game is reported and, at a game's end, its next policy drawn."""
+        """A done of `row`: its game is reported and, at a game's end, its next policy drawn
+        (a game cut short by re-creating its env is dropped, unreported)."""
+        dropping = getattr(self, "dropping", None)
+        if dropping and row in dropping:
+            dropping.discard(row)
+            self.games.drop(row)
+            return
         policy = 0 if self.single_policy else int(self.mapping.policy[row])
         episode = self.games.end(row, game_continues, episodes, policy)
         if episode is not None and not self.single_policy:
             self.mapping.episode_end(row, episode.ret, self.outcomes)
+
+    # -- watched env calls --------------------------------------------------------------------
+    def _beat(self, env_index: int, episode_step: int = 0) -> None:
+        self.beat[BEAT_TIME], self.beat[BEAT_ENV], self.beat[BEAT_STEP] = time.time(), env_index, episode_step
+
+    def _on_alarm(self, signum, frame) -> None:
+        if self._in_env_call:
+            raise EnvHung()
+        signal.setitimer(signal.ITIMER_REAL, 0.05)  # in our own code: interrupt the env call that follows
+
+    def env_call(self, call, *args, **kwargs):
+        """`call(*args)` (an env's step or reset), interrupted by EnvHung when it takes longer than
+        hardware.worker_stall_timeout_sec (worker processes with env restarts on). Envs blocked in
+        C code that ignores signals are caught by the sampler's watch instead."""
+        if not self._hang_timer:
+            return call(*args, **kwargs)
+        self._in_env_call = True
+        signal.setitimer(signal.ITIMER_REAL, self.cfg.hardware.worker_stall_timeout_sec)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._in_env_call = False
+
+    def _may_restart(self, what: str, error: BaseException) -> bool:
+        """Whether the worker may re-create an env that `error` broke (hardware.max_env_restarts
+        per hour); logs the restart. False: the error stops the run."""
+        now = time.time()
+        self.restarts = [t for t in self.restarts if now - t < 3600.0]
+        limit = self.cfg.hardware.max_env_restarts
+        if len(self.restarts) >= limit:
+            return False
+        self.restarts.append(now)
+        self.restarts_done += 1
+        cause = "hung (no return in hardware.worker_stall_timeout_sec)" if isinstance(error, EnvHung) else (
+            "".join(traceback.format_exception_only(type(error), error)).strip())
+        log.warning("rollout worker %d: %s failed: %s; re-creating it, its episode dropped (%d of "
+                    "hardware.max_env_restarts=%d this hour)", self.id, what, cause, len(self.restarts), limit)
+        return True
+
+    def _restart_seed(self, env_index: int):
+        seed = env_seed(self.cfg, self.id, env_index)
+        return None if seed is None else int(seed) + 1_000_003 * len(self.restarts)
+
+    def _close_quietly(self, env) -> None:
+        try:
+            self.env_call(env.close)
+        except BaseException:  # a broken env may fail to close too: it is dropped either way
+            pass
 
     def _check_alive(self) -> None:
         if bool(self.stop_flag[0]) or (self.parent_pid is not None and os.getppid() != self.parent_pid):
@@ -195,6 +271,7 @@ class WorkerBase:
     def _acquire_slots(self, n: int) -> torch.Tensor:
         """Blocks until the learner has freed enough slots: this is the back-pressure."""
         while len(self.owned) < n:
+            self._beat(-1)
             try:
                 self.owned.extend(self.free_slots.get(timeout=0.5))
             except queue.Empty:
@@ -211,6 +288,7 @@ class WorkerBase:
     def _wait_for_learner_round(self) -> None:
         """Synchronous PPO: the next rollout starts only once the learner trained on this one."""
         while int(self.sync_round[0]) < self.round:
+            self._beat(-1)
             self._check_alive()
             time.sleep(0.0005)
 
@@ -242,7 +320,7 @@ def close_all(envs) -> None:
 
 
 def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, stores, free_slots, out_queue,
-                        stop_flag, sync_round, parent_pid: int) -> None:
+                        stop_flag, sync_round, heartbeats, parent_pid: int) -> None:
     """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
     Ctrl+C is the learner's to handle: it stops us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -253,7 +331,8 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it
     worker = None
     try:
-        worker = worker_cls(worker_id, cfg, buffers, stores, free_slots, out_queue, stop_flag, sync_round, parent_pid)
+        worker = worker_cls(worker_id, cfg, buffers, stores, free_slots, out_queue, stop_flag, sync_round,
+                            heartbeats, parent_pid)
         out_queue.put(WorkerReady(worker_id))
         while True:
             worker.collect()

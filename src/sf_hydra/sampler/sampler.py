@@ -83,6 +83,9 @@ class Sampler:
         self.stores = [PolicyStore(model, self.ctx.Lock())
                        for _ in range(self.num_policies + cfg.selfplay.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
+        # Each worker's progress (rollout_worker.BEAT_*): watched so that a stuck worker is named.
+        self.heartbeats = torch.zeros(self.num_workers, 3, dtype=torch.float64).share_memory_()
+        self._next_watch = 0.0
         self.sync_round = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.serial = cfg.hardware.serial_mode
         self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
@@ -108,13 +111,13 @@ class Sampler:
             cfg = OmegaConf.create(plain_cfg)
             self.serial_workers = [
                 self.worker_cls(w, cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
-                              self.stop_flag, self.sync_round, parent_pid=None)
+                                self.stop_flag, self.sync_round, self.heartbeats, parent_pid=None)
                 for w in range(self.num_workers)
             ]
         else:
             for w in range(self.num_workers):
                 args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
-                        self.stop_flag, self.sync_round, os.getpid())
+                        self.stop_flag, self.sync_round, self.heartbeats, os.getpid())
                 p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
                 p.start()
                 self.processes.append(p)
@@ -185,10 +188,36 @@ class Sampler:
             if not p.is_alive():
                 raise SamplerError(f"{p.name} (pid {p.pid}) died with exit code {p.exitcode}")
 
+    def _watch(self) -> None:
+        """Every half second: a dead worker process, or one that made no progress (an env step
+        or reset that never returns) for hardware.worker_stall_timeout_sec, is an error that
+        names the worker, the env and its step. With env restarts on, a worker first gets
+        half as long again to re-create a hung env itself."""
+        now = time.monotonic()
+        if now < self._next_watch or self.serial:
+            return
+        self._next_watch = now + 0.5
+        self._check_processes()
+        hw, limit = self.cfg.hardware, self.stall_limit()
+        for w, (beat, env, step) in enumerate(self.heartbeats.tolist()):
+            age = time.time() - beat
+            if beat > 0 and age > limit:
+                where = ("waiting for free slots or the learner" if env < 0
+                         else f"in env {int(env)} ({self.cfg.env.id!r}) at step {int(step) + 1} of its episode")
+                raise SamplerError(f"rollout worker {w} made no progress for {age:.0f} s "
+                                   f"(hardware.worker_stall_timeout_sec={hw.worker_stall_timeout_sec:g}): "
+                                   f"stuck {where}")
+
+    def stall_limit(self) -> float:
+        """Seconds without progress before the learner gives up on a worker (or on all of them)."""
+        hw = self.cfg.hardware
+        return hw.worker_stall_timeout_sec * (1.5 if hw.max_env_restarts > 0 and not self.serial else 1.0)
+
     def poll(self, timeout: float = 0.5) -> Optional[Trajectories]:
         """The next worker message, or None if none came within `timeout` seconds."""
         if self.serial:
             return self._collect_serial()
+        self._watch()
         try:
             msg = self._backlog.pop(0) if self._backlog else self.out_queue.get(timeout=timeout)
         except queue.Empty:

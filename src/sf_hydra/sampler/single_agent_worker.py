@@ -54,23 +54,42 @@ class SingleAgentWorker(WorkerBase):
         rewards = np.zeros(count, np.float32)
         terminated, truncated = np.zeros(count, bool), np.zeros(count, bool)
         ends = []  # (env index, whether its game goes on)
+        restarted = []  # envs re-created this step (crashed or hung): their episode is dropped
         for j in range(count):
             i = split.start + j
-            env = self.envs[i]
-            ob, rewards[j], terminated[j], truncated[j], info = env.step(to_env_action(self.action_space, actions[j]))
-            if terminated[j] or truncated[j]:
-                ends.append((i, game_continues(info)))
-                ob, _ = env.reset()
+            self._beat(i, self.games.lengths[i])
+            try:
+                ob, rewards[j], terminated[j], truncated[j], info = self.env_call(
+                    self.envs[i].step, to_env_action(self.action_space, actions[j]))
+                if terminated[j] or truncated[j]:
+                    ends.append((i, game_continues(info)))
+                    ob, _ = self.env_call(self.envs[i].reset)
+            except Exception as error:
+                ob = self._restart_env(i, error)
+                rewards[j], terminated[j], truncated[j] = 0.0, False, True  # the episode ends, cut short
+                ends = [end for end in ends if end[0] != i]
+                restarted.append(i)
             self._store_obs(i, ob)
         self.timing["env_step"] += time.perf_counter() - t1
         self._check_env_output(split, rewards)
         self.games.add(split, rewards, 1)
+        for i in restarted:
+            self.games.drop(i)
         for i, continues in ends:
             self._episode_end(i, continues, episodes)
         self.writer.write(slots, t, self._env_record(rewards, terminated, truncated))
         if out.rnn_states is not None:
             alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)
             self.rnn[split] = out.rnn_states.float() * alive
+
+    def _restart_env(self, i: int, error: Exception):
+        """Re-creates env i after `error` (within hardware.max_env_restarts), returning its first
+        observation; else re-raises the env's error, which stops the run."""
+        if not self._may_restart(f"env {i} ({self.cfg.env.id!r})", error):
+            raise error
+        self._close_quietly(self.envs[i])
+        self.envs[i] = make_env(self.cfg.env, seed=self._restart_seed(i))
+        return self.env_call(self.envs[i].reset, seed=self._restart_seed(i))[0]
 
     def _bootstrap_values(self, split: slice, slots: torch.Tensor) -> None:
         self.writer.write(slots, self.rollout, {"values": self._act(split)[2].values})
@@ -94,8 +113,9 @@ class SingleAgentWorker(WorkerBase):
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_wait - sum(self.timing.values())
         replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
+        restarts, self.restarts_done = self.restarts_done, 0
         self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip,
-                                        self.timing, nonfinite_replaced=replaced))
+                                        self.timing, nonfinite_replaced=replaced, env_restarts=restarts))
 
     def close(self) -> None:
         close_all(self.envs)

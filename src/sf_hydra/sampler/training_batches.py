@@ -29,6 +29,7 @@ class Received:
     def reset(self) -> None:
         self.frames, self.episodes, self.outcomes, self.dropped, self.wait = 0, [], [], 0, 0.0
         self.nonfinite_replaced = 0
+        self.env_restarts = 0
         self.policy_frames = [0] * self.num_policies
         self.timing: Dict[str, float] = {}
 
@@ -37,13 +38,15 @@ class Received:
         self.episodes.extend(traj.episodes)
         self.outcomes.extend(traj.outcomes)
         self.nonfinite_replaced += traj.nonfinite_replaced
+        self.env_restarts += traj.env_restarts
         for key, seconds in traj.timing.items():
             self.timing[key] = self.timing.get(key, 0.0) + seconds
 
     def meta(self, policy: int) -> dict:
         meta = {"policy": policy, "frames": self.frames, "policy_frames": self.policy_frames,
                 "episodes": self.episodes, "outcomes": self.outcomes, "dropped_trajectories": self.dropped,
-                "wait_seconds": self.wait, "worker_seconds": self.timing, "nonfinite_replaced": self.nonfinite_replaced}
+                "wait_seconds": self.wait, "worker_seconds": self.timing, "nonfinite_replaced": self.nonfinite_replaced,
+                "env_restarts": self.env_restarts}
         self.reset()
         return meta
 
@@ -172,9 +175,14 @@ class TrainingBatches(IterableDataset):
         return dropped
 
     def _check_stall(self, silent_since: float) -> None:
-        limit = self.cfg.hardware.worker_stall_timeout_sec
+        """No trajectory from any worker for the stall limit: a worker that is stuck is named
+        (Sampler._watch); otherwise they all wait, and this says so."""
+        limit = self.sampler.stall_limit()
         if time.monotonic() - silent_since > limit:
+            self.sampler._next_watch = 0.0
+            self.sampler._watch()
             raise SamplerError(
                 f"no trajectory from any rollout worker for {limit:.0f} s "
-                f"(hardware.worker_stall_timeout_sec={limit}): an env may be hanging"
+                f"(hardware.worker_stall_timeout_sec={self.cfg.hardware.worker_stall_timeout_sec:g}): "
+                "an env may be hanging"
             )

@@ -1,0 +1,96 @@
+"""Every rollout worker is watched: one hung env in one worker is named (worker, env, step)
+while the other worker runs on; with hardware.max_env_restarts a hung or crashed env is
+re-created and training goes on (counted in TensorBoard); a killed worker is noticed within
+seconds. Real worker processes, real envs that fail on purpose (tests/helpers/flaky_envs.py)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from sf_hydra.report.tensorboard import read_scalars
+from sf_hydra.sampler.sampler import SamplerError
+from sf_hydra.train import train
+from tests.conftest import make_cfg
+
+REPO = Path(__file__).resolve().parents[2]
+FLAKY = ("env=gym/any", "env.id=tests.helpers.flaky_envs:FlakyCartPole-v0")
+
+
+def _no_worker_left():
+    time.sleep(0.5)
+    return not [p for p in psutil.Process().children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+
+
+def test_one_hung_env_in_one_worker_is_named(tmp_path):
+    """Env 2 of worker 1 hangs; worker 0 goes on producing, yet the run stops at the stall
+    limit naming worker 1, env 2 and its step, with the learner's state saved."""
+    cfg = make_cfg(tmp_path, *FLAKY, "+env.kwargs.mode=hang", "+env.kwargs.env_index=2", "+env.kwargs.after=200",
+                   "hardware.worker_stall_timeout_sec=3", "hardware.max_env_restarts=0",
+                   "train_for_env_steps=100000000")
+    start = time.monotonic()
+    with pytest.raises(SamplerError, match=r"rollout worker 1 made no progress for [3-9] s .*stuck in env 2 "
+                                           r"\('tests.helpers.flaky_envs:FlakyCartPole-v0'\) at step \d+"):
+        train(cfg)
+    assert time.monotonic() - start < 60
+    ckpt = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert ckpt["sf_hydra"]["env_steps"] > 0
+    assert _no_worker_left()
+
+
+@pytest.mark.parametrize("mode", ["hang", "crash"])
+def test_a_hung_or_crashed_env_is_recreated_and_training_goes_on(tmp_path, mode):
+    cfg = make_cfg(tmp_path, *FLAKY, f"+env.kwargs.mode={mode}", "+env.kwargs.after=150",
+                   "hardware.worker_stall_timeout_sec=2", "hardware.max_env_restarts=2", "train_for_env_steps=12000")
+    summary = train(cfg)
+    assert summary["env_steps"] >= 12000
+    restarts = read_scalars(tmp_path / "test")["env/restarts"]
+    assert restarts[-1].value == 1
+
+
+def test_restarts_beyond_the_hourly_limit_stop_the_run_with_the_envs_traceback(tmp_path):
+    cfg = make_cfg(tmp_path, "env=gym/any", "env.id=tests.helpers.faulty_envs:CrashingCartPole-v0",
+                   "+env.kwargs.crash_after=100", "hardware.max_env_restarts=2", "train_for_env_steps=100000000")
+    with pytest.raises(SamplerError, match=r"rollout worker \d failed:(.|\n)*boom: the simulator crashed"):
+        train(cfg)
+    assert _no_worker_left()
+
+
+def test_a_killed_worker_is_noticed_within_seconds(tmp_path):
+    cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=kill",
+           "hardware.num_envs_per_worker=4", "train_for_env_steps=100000000", "logger.log_interval_sec=0.5"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:
+            if "env steps" in line:
+                break
+        workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                   if "spawn_main" in " ".join(p.cmdline())]
+        assert workers
+        os.kill(workers[0].pid, signal.SIGKILL)
+        killed = time.monotonic()
+        output, _ = proc.communicate(timeout=60)
+        noticed = time.monotonic() - killed
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert f"(pid {workers[0].pid}) died with exit code -9" in output
+    assert noticed < 10, f"the run went on for {noticed:.1f} s"
+    assert (tmp_path / "kill" / "checkpoints" / "last.ckpt").exists()
+
+
+def test_a_crashed_vector_env_is_recreated_in_the_agent_rows_worker(tmp_path):
+    """The agent-rows worker's path: with batched sampling a crash inside the vector env
+    re-creates that vector env; every row of it ends its episode, dropped."""
+    cfg = make_cfg(tmp_path, *FLAKY, "+env.kwargs.mode=crash", "+env.kwargs.after=150",
+                   "hardware.batched_sampling=true", "hardware.vector_backend=sync", "hardware.max_env_restarts=2",
+                   "train_for_env_steps=12000")
+    summary = train(cfg)
+    assert summary["env_steps"] >= 12000
+    assert read_scalars(tmp_path / "test")["env/restarts"][-1].value == 1
