@@ -59,11 +59,19 @@ def use_sweep_folder(cfg: DictConfig) -> bool:
 def train_main() -> None:
     """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.bad_input);
     exit codes: README.md, "Exit codes"."""
+
+    def stop_starting(signum, frame):  # SIGTERM before training takes the signals: stop, cleaning up
+        print("interrupted (SIGTERM): stopped", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop_starting)
     try:
         _train_main()
     except KeyboardInterrupt:
         print("interrupted (SIGINT): stopped", file=sys.stderr)
         sys.exit(128 + signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _train_main() -> None:

@@ -3,6 +3,10 @@ tensors by handle (its own pickler does not know torch and would copy them)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+
 import multiprocess
 import multiprocess.reduction as mp_reduction
 import torch
@@ -32,3 +36,54 @@ def register_torch_reducers() -> None:
 def context():
     register_torch_reducers()
     return multiprocess.get_context("spawn")
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """SIGINT and SIGTERM wait until the block is done. Allocating shared memory with the
+    file_system strategy talks to torch's shm manager in C++; a stop signal arriving there
+    was seen to leave the call spinning forever. Deferred, the signal is handled right after."""
+    stops = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+SHM_DIR = "/dev/shm"
+
+
+def remove_stale_shared_memory() -> int:
+    """Unlinks torch's shared-memory files (`torch_<pid>_...`, the file_system strategy) whose
+    creating process is gone: a run killed with SIGKILL leaves its buffers' names behind, and
+    nothing else removes them. A file of a live process is kept (a process still mapping an
+    unlinked file keeps its memory). Returns how many were removed."""
+    import os
+
+    if not os.path.isdir(SHM_DIR):
+        return 0
+    removed, alive = 0, {}
+    for name in os.listdir(SHM_DIR):
+        parts = name.split("_")
+        if len(parts) < 3 or parts[0] != "torch" or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid not in alive:
+            try:
+                os.kill(pid, 0)
+                alive[pid] = True
+            except ProcessLookupError:
+                alive[pid] = False
+            except PermissionError:  # another user's live process
+                alive[pid] = True
+        if not alive[pid]:
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+                removed += 1
+            except OSError:
+                pass
+    return removed

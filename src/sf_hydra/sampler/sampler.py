@@ -71,11 +71,27 @@ class Sampler:
         check_sampling_options(cfg, num_agents)
         self.cfg = cfg
         self.ctx = mp.context()
+        stale = mp.remove_stale_shared_memory()
+        if stale:
+            log.info("removed %d shared-memory files left by killed runs (/dev/shm/torch_<pid>_*)", stale)
         self.num_workers = cfg.hardware.num_workers
         agent_rows = num_agents is not None or cfg.hardware.batched_sampling
         self.worker_cls = AgentRowsWorker if agent_rows else SingleAgentWorker
         self.rows_per_worker = cfg.hardware.num_envs_per_worker * (num_agents or 1)
         self.per_worker = slots_per_worker(cfg, self.rows_per_worker, agent_rows)
+        with mp.signals_deferred():  # see there: a stop signal must not land inside share_memory_()
+            self._allocate(cfg, obs_space, action_space, model)
+        self.serial = cfg.hardware.serial_mode
+        self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
+        self.free_queues = [queue.Queue() if self.serial else self.ctx.Queue() for _ in range(self.num_workers)]
+        self.processes: list = []
+        self.serial_workers: List[WorkerBase] = []
+        self._next_serial = 0
+        self._backlog: list = []
+        self.started = False
+
+    def _allocate(self, cfg, obs_space, action_space, model) -> None:
+        """Everything the processes share, in shared memory: buffers, weights, signals."""
         spec = model_trajectory_spec(obs_space, action_space, model, cfg.algo.num_policies)
         self.buffers = TrajectoryBuffers.allocate(spec, self.num_workers * self.per_worker, cfg.algo.rollout)
         # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
@@ -87,14 +103,6 @@ class Sampler:
         self.heartbeats = torch.zeros(self.num_workers, 3, dtype=torch.float64).share_memory_()
         self._next_watch = 0.0
         self.sync_round = torch.zeros(1, dtype=torch.int64).share_memory_()
-        self.serial = cfg.hardware.serial_mode
-        self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
-        self.free_queues = [queue.Queue() if self.serial else self.ctx.Queue() for _ in range(self.num_workers)]
-        self.processes: list = []
-        self.serial_workers: List[WorkerBase] = []
-        self._next_serial = 0
-        self._backlog: list = []
-        self.started = False
 
     @property
     def rows_total(self) -> int:
