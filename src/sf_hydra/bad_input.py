@@ -311,10 +311,13 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool):
         return None
     from omegaconf import open_dict
 
-    from sf_hydra.train import check_config
+    from sf_hydra.config import validate
 
     with open_dict(cfg):
         cfg.pop("hydra", None)  # the task function's config has no hydra node either
+    validate(cfg)  # the config's own rules first: they need no heavy import (torch, envs) to refuse
+    from sf_hydra.train import check_config
+
     check_config(cfg)
     check_creatable(key, cfg.run_dir)
     return cfg
