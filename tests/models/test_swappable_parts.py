@@ -61,7 +61,7 @@ def test_bad_part_path_is_a_config_error(tmp_cfg):
 
 def test_optimizer_reads_sample_factory_keys(tmp_cfg):
     cfg = tmp_cfg("algo.learning_rate=0.002", "algo.adam_eps=1e-7", "algo.adam_beta1=0.8", "algo.adam_beta2=0.99")
-    opt = PPOLearner(cfg, OBS, ACTIONS).configure_optimizers()
+    [opt] = PPOLearner(cfg, OBS, ACTIONS).configure_optimizers()
     group = opt.param_groups[0]
     assert type(opt) is torch.optim.Adam
     assert (group["lr"], group["eps"], tuple(group["betas"])) == (0.002, 1e-7, (0.8, 0.99))
@@ -70,6 +70,14 @@ def test_optimizer_reads_sample_factory_keys(tmp_cfg):
 def test_optimizer_class_by_dotted_path(tmp_cfg):
     cfg = tmp_cfg("algo.optimizer._target_=torch.optim.AdamW", "+algo.optimizer.weight_decay=0.1",
                   "algo.learning_rate=0.003")
-    opt = PPOLearner(cfg, OBS, ACTIONS).configure_optimizers()
+    [opt] = PPOLearner(cfg, OBS, ACTIONS).configure_optimizers()
     assert type(opt) is torch.optim.AdamW
     assert opt.param_groups[0]["lr"] == 0.003 and opt.param_groups[0]["weight_decay"] == 0.1
+
+
+def test_each_policy_has_its_own_optimizer(tmp_cfg):
+    learner = PPOLearner(tmp_cfg("algo.num_policies=3"), OBS, ACTIONS)
+    opts = learner.configure_optimizers()
+    assert len(opts) == 3
+    for opt, model in zip(opts, learner.policies):
+        assert [p for g in opt.param_groups for p in g["params"]] == list(model.parameters())
