@@ -32,8 +32,30 @@ class CategoricalHead(nn.Module):
 
 class MultiCategorical:
     def __init__(self, logits: Sequence[torch.Tensor], single: bool):
-        self.dists = [Categorical(logits=lg) for lg in logits]
-        self.single = single
+        self.logits, self.single = logits, single
+        self._dists = None
+
+    @property
+    def dists(self):
+        """torch's Categoricals, built when the learner asks for log-probs or entropy."""
+        if self._dists is None:
+            self._dists = [Categorical(logits=lg) for lg in self.logits]
+        return self._dists
+
+    def act(self, deterministic: bool = False):
+        """(actions, their log-probability) for acting, without building torch's distribution
+        objects: per categorical one log-softmax, one draw (the same torch.multinomial with
+        replacement as Categorical.sample) and one gather. About half the cost of an acting
+        step on small nets (measured: CartPole MLP, 16 rows)."""
+        acts, log_probs = [], []
+        for lg in self.logits:
+            logp = torch.log_softmax(lg, dim=-1)
+            a = logp.argmax(-1, keepdim=True) if deterministic else torch.multinomial(logp.exp(), 1, True)
+            acts.append(a)
+            log_probs.append(logp.gather(-1, a))
+        actions = torch.cat(acts, dim=-1)
+        log_prob = log_probs[0][..., 0] if len(log_probs) == 1 else torch.cat(log_probs, dim=-1).sum(-1)
+        return (actions[..., 0] if self.single else actions), log_prob
 
     def sample(self) -> torch.Tensor:
         acts = torch.stack([d.sample() for d in self.dists], dim=-1)

@@ -80,8 +80,12 @@ class ActorCritic(nn.Module):
             x, rnn_states = self.core.step(x, rnn_states)
         x = self.decoder(x)
         dist = self.action_head.distribution(x)
-        actions = dist.mode() if deterministic else dist.sample()
-        return StepOutput(actions, dist.log_prob(actions), self.value_head(x).squeeze(-1), rnn_states)
+        if hasattr(dist, "act"):  # a distribution with a fast acting path (categoricals)
+            actions, log_probs = dist.act(deterministic)
+        else:
+            actions = dist.mode() if deterministic else dist.sample()
+            log_probs = dist.log_prob(actions)
+        return StepOutput(actions, log_probs, self.value_head(x).squeeze(-1), rnn_states)
 
     def evaluate(self, obs: Dict[str, torch.Tensor], actions: torch.Tensor, rnn_states: Optional[torch.Tensor],
                  dones: Optional[torch.Tensor]):
