@@ -4,11 +4,13 @@ and open files over time.
     python benchmarks/soak.py --minutes 10                  # CartPole, then Doom basic
     python benchmarks/soak.py --minutes 10 --runs cartpole
 
-Each run is `python train.py <preset> train_for_seconds=<minutes * 60>` (no early stop).
+Each run is `python train.py <preset> train_for_seconds=<minutes * 60>` (no early stop, no
+env-step budget).
 Every --interval seconds (30) the tree (learner, rollout workers, env processes) is sampled:
 RSS and PSS summed over its processes, open file descriptors summed, process count. Printed:
-the samples, then per run the first sample taken after the warm-up (--warmup, 60 s: start-up
-allocations are not a leak) against the last one, as growth in MB (and MB per 10 minutes)
+the samples, then per run (least-squares slope of PSS over the window, its range, and) the first
+sample taken after the warm-up (--warmup, 60 s: start-up
+allocations are not a leak) against the last one with the whole tree still up, as growth in MB (and MB per 10 minutes)
 and in file descriptors. A leak grows steadily; noise goes up and down.
 """
 
@@ -57,6 +59,7 @@ def sample(root: int) -> dict:
 
 def soak(name: str, minutes: float, interval: float, work: Path) -> list:
     cmd = train_py_command(sys.executable, [*PRESETS[name], f"train_for_seconds={minutes * 60:g}",
+                                            "train_for_env_steps=10000000000000",  # the env files' budgets off
                                             f"train_dir={work}", f"experiment={name}", "logger.log_interval_sec=30"])
     with open(work / f"{name}.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work, env=python_env(),
@@ -94,20 +97,34 @@ def main() -> None:
     try:
         for name in args.runs:
             samples = [s for s in soak(name, args.minutes, args.interval, work) if s["procs"] > 0]
-            steady = [s for s in samples if s["t"] >= args.warmup] or samples
+            # The window: after the warm-up, with the whole tree up (not the exit's last sample).
+            running = [s for s in samples if s["t"] >= args.warmup] or samples
+            steady = [s for s in running if s["procs"] == max(r["procs"] for r in running)]
             first, last = steady[0], steady[-1]
             span_min = max((last["t"] - first["t"]) / 60.0, 1e-9)
             window = f"{first['t']:.0f}-{last['t']:.0f} s"
+            slope = _slope([(p["t"], p["pss_mb"]) for p in steady]) * 600.0
             rows.append([name, window, f"{first['pss_mb']:,.0f} -> {last['pss_mb']:,.0f}",
                          f"{last['pss_mb'] - first['pss_mb']:+,.1f}",
-                         f"{(last['pss_mb'] - first['pss_mb']) / span_min * 10:+,.1f}",
+                         f"{(last['pss_mb'] - first['pss_mb']) / span_min * 10:+,.1f}", f"{slope:+,.1f}",
+                         f"{min(p['pss_mb'] for p in steady):,.0f}-{max(p['pss_mb'] for p in steady):,.0f}",
                          f"{first['rss_mb']:,.0f} -> {last['rss_mb']:,.0f}", f"{first['fds']} -> {last['fds']}",
                          f"{max(s['pss_mb'] for s in steady):,.0f}"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print()
-    print_table(["run", "window", "PSS MB", "PSS growth MB", "per 10 min", "RSS MB", "open fds", "peak PSS MB"],
-                rows)
+    print_table(["run", "window", "PSS MB", "PSS growth MB", "per 10 min", "fit per 10 min", "PSS range MB", "RSS MB",
+                 "open fds", "peak PSS MB"], rows)
+
+
+def _slope(points) -> float:
+    """Least-squares slope (MB per second) of (t, MB) points: steadier than first vs last."""
+    n = len(points)
+    if n < 2:
+        return 0.0
+    mean_t, mean_v = sum(t for t, _ in points) / n, sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
 
 
 if __name__ == "__main__":
