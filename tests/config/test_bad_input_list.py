@@ -96,6 +96,7 @@ BAD = [
     ("selfplay.snapshot_every_env_steps=0", "selfplay.snapshot_every_env_steps", ">= 1"),
     ("algo.nonfinite_updates_limit=0", "algo.nonfinite_updates_limit", ">= 1"),
     ("env.nonfinite=ignore", "env.nonfinite", "error"),
+    ("hardware.max_env_restarts=-1", "hardware.max_env_restarts", ">= 0"),
     ("pbt.with_pbt=true", "pbt.with_pbt", "not available yet"),
     pytest.param("hardware.device=cuda", "hardware.device", "no CUDA device",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")),

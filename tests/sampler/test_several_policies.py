@@ -178,7 +178,9 @@ def test_policy_mapping_statistics():
 def test_batched_sampling_maps_whole_workers_to_policies(tmp_cfg):
     from tests.sampler.collect import collect
 
-    cfg = tmp_cfg("hardware.batched_sampling=true", "algo.num_policies=2", "hardware.worker_num_splits=1")
+    # Serial mode: the workers take turns, so both deliver (with processes one may deliver all 16 first).
+    cfg = tmp_cfg("hardware.batched_sampling=true", "algo.num_policies=2", "hardware.worker_num_splits=1",
+                  "hardware.serial_mode=true")
     got = collect(cfg, min_slots=16)
     ids = got.batch["policy_ids"]
     assert set(ids.unique().tolist()) == {0, 1}

@@ -95,7 +95,7 @@ def test_a_pool_for_an_env_without_opponent_seats_is_refused_before_workers_star
     assert not (_run_dir(cfg) / "checkpoints").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.long  # ~95 s alone, ~6 min on a loaded machine: run on purpose (python -m pytest -m long)
 def test_two_policies_each_solve_cartpole(tmp_path):
     cfg = make_cfg(tmp_path, "hardware.num_envs_per_worker=16", "algo.rollout=32", "algo.batch_size=512",
                    "algo.num_policies=2", "train_for_env_steps=1500000", "train_until_avg_return=450",

@@ -23,7 +23,6 @@ POSITIVE = (
 )
 
 NON_NEGATIVE = (
-    "hardware.max_env_restarts",
     "algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale",
 )
 
@@ -62,6 +61,9 @@ def _check_ranges(cfg) -> None:
                           "0 when model.tanh_squash_actions=true (squashed actions are bounded already)")
     if cfg.algo.recurrence != -1 and cfg.algo.recurrence < 1:
         raise ConfigError("algo.recurrence", cfg.algo.recurrence, "-1 (automatic) or an integer >= 1")
+    if not cfg.hardware.max_env_restarts >= 0:
+        raise ConfigError("hardware.max_env_restarts", cfg.hardware.max_env_restarts,
+                          "an integer >= 0 (0: the first crash or hang of an env stops the run)")
     if not cfg.selfplay.pool_size >= 0:
         raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size, "an integer >= 0 (0: no opponent pool)")
     if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
