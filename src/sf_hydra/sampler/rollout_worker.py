@@ -89,7 +89,8 @@ class WorkerBase:
         self.restarts: List[float] = []  # times of this worker's env restarts (hardware.max_env_restarts per hour)
         self.restarts_done = 0  # since the last message
         self._in_env_call = False  # an env's step/reset runs: a hang timer may interrupt it
-        self._hang_timer = cfg.hardware.max_env_restarts > 0 and parent_pid is not None
+        self._hang_timer = (cfg.hardware.max_env_restarts > 0 and cfg.hardware.restart_hung_envs
+                            and parent_pid is not None)
         if self._hang_timer:  # a worker process: SIGALRM is ours (serial mode: the learner's process, no timer)
             signal.signal(signal.SIGALRM, self._on_alarm)
         self.replace_nonfinite = cfg.env.nonfinite == "replace"

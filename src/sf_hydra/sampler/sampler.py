@@ -219,7 +219,8 @@ class Sampler:
     def stall_limit(self) -> float:
         """Seconds without progress before the learner gives up on a worker (or on all of them)."""
         hw = self.cfg.hardware
-        return hw.worker_stall_timeout_sec * (1.5 if hw.max_env_restarts > 0 and not self.serial else 1.0)
+        restarts_hangs = hw.max_env_restarts > 0 and hw.restart_hung_envs and not self.serial
+        return hw.worker_stall_timeout_sec * (1.5 if restarts_hangs else 1.0)
 
     def poll(self, timeout: float = 0.5) -> Optional[Trajectories]:
         """The next worker message, or None if none came within `timeout` seconds."""
