@@ -127,6 +127,8 @@ class WorkerBase:
         """Rewards and (floating-point) observations of these rows' last env step must be finite:
         else stop with the env, the field and the step (env.nonfinite=error), or replace them by
         0 and count them (replace). Integer observations (pixels) cannot be non-finite."""
+        if np.isfinite(rewards).all() and all(np.isfinite(self.obs[k][rows]).all() for k in self.float_obs_keys):
+            return  # the common case: two checks, no arrays kept
         bad = {"reward": ~np.isfinite(rewards)}
         for k in self.float_obs_keys:
             bad[f"observation {k!r}"] = ~np.isfinite(self.obs[k][rows]).reshape(len(rewards), -1).all(1)
