@@ -19,6 +19,7 @@ from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
 from sf_hydra.envs import check_env
 from sf_hydra.faults import EnvStartError
+from sf_hydra.launch import signals
 from sf_hydra.loggers import build_loggers, finish_wandb
 from sf_hydra.targets import check_targets
 
@@ -166,9 +167,13 @@ def _train_in(cfg, run_dir: Path) -> dict:
     log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
     t0 = time.monotonic()
     failed = True
+    signals.remember_handlers()
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None,
-                    weights_only=True)  # sf_hydra's part of a checkpoint holds only plain types
+        try:
+            trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None,
+                        weights_only=True)  # sf_hydra's part of a checkpoint holds only plain types
+        finally:
+            signals.catch_again()  # the stop signals were held over Lightning's teardown
         last = checkpoints.save(trainer, module.env_steps)
         failed = False
     except (SamplerError, NonFiniteTraining) as e:
@@ -181,6 +186,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
     finally:
         datamodule.teardown("fit")
         finish_wandb(failed)
+        signals.release()  # caught since StopConditions.on_train_start; the final save is behind us
     elapsed = time.monotonic() - t0
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
     log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps,

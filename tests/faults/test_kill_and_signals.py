@@ -81,3 +81,36 @@ def test_a_stop_signal_leaves_no_process_and_no_shared_memory(tmp_path, sig, whe
     assert not _shared_memory_of(pids)
     if when == "mid-run":
         assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_final_save_does_not_lose_it(tmp_path, monkeypatch, sig):
+    """The run has reached its budget and is writing its final checkpoint when a stop signal
+    comes (in a Slurm job: a preemption just then). The signal is noted, the save completes,
+    and the run returns its summary; before, the handlers were given back at the end of fit,
+    and the signal's old handler (KeyboardInterrupt, or submitit's requeue-and-exit) cut the
+    save off."""
+    import torch
+
+    from sf_hydra.launch import signals
+    from sf_hydra.learner.checkpointing import PeriodicCheckpoint
+    from sf_hydra.train import train
+    from tests.conftest import make_cfg
+
+    save = PeriodicCheckpoint.save
+    arrived = []
+
+    def signalled_then_save(self, trainer, env_steps):
+        if trainer.should_stop and not arrived:  # the final save, after fit
+            os.kill(os.getpid(), sig)
+            arrived.append(sig)
+        return save(self, trainer, env_steps)
+
+    monkeypatch.setattr(PeriodicCheckpoint, "save", signalled_then_save)
+    before = signal.getsignal(sig)
+    summary = train(make_cfg(tmp_path, "hardware.num_workers=1", "train_for_env_steps=2000"))
+    assert arrived == [sig]
+    assert signals.received() == sig  # noted, for the launcher to act on after the run returned
+    assert signal.getsignal(sig) == before  # given back once the run returned
+    last = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["sf_hydra"]["env_steps"] == summary["env_steps"] >= 2000

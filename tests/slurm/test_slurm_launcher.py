@@ -54,7 +54,9 @@ def test_cancelled_job_fails_the_sweep_and_names_the_job(sweep):
 
 
 def test_preempted_job_is_requeued_and_resumes_its_run(sweep):
-    budget = 12000
+    # Far from the 3000 steps at which the signal is sent: a job runs at ~5000 FPS, and a budget
+    # reached before the signal lands leaves nothing to resume.
+    budget = 60000
     # With a 10-minute limit, submitit takes any USR2 as "near the time limit" (its timeout
     # path: requeue while max_num_timeout allows); Slurm itself would send it at 8 minutes.
     sweep.start("seed=1", f"train_for_env_steps={budget}", "keep_checkpoints=10", "hydra.launcher.timeout_min=10")

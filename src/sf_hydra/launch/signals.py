@@ -20,6 +20,7 @@ PREEMPT_SIGNAL_ENV = "SUBMITIT_PREEMPT_SIGNAL"
 
 _received: Optional[signal.Signals] = None
 _replaced: Dict[signal.Signals, Any] = {}
+_handler: Optional[Callable] = None  # the current run's, between `catch` and `release`
 _preemption_held = False  # a launcher hands the preemption signal on after the checkpoint
 
 
@@ -55,14 +56,37 @@ def hold_preemption() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, _held())
 
 
+def remember_handlers() -> None:
+    """Before a run starts: the stop signals' handlers as they are now are the ones `release`
+    gives back (not the ones Lightning installs at the start of fit)."""
+    for sig in stop_signals():
+        _replaced.setdefault(sig, signal.getsignal(sig))
+
+
 def catch(handler: Callable) -> None:
     """Makes `handler` take every stop signal for a new run (remembering the handlers it
     replaces, e.g. submitit's) and forgets what an earlier run received."""
-    global _received
-    _received = None
+    global _received, _handler
+    _received, _handler = None, handler
     for sig in stop_signals():
         previous = signal.signal(sig, handler)
         _replaced.setdefault(sig, previous)
+
+
+def hold() -> None:
+    """Blocks the stop signals (one that comes waits) while someone else puts handlers back:
+    Lightning, at the end of fit, restores every handler it found when fit began, and the
+    run still has its final checkpoint to save. `catch_again` lets them in again."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
+
+
+def catch_again() -> None:
+    """The current run's handler takes the stop signals again (after `hold`), keeping what
+    was received so far; a signal that waited meanwhile is taken now."""
+    if _handler is not None:
+        for sig in stop_signals():
+            _replaced.setdefault(sig, signal.signal(sig, _handler))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
 
 
 def admit() -> None:
@@ -73,6 +97,8 @@ def admit() -> None:
 def release() -> None:
     """Gives the stop signals back to the handlers `catch` replaced, and lets in one still
     held (again: a no-op)."""
+    global _handler
+    _handler = None
     while _replaced:
         sig, previous = _replaced.popitem()
         signal.signal(sig, previous)

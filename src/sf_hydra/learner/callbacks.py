@@ -27,7 +27,8 @@ class StopConditions(L.Callback):
     """Ends training on the env-step or time budget, or on a stop signal: SIGINT/SIGTERM and,
     in a Slurm job, submitit's preemption signal (launch/signals.py). A signal only asks for a
     stop, so the run ends after a whole learner step with a checkpoint; a second one aborts
-    at once. Training time accumulates across resumes. With several policies, the budget and
+    at once. The signals stay caught until the run's final checkpoint is saved (train.py calls
+`signals.release()`). Training time accumulates across resumes. With several policies, the budget and
     the target return hold for each policy (its own env steps and episodes), as Sample
     Factory's train_for_env_steps does."""
 
@@ -82,11 +83,15 @@ class StopConditions(L.Callback):
                 return False
         return True
 
+    # The handlers must outlive fit: a signal between the last step and the final save must
+    # not reach submitit's handler (requeue and exit) or Python's (KeyboardInterrupt in the
+    # save). Lightning puts back the handlers it found when fit began, so the signals wait
+    # (held) until train.py catches them again for the save, then releases them.
     def on_train_end(self, trainer, pl_module):
-        signals.release()
+        signals.hold()
 
     def on_exception(self, trainer, pl_module, exception):
-        signals.release()
+        signals.hold()
 
 
 class Summaries(L.Callback):
