@@ -17,7 +17,8 @@ from omegaconf import OmegaConf
 
 from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
-from sf_hydra.envs import check_env
+from sf_hydra.config.validation import check_target_objective
+from sf_hydra.envs import check_env, episode_stats
 from sf_hydra.faults import EnvStartError
 from sf_hydra.launch import signals
 from sf_hydra.loggers import build_loggers, finish_wandb
@@ -66,6 +67,10 @@ def build_trainer(cfg, run_dir: Path):
 
         callbacks.append(OpponentPool(run_dir / "selfplay", cfg.selfplay.pool_size,
                                       cfg.selfplay.snapshot_every_env_steps))
+    if cfg.pbt.with_pbt:
+        from sf_hydra.learner.pbt import PopulationBasedTraining
+
+        callbacks.append(PopulationBasedTraining(cfg.pbt, run_dir, cfg.seed))
     trainer = L.Trainer(
         accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, precision=cfg.hardware.precision,
         max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
@@ -113,6 +118,7 @@ def check_config(cfg) -> None:
     validate(cfg)
     check_targets(cfg)
     check_env(cfg.env)
+    check_target_objective(cfg, episode_stats(cfg.env))
     check_batched_sampling(cfg)
 
 

@@ -89,3 +89,9 @@ class LrSchedule(Choice):
     kl_adaptive_minibatch = "kl_adaptive_minibatch"
     kl_adaptive_epoch = "kl_adaptive_epoch"
     linear_decay = "linear_decay"  # to 0 at train_for_env_steps
+
+
+# The hyperparameters each trained policy holds for itself (algo.* keys of the same names are
+# the starting values) and population-based training perturbs; gamma only with pbt.optimize_gamma.
+PBT_HYPERPARAMS = ("learning_rate", "exploration_loss_coeff", "value_loss_coeff", "max_grad_norm", "ppo_clip_ratio",
+                   "ppo_clip_value", "adam_beta1", "adam_beta2", "adam_eps", "gamma")

@@ -183,17 +183,26 @@ class LoggerConfig:
 class PbtConfig:
     """Population-based training over `algo.num_policies` policies (Sample Factory's pbt_* keys)."""
 
-    with_pbt: bool = False  # population-based training (not available yet)
-    period_env_steps: int = 5_000_000  # replace the worst policies with the best ones this often
-    start_mutation: int = 20_000_000  # let the population diversify this long first
-    replace_fraction: float = 0.3  # fraction of the population replaced each period
-    mutation_rate: float = 0.15  # chance that each hyperparameter of a replaced policy is perturbed
-    replace_reward_gap: float = 0.1  # relative return gap needed to replace a policy
-    replace_reward_gap_absolute: float = 1e-6  # absolute return gap needed to replace a policy
-    optimize_gamma: bool = False  # also mutate algo.gamma
-    target_objective: str = "true_objective"  # the episode statistic policies are ranked by
+    with_pbt: bool = False  # population-based training (learner/pbt.py says how it decides)
+    period_env_steps: int = 5_000_000  # a policy's own env steps between two looks at it
+    start_mutation: int = 20_000_000  # a policy's env steps before the first look (the population diversifies)
+    replace_fraction: float = 0.3  # the best and the worst ceil(fraction x N) policies: donors and replaced
+    mutation_rate: float = 0.15  # chance that each hyperparameter of a looked-at policy is perturbed
+    replace_reward_gap: float = 0.1  # a donor must lead by more than this fraction of its own objective
+    replace_reward_gap_absolute: float = 1e-6  # ... and by more than this
+    optimize_gamma: bool = False  # also perturb gamma (each policy's own discount)
+    # What policies are ranked by: true_objective (the average return) or a statistic the env
+    # reports at an episode's end, e.g. Doom's FRAGCOUNT (env.episode_stats)
+    target_objective: str = "true_objective"
     perturb_min: float = 1.1  # a perturbed value is multiplied or divided by a factor in [perturb_min, perturb_max]
     perturb_max: float = 1.5  # the largest perturbation factor
+    # A policy's own starting hyperparameters, {policy: {name: value}} (names: algo.* keys PBT
+    # tunes, config/choices.py PBT_HYPERPARAMS); e.g. {1: {learning_rate: 3e-4}}
+    initial_hyperparams: Dict[int, Dict[str, float]] = field(default_factory=dict)
+    # PBT across runs: a folder that several runs (one policy each) share, e.g. on a cluster's
+    # shared disk; each run is one member (pbt.member) of the population. None: within this run
+    workspace: Optional[str] = None
+    member: int = -1  # with pbt.workspace: this run's member index (0, 1, ...), unique in the workspace
     # Several policies, multi-agent envs: each agent of an env gets its own random policy per episode
     # (true), or all agents of an env share one, drawn per episode (false).
     mix_policies_in_one_env: bool = True

@@ -135,11 +135,52 @@ def _check_policy_mapping(cfg) -> None:
                           "opponent seats)")
 
 
-def _check_unavailable(cfg) -> None:
-    """Keys that experiment configs already use (to reproduce Sample Factory's command lines)
-    for features that have not landed yet: say so instead of silently training one policy."""
-    if cfg.pbt.with_pbt:
-        raise ConfigError("pbt.with_pbt", True, "false (population-based training is not available yet)")
+def _check_pbt(cfg) -> None:
+    """Population-based training: a population to rank, groups that do not overlap, factors
+    that perturb, hyperparameter names PBT knows."""
+    from sf_hydra.config.choices import PBT_HYPERPARAMS
+
+    pbt, n = cfg.pbt, cfg.algo.num_policies
+    if pbt.workspace and pbt.member < 0:
+        raise ConfigError("pbt.member", pbt.member, "this run's member index (an integer >= 0) with pbt.workspace")
+    if pbt.with_pbt and pbt.workspace and n != 1:
+        raise ConfigError("algo.num_policies", n, "1 with pbt.workspace (each run of the population is one member)")
+    if pbt.with_pbt and not pbt.workspace and n < 2:
+        raise ConfigError("pbt.with_pbt", True, f"false with algo.num_policies={n}: a population needs "
+                          "algo.num_policies >= 2 (or pbt.workspace shared by several runs)")
+    if not 0.0 < pbt.replace_fraction <= 0.5:
+        raise ConfigError("pbt.replace_fraction", pbt.replace_fraction,
+                          "a number in (0, 0.5] (the best and the worst fraction must not overlap)")
+    if not 0.0 <= pbt.mutation_rate <= 1.0:
+        raise ConfigError("pbt.mutation_rate", pbt.mutation_rate, "a probability in [0, 1]")
+    if not pbt.perturb_min >= 1.0:
+        raise ConfigError("pbt.perturb_min", pbt.perturb_min, "a factor >= 1 (a value is multiplied or divided by it)")
+    if not pbt.perturb_max >= pbt.perturb_min:
+        raise ConfigError("pbt.perturb_max", pbt.perturb_max, f"a factor >= pbt.perturb_min={pbt.perturb_min}")
+    for key in ("replace_reward_gap", "replace_reward_gap_absolute", "start_mutation"):
+        if not pbt[key] >= 0:
+            raise ConfigError(f"pbt.{key}", pbt[key], "a number >= 0")
+    if not pbt.period_env_steps >= 1:
+        raise ConfigError("pbt.period_env_steps", pbt.period_env_steps, "an integer >= 1")
+    members = None if pbt.workspace else n
+    for k, hyper in (pbt.initial_hyperparams or {}).items():
+        if not (int(k) >= 0 and (members is None or int(k) < members)):
+            raise ConfigError("pbt.initial_hyperparams", k, f"a policy index in [0, {members})" if members
+                              else "a member index >= 0")
+        for name in hyper:
+            if name not in PBT_HYPERPARAMS:
+                raise ConfigError(f"pbt.initial_hyperparams.{k}", name, ", ".join(PBT_HYPERPARAMS))
+
+
+def check_target_objective(cfg, reported) -> None:
+    """`pbt.target_objective` is true_objective or a statistic the env declares it reports
+    (`reported`: the env family's episode_stats)."""
+    name = cfg.pbt.target_objective
+    allowed = ("true_objective", *reported)
+    if cfg.pbt.with_pbt and name not in allowed:
+        raise ConfigError("pbt.target_objective", name,
+                          ", ".join(allowed) + " (true_objective: the average return; the others: statistics "
+                          "this env reports at an episode's end, env.episode_stats where the family has it)")
 
 
 def _check_missing(cfg) -> None:
@@ -169,4 +210,4 @@ def validate(cfg) -> None:
     _check_missing(cfg)
     _check_ranges(cfg)
     _check_sampling(cfg)
-    _check_unavailable(cfg)
+    _check_pbt(cfg)

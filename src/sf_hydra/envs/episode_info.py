@@ -12,6 +12,14 @@ multi-agent env in an agent's own info); an env that never sets it reports every
 from __future__ import annotations
 
 GAME_CONTINUES = "game_continues"
+# info[EPISODE_STATS] on the step that ends a game: {name: float}, statistics of the finished
+# game (Doom's frags, ...), averaged per policy like the return; pbt.target_objective may name one.
+EPISODE_STATS = "episode_extra_stats"
+
+
+def episode_stats(info):
+    """The finished game's statistics from a done step's info, or None."""
+    return info.get(EPISODE_STATS) if info else None
 
 
 def game_continues(info) -> bool:

@@ -44,6 +44,12 @@ class EnvFamily:
         """Raises ConfigError (key, value, what is allowed) for a bad `env` node; runs before any
         process starts. The default accepts every node."""
 
+    def episode_stats(self, env_cfg) -> Tuple[str, ...]:
+        """The statistics its envs report at an episode's end (keys of
+        `info["episode_extra_stats"]`): what `pbt.target_objective` may name besides the return.
+        The default declares none."""
+        return ()
+
     def check_vector_backend(self, env_cfg, backend: str) -> None:
         """Raises ConfigError when `backend` (one of `vector_backends`) cannot build this env."""
 
@@ -79,6 +85,12 @@ def make_env(env_cfg: Any, seed: Optional[int] = None, render_mode: Optional[str
     or the plain dict a spawned worker re-creates its config from."""
     env_cfg = _as_node(env_cfg)
     return env_family(env_cfg).make(env_cfg, seed=seed, render_mode=render_mode)
+
+
+def episode_stats(env_cfg) -> Tuple[str, ...]:
+    """The end-of-episode statistics the env's family declares (EnvFamily.episode_stats)."""
+    env_cfg = _as_node(env_cfg)
+    return tuple(env_family(env_cfg).episode_stats(env_cfg))
 
 
 def check_env(env_cfg) -> None:

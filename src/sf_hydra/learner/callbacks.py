@@ -152,6 +152,9 @@ class Summaries(L.Callback):
         for k, stats in enumerate(m.stats):  # one policy: its tags unprefixed; several: policy_<k>/...
             prefix = "" if len(m.stats) == 1 else f"policy_{k}/"
             per_policy = {**stats.metrics, **stats.outcome_rates()}
+            per_policy.update({f"episode/{name}": v for name, v in stats.avg_extra().items()})
+            if m.cfg.pbt.with_pbt:  # each policy's current hyperparameters
+                per_policy.update({f"pbt/{name}": v for name, v in m.hyperparams[k].items()})
             if len(m.stats) > 1:
                 per_policy["perf/env_steps"] = float(stats.env_steps)
                 if stats.episode_returns:

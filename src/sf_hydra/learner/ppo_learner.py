@@ -21,6 +21,7 @@ import torch
 
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_loss
+from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams, initial_overrides
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
 from sf_hydra.trajectory import model_trajectory_spec, obs_fields_of
@@ -32,16 +33,36 @@ class NonFiniteTraining(RuntimeError):
 
 class PolicyStats:
     """One trained policy's counters and statistics (saved in checkpoints): its version, its
-    own env steps, its episodes, its self-play outcomes and its last learner metrics."""
+    own env steps, its episodes (return, length and the statistics the env reports at an
+    episode's end, `info["episode_extra_stats"]`), its self-play outcomes and its last
+    learner metrics."""
 
     def __init__(self, stats_avg: int):
         self.version = 0
         self.env_steps = 0
         self.episode_returns: deque = deque(maxlen=stats_avg)
         self.episode_lengths: deque = deque(maxlen=stats_avg)
+        self.episode_extra: Dict[str, deque] = {}  # name -> the last stats_avg values
         self.episodes_total = 0
         self.outcomes: deque = deque(maxlen=stats_avg)  # WIN/DRAW/LOSS against the opponent pool
         self.metrics: Dict[str, float] = {}
+
+    def add_extra(self, stats: dict) -> None:
+        for name, value in stats.items():
+            window = self.episode_extra.get(name)
+            if window is None:
+                window = self.episode_extra[name] = deque(maxlen=self.episode_returns.maxlen)
+            window.append(float(value))
+
+    def avg_extra(self) -> Dict[str, float]:
+        return {name: float(np.mean(w)) for name, w in self.episode_extra.items() if w}
+
+    def forget_episodes(self) -> None:
+        """Its episode windows emptied (PBT gave it another policy's weights: what it played
+        before says nothing of them)."""
+        self.episode_returns.clear()
+        self.episode_lengths.clear()
+        self.episode_extra.clear()
 
     def avg_return(self):
         return float(np.mean(self.episode_returns)) if self.episode_returns else None
@@ -58,7 +79,7 @@ class PolicyStats:
     def state(self) -> dict:
         return {"version": self.version, "env_steps": self.env_steps, "episode_returns": list(self.episode_returns),
                 "episode_lengths": list(self.episode_lengths), "episodes_total": self.episodes_total,
-                "outcomes": list(self.outcomes)}
+                "outcomes": list(self.outcomes), "episode_extra": {k: list(w) for k, w in self.episode_extra.items()}}
 
     def restore(self, state: dict) -> None:
         self.version, self.env_steps = state["version"], state["env_steps"]
@@ -66,6 +87,9 @@ class PolicyStats:
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
         self.outcomes.extend(state.get("outcomes", []))
+        for name, values in state.get("episode_extra", {}).items():
+            for v in values:
+                self.add_extra({name: v})
 
 
 class PPOLearner(L.LightningModule):
@@ -85,6 +109,11 @@ class PPOLearner(L.LightningModule):
         self.micro_batch = resolved_micro_batch(cfg, obs_space)
         # Counters that survive a resume (saved in on_save_checkpoint).
         self.stats = [PolicyStats(cfg.logger.stats_avg) for _ in range(self.num_policies)]
+        # Each policy's own hyperparameters (learner/pbt.py HYPERPARAMS): the algo.* values,
+        # changed only by population-based training; the optimizers' groups follow them.
+        self.hyperparams = [initial_hyperparams(cfg.algo) for _ in range(self.num_policies)]
+        for k, overrides in initial_overrides(cfg).items():
+            self.hyperparams[k].update(overrides)
         self.env_steps = 0  # frames of the whole run (every policy's, snapshots' too)
         self.train_seconds = 0.0
         self.episode_returns: deque = deque(maxlen=cfg.logger.stats_avg)  # every trained policy's episodes
@@ -117,11 +146,40 @@ class PPOLearner(L.LightningModule):
         called with each policy's parameters."""
         from sf_hydra.targets import build
 
-        return [build("algo.optimizer", self.algo.optimizer, m.parameters()) for m in self.policies]
+        optimizers = [build("algo.optimizer", self.algo.optimizer, m.parameters()) for m in self.policies]
+        for opt, hyper in zip(optimizers, self.hyperparams):
+            if hyper != initial_hyperparams(self.algo):  # pbt.initial_hyperparams
+                apply_to_optimizer(opt, hyper)
+        return optimizers
 
     def optimizer_of(self, policy: int):
         opts = self.optimizers()
         return opts[policy] if isinstance(opts, (list, tuple)) else opts
+
+    # -- population-based training (learner/pbt.py) -------------------------------------------
+    def objective(self, policy: int, name: str):
+        """Policy `policy`'s average of `name` over its last episodes: the return for
+        `true_objective`, else a statistic the env reports; None before any episode."""
+        stats = self.stats[policy]
+        return stats.avg_return() if name == TRUE_OBJECTIVE else stats.avg_extra().get(name)
+
+    def set_hyperparams(self, policy: int, hyper: Dict[str, float]) -> None:
+        self.hyperparams[policy] = dict(hyper)
+        apply_to_optimizer(self.optimizer_of(policy).optimizer, hyper)
+
+    def copy_policy(self, src: int, dst: int) -> None:
+        """Policy `dst` becomes a copy of `src`: weights and normalizers, optimizer state and
+        hyperparameters; its own counters stay, its episode windows start empty."""
+        self.load_policy_state(dst, self.policies[src].state_dict(), self.optimizer_of(src).optimizer.state_dict(),
+                               self.hyperparams[src])
+
+    def load_policy_state(self, dst: int, weights: dict, optimizer_state: dict, hyper: Dict[str, float]) -> None:
+        import copy
+
+        self.policies[dst].load_state_dict(weights)
+        self.optimizer_of(dst).optimizer.load_state_dict(copy.deepcopy(optimizer_state))
+        self.set_hyperparams(dst, hyper)
+        self.stats[dst].forget_episodes()
 
     # -- data preparation --------------------------------------------------------------------
     def _record_meta(self, meta: dict) -> None:
@@ -138,6 +196,8 @@ class PPOLearner(L.LightningModule):
                 window.episode_returns.append(e.ret)
                 window.episode_lengths.append(e.length)
                 window.episodes_total += 1
+            if e.extra:
+                self.stats[e.policy].add_extra(e.extra)
             if e.agent is not None:
                 self._agent_episodes(e.agent).append((e.ret, e.length))
         for policy, result in meta["outcomes"]:
@@ -155,7 +215,7 @@ class PPOLearner(L.LightningModule):
         return None if bool(mine.all()) else mine.float()
 
     @torch.no_grad()
-    def _advantages_and_targets(self, model, batch: dict, valid):
+    def _advantages_and_targets(self, model, batch: dict, valid, gamma: float):
         """GAE in raw return units; value targets and old values in the value head's units.
         Another policy's transitions in the batch are separated from ours by dones (policies
         change at episode ends), so GAE never mixes them in; they only skip the statistics."""
@@ -163,8 +223,8 @@ class PPOLearner(L.LightningModule):
         values = norm.denormalize(batch["values"]) if norm is not None else batch["values"]
         rewards = batch["rewards"]
         if self.algo.value_bootstrap:  # a truncated episode would have gone on: add gamma*V(s)
-            rewards = rewards + self.algo.gamma * values[:, :-1] * batch["time_outs"]
-        advantages, returns = gae(rewards, values, batch["dones"], self.algo.gamma, self.algo.gae_lambda)
+            rewards = rewards + gamma * values[:, :-1] * batch["time_outs"]
+        advantages, returns = gae(rewards, values, batch["dones"], gamma, self.algo.gae_lambda)
         if norm is not None:
             mine = returns if valid is None else returns[valid > 0]
             if bool(torch.isfinite(mine).all()):  # a non-finite return would poison the statistics for good
@@ -202,13 +262,14 @@ class PPOLearner(L.LightningModule):
         valid = self._valid(batch, k)
         obs = obs_fields_of(batch)
         model.preprocess.update(obs if valid is None else {key: v[valid > 0] for key, v in obs.items()})
-        advantages, targets, old_values = self._advantages_and_targets(model, batch, valid)
+        hyper = self.hyperparams[k]
+        advantages, targets, old_values = self._advantages_and_targets(model, batch, valid, hyper["gamma"])
         data = self._chunks(batch, advantages, targets, old_values, valid)
         lag = (stats.version - batch["policy_versions"]).float()
         if valid is not None:
             lag = lag[valid > 0]
         t0 = time.perf_counter()
-        stats.metrics = self._train_epochs(model, opt, stats, data)
+        stats.metrics = self._train_epochs(model, opt, stats, data, hyper)
         train_time = time.perf_counter() - t0
         stats.version += 1
         self.last_policy = k
@@ -229,7 +290,7 @@ class PPOLearner(L.LightningModule):
         }
         self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
 
-    def _train_epochs(self, model, opt, stats: PolicyStats, data: dict) -> Dict[str, float]:
+    def _train_epochs(self, model, opt, stats: PolicyStats, data: dict, hyper: Dict[str, float]) -> Dict[str, float]:
         n_chunks = data["actions"].shape[0]
         per_minibatch = self.algo.batch_size // self.recurrence
         sums: Dict[str, float] = {}
@@ -242,14 +303,14 @@ class PPOLearner(L.LightningModule):
                 if "valids" in mb and not bool(mb["valids"].any()):
                     continue  # none of this policy's transitions in this minibatch
                 opt.zero_grad(set_to_none=True)
-                losses = self._accumulate_gradients(model, mb)
+                losses = self._accumulate_gradients(model, mb, hyper)
                 grad_norm = self._grad_norm(model)
                 if not (math.isfinite(losses["loss/total"]) and math.isfinite(grad_norm)):
                     self._skip_nonfinite_update(opt, losses, grad_norm)
                     continue
                 self.nonfinite_in_a_row = 0
-                if self.algo.max_grad_norm > 0:
-                    self.clip_gradients(opt, gradient_clip_val=self.algo.max_grad_norm, gradient_clip_algorithm="norm")
+                if hyper["max_grad_norm"] > 0:
+                    self.clip_gradients(opt, gradient_clip_val=hyper["max_grad_norm"], gradient_clip_algorithm="norm")
                 opt.step()
                 losses["learner/grad_norm"] = grad_norm
                 for k, v in losses.items():
@@ -260,7 +321,7 @@ class PPOLearner(L.LightningModule):
             if self.algo.lr_schedule == "kl_adaptive_epoch" and count:
                 self._adapt_lr(opt, sums["learner/kl"] / count)
         if self.algo.lr_schedule == "linear_decay":
-            self._decay_lr(opt, stats.env_steps)
+            self._decay_lr(opt, stats.env_steps, hyper["learning_rate"])
         return {k: v / max(count, 1) for k, v in sums.items()}
 
     def _skip_nonfinite_update(self, opt, losses: dict, grad_norm: float) -> None:
@@ -277,7 +338,7 @@ class PPOLearner(L.LightningModule):
                 f"checkpoint stay finite (algo.nonfinite_updates_limit={limit}). Lower algo.learning_rate, check the "
                 "env's rewards (env.reward_scale, env.reward_clip) or observations")
 
-    def _accumulate_gradients(self, model, mb: dict) -> Dict[str, float]:
+    def _accumulate_gradients(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, float]:
         """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
         is a mean over the policy's transitions, so weighting each micro-batch by its share of
         them gives the minibatch's gradient and statistics exactly; advantages are normalized
@@ -299,22 +360,22 @@ class PPOLearner(L.LightningModule):
             if share == 0:
                 continue
             weight = share / total
-            losses = self._minibatch_losses(model, part)
+            losses = self._minibatch_losses(model, part, hyper)
             self.manual_backward(losses["loss/total"] * weight)
             for k, v in losses.items():
                 sums[k] = sums.get(k, 0.0) + weight * float(v.detach())
         return sums
 
-    def _minibatch_losses(self, model, mb: dict) -> Dict[str, torch.Tensor]:
+    def _minibatch_losses(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, torch.Tensor]:
         """The PPO losses of one (micro-)batch; its advantages are normalized already."""
-        a, valid = self.algo, mb.get("valids")
+        h, valid = hyper, mb.get("valids")
         obs = obs_fields_of(mb)
         log_probs, entropy, values = model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"])
         adv = mb["advantages"]
-        p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, a.ppo_clip_ratio, valid)
-        v_loss = value_loss(values, mb["old_values"], mb["targets"], a.ppo_clip_value, valid)
+        p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, h["ppo_clip_ratio"], valid)
+        v_loss = value_loss(values, mb["old_values"], mb["targets"], h["ppo_clip_value"], valid)
         e_loss = entropy_loss(entropy, valid)
-        total = p_loss + a.value_loss_coeff * v_loss + a.exploration_loss_coeff * e_loss
+        total = p_loss + h["value_loss_coeff"] * v_loss + h["exploration_loss_coeff"] * e_loss
         with torch.no_grad():
             kl = approx_kl(ratio, valid)
         return {
@@ -334,9 +395,9 @@ class PPOLearner(L.LightningModule):
         elif kl < 0.5 * a.lr_schedule_kl_threshold:
             group["lr"] = min(group["lr"] * 1.5, a.lr_adaptive_max)
 
-    def _decay_lr(self, opt, env_steps: int) -> None:
+    def _decay_lr(self, opt, env_steps: int, learning_rate: float) -> None:
         frac = max(0.0, 1.0 - env_steps / float(self.cfg.train_for_env_steps))
-        opt.param_groups[0]["lr"] = self.algo.learning_rate * frac
+        opt.param_groups[0]["lr"] = learning_rate * frac
 
     # -- statistics and checkpoints ------------------------------------------------------------
     def avg_return(self):
@@ -368,6 +429,7 @@ class PPOLearner(L.LightningModule):
             "policy_version": self.policy_version, "env_steps": self.env_steps, "train_seconds": self.train_seconds,
             "episode_returns": list(self.episode_returns), "episode_lengths": list(self.episode_lengths),
             "episodes_total": self.episodes_total, "policies": [s.state() for s in self.stats],
+            "hyperparams": [dict(h) for h in self.hyperparams],
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -376,6 +438,8 @@ class PPOLearner(L.LightningModule):
         self.episodes_total = state["episodes_total"]
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
+        for k, saved in enumerate(state.get("hyperparams", [])):  # the optimizers' state holds them too
+            self.hyperparams[k].update(saved)
         if "policies" in state:
             for stats, saved in zip(self.stats, state["policies"]):
                 stats.restore(saved)
@@ -387,6 +451,17 @@ class PPOLearner(L.LightningModule):
             weights = checkpoint["state_dict"]
             for key in [k for k in weights if k.startswith("model.")]:
                 weights["policies.0." + key[len("model."):]] = weights.pop(key)
+
+
+def apply_to_optimizer(opt, hyper: Dict[str, float]) -> None:
+    """The hyperparameters that live in an optimizer's groups (lr; Adam's betas and eps), set
+    where the group has them (a user's optimizer may have none of them)."""
+    for group in opt.param_groups:
+        group["lr"] = hyper["learning_rate"]
+        if "betas" in group:
+            group["betas"] = (hyper["adam_beta1"], hyper["adam_beta2"])
+        if "eps" in group:
+            group["eps"] = hyper["adam_eps"]
 
 
 def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:

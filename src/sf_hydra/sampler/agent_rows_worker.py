@@ -67,6 +67,14 @@ def make_group(cfg, worker_id: int, index: int, seed="default"):
     return ProtocolEnvGroup(env) if is_multi_agent(env) else SingleEnvGroup(env)
 
 
+def _stats_of(batches) -> list:
+    """The rows' finished-game statistics (StepBatch.episode_stats) of a split's groups, or
+    None when no group has any this step."""
+    if all(b.episode_stats is None for b in batches):
+        return None
+    return [s for b in batches for s in (b.episode_stats or [None] * len(b.rewards))]
+
+
 class Split:
     """A contiguous run of groups that act and step together."""
 
@@ -152,7 +160,7 @@ class AgentRowsWorker(WorkerBase):
         rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
         self._check_env_output(rows, rewards)
         done = terminated | truncated
-        self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes)
+        self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes, _stats_of(batches))
         if len(local):
             self.writer.write(*where, self._env_record(rewards[local], terminated[local], truncated[local]))
             self._advance(recorded)
@@ -216,10 +224,12 @@ class AgentRowsWorker(WorkerBase):
             dones[slot, step] = 1.0
             self.buffers["time_outs"][slot, step] = float(time_out)
 
-    def _count_episodes(self, rows: slice, rewards, active, done, game_continues, episodes: list) -> None:
+    def _count_episodes(self, rows: slice, rewards, active, done, game_continues, episodes: list,
+                        stats=None) -> None:
         self.games.add(rows, rewards, active)
         for j in np.flatnonzero(done):
-            self._episode_end(rows.start + int(j), bool(game_continues[j]), episodes)
+            self._episode_end(rows.start + int(j), bool(game_continues[j]), episodes,
+                              None if stats is None else stats[j])
 
     def _update_rnn(self, rows: slice, new: torch.Tensor, before: torch.Tensor, active, done) -> None:
         """Inactive rows keep their state; a done zeroes it."""

@@ -6,12 +6,12 @@ never loops over agents in Python.
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple
+from typing import Dict, NamedTuple, Optional
 
 import gymnasium as gym
 import numpy as np
 
-from sf_hydra.envs.episode_info import GAME_CONTINUES, game_continues
+from sf_hydra.envs.episode_info import GAME_CONTINUES, episode_stats, game_continues
 from sf_hydra.envs.multi_agent.protocol import is_active, num_agents
 from sf_hydra.sampler.vector_envs import VectorEnv
 from sf_hydra.spaces import to_env_action
@@ -25,6 +25,7 @@ class StepBatch(NamedTuple):
     active: np.ndarray  # bool [A]: the transition starting from `obs` is trained on
     frames: int  # agent steps the env really simulated (reset-only steps excluded)
     game_continues: np.ndarray  # bool [A]: a done here ends a life, not the game (envs/episode_info.py)
+    episode_stats: Optional[list] = None  # [A] a finished game's statistics (dict) or None; None: none at all
 
 
 def obs_rows(obs) -> Dict[str, np.ndarray]:
@@ -56,6 +57,11 @@ class ProtocolEnvGroup:
         flags = [game_continues(info) for info in infos]
         return np.asarray(flags, dtype=bool) if any(flags) else self._none
 
+    @staticmethod
+    def _episode_stats(infos):
+        stats = [episode_stats(info) for info in infos]
+        return stats if any(s is not None for s in stats) else None
+
     def reset(self, seed=None):
         obs, infos = self.env.reset(seed=seed)
         return obs_rows(obs), self._active(infos)
@@ -65,7 +71,7 @@ class ProtocolEnvGroup:
             [to_env_action(self.action_space, a) for a in actions])
         return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), np.asarray(terminated, dtype=bool),
                          np.asarray(truncated, dtype=bool), self._active(infos), self.num_agents,
-                         self._game_continues(infos))
+                         self._game_continues(infos), self._episode_stats(infos))
 
     def close(self) -> None:
         self.env.close()
@@ -90,7 +96,8 @@ class SingleEnvGroup:
         if terminated or truncated:
             obs, _ = self.env.reset()
         return StepBatch(obs_rows([obs]), np.array([reward], np.float32), np.array([terminated]), np.array([truncated]),
-                         self._active, 1, np.array([game_continues(info)]))
+                         self._active, 1, np.array([game_continues(info)]),
+                         [episode_stats(info)] if episode_stats(info) is not None else None)
 
     def close(self) -> None:
         self.env.close()

@@ -32,12 +32,14 @@ class EpisodeTracker:
         """Forgets `row`'s current game unreported (its env was re-created mid-game)."""
         self.returns[row], self.lengths[row] = 0.0, 0
 
-    def end(self, row: int, game_continues: bool, episodes: list, policy: int = 0) -> Optional[Episode]:
+    def end(self, row: int, game_continues: bool, episodes: list, policy: int = 0,
+            extra: Optional[dict] = None) -> Optional[Episode]:
         """A done of `row`: appends its game to `episodes` and returns it, unless the game goes on."""
         if game_continues:
             return None
         agent = None if self.agents is None else int(self.agents[row])
-        episode = Episode(float(self.returns[row]), int(self.lengths[row]), agent, policy)
+        stats = {str(k): float(v) for k, v in extra.items()} if extra else None
+        episode = Episode(float(self.returns[row]), int(self.lengths[row]), agent, policy, stats)
         episodes.append(episode)
         self.returns[row], self.lengths[row] = 0.0, 0
         return episode

@@ -24,12 +24,14 @@ class WorkerFailed:
 
 class Episode(NamedTuple):
     """A game that ended: its return and length, the agent's index in a multi-agent env (None
-    for single-agent envs) and the policy that played it (>= num_policies: a snapshot)."""
+    for single-agent envs), the policy that played it (>= num_policies: a snapshot) and the
+    statistics the env reported for it (envs/episode_info.py EPISODE_STATS), if any."""
 
     ret: float
     length: int
     agent: Optional[int] = None
     policy: int = 0
+    extra: Optional[Dict[str, float]] = None
 
 
 @dataclass

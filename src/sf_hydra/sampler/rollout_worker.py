@@ -205,7 +205,7 @@ class WorkerBase:
             parts.append((sel, self.models[p].act(part_obs, rnn.index_select(0, sel) if recurrent else None)))
         return merge_outputs(parts, len(policies))
 
-    def _episode_end(self, row: int, game_continues: bool, episodes: list) -> None:
+    def _episode_end(self, row: int, game_continues: bool, episodes: list, stats=None) -> None:
         """A done of `row`: its game is reported and, at a game's end, its next policy drawn
         (a game cut short by re-creating its env is dropped, unreported)."""
         dropping = getattr(self, "dropping", None)
@@ -214,7 +214,7 @@ class WorkerBase:
             self.games.drop(row)
             return
         policy = 0 if self.single_policy else int(self.mapping.policy[row])
-        episode = self.games.end(row, game_continues, episodes, policy)
+        episode = self.games.end(row, game_continues, episodes, policy, stats)
         if episode is not None and not self.single_policy:
             self.mapping.episode_end(row, episode.ret, self.outcomes)
 

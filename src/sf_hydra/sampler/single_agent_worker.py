@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from sf_hydra.envs import make_env
-from sf_hydra.envs.episode_info import game_continues
+from sf_hydra.envs.episode_info import episode_stats, game_continues
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
@@ -53,7 +53,7 @@ class SingleAgentWorker(WorkerBase):
         count = split.stop - split.start
         rewards = np.zeros(count, np.float32)
         terminated, truncated = np.zeros(count, bool), np.zeros(count, bool)
-        ends = []  # (env index, whether its game goes on)
+        ends = []  # (env index, whether its game goes on, its statistics)
         restarted = []  # envs re-created this step (crashed or hung): their episode is dropped
         for j in range(count):
             i = split.start + j
@@ -62,7 +62,7 @@ class SingleAgentWorker(WorkerBase):
                 ob, rewards[j], terminated[j], truncated[j], info = self.env_call(
                     self.envs[i].step, to_env_action(self.action_space, actions[j]))
                 if terminated[j] or truncated[j]:
-                    ends.append((i, game_continues(info)))
+                    ends.append((i, game_continues(info), episode_stats(info)))
                     ob, _ = self.env_call(self.envs[i].reset)
             except Exception as error:
                 ob = self._restart_env(i, error)
@@ -75,8 +75,8 @@ class SingleAgentWorker(WorkerBase):
         self.games.add(split, rewards, 1)
         for i in restarted:
             self.games.drop(i)
-        for i, continues in ends:
-            self._episode_end(i, continues, episodes)
+        for i, continues, stats in ends:
+            self._episode_end(i, continues, episodes, stats)
         self.writer.write(slots, t, self._env_record(rewards, terminated, truncated))
         if out.rnn_states is not None:
             alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)

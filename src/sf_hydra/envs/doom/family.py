@@ -119,6 +119,9 @@ class DoomFamily(EnvFamily):
     def validate(self, env_cfg) -> None:
         validate_doom_config(env_cfg)
 
+    def episode_stats(self, env_cfg):
+        return tuple(env_cfg.episode_stats)
+
 
 __all__ = ["DoomEnv", "DoomFamily", "DoomMultiAgentEnv", "make_doom_env", "known_scenarios", "single_player_scenarios",
            "resolve_scenario"]

@@ -13,8 +13,8 @@ A multi-agent env is any object with:
 Auto-reset, per agent: when `terminated[i] or truncated[i]`, agent i's episode is over and
 the env has already started its next one: `obs_list[i]` is the first observation of the
 new episode (never the last of the old one). `info_list[i]` of that step may carry
-`episode_extra_stats` (a dict of floats) for the finished episode (reserved: the sampler
-reports each agent's return and length, not these yet), and `game_continues=True` when
+`episode_extra_stats` (a dict of floats) for the finished episode (averaged per policy like
+the return; `pbt.target_objective` may name one), and `game_continues=True` when
 the done ends a part of the agent's game that goes on (its statistics then go on too, see
 sf_hydra/envs/episode_info.py). An env that cannot
 restart one agent alone (e.g. it restarts when every agent is done) keeps the agent

@@ -1,0 +1,102 @@
+"""The rules of population-based training (learner/pbt.py runs them): pure functions of
+the population's objectives, hyperparameters and a random generator."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+from sf_hydra.config.choices import PBT_HYPERPARAMS as HYPERPARAMS
+
+BELOW_ONE = frozenset({"adam_beta1", "adam_beta2", "gamma"})  # perturbed through 1 - value
+TRUE_OBJECTIVE = "true_objective"  # the average episode return
+MIN_BELOW_ONE = 1e-6  # the least distance to 1 a BELOW_ONE value keeps
+
+
+def initial_hyperparams(algo) -> Dict[str, float]:
+    """A policy's hyperparameters at the start: the algo.* values."""
+    return {name: float(algo[name]) for name in HYPERPARAMS}
+
+
+def initial_overrides(cfg) -> Dict[int, Dict[str, float]]:
+    """`pbt.initial_hyperparams` ({policy: {name: value}}) by the learner's policy index; with
+    `pbt.workspace`, the entry of this run's member goes to its one policy."""
+    given = {int(k): {n: float(v) for n, v in h.items()} for k, h in (cfg.pbt.initial_hyperparams or {}).items()}
+    if cfg.pbt.workspace:
+        return {0: given[cfg.pbt.member]} if cfg.pbt.member in given else {}
+    return given
+
+
+def perturbed(name: str, value: float, rng: random.Random, low: float, high: float) -> float:
+    """`value` multiplied or divided (even odds) by a factor drawn from [low, high]; for a
+    BELOW_ONE name the distance to 1 is what is multiplied or divided."""
+    factor = rng.uniform(low, high)
+    if rng.random() < 0.5:
+        factor = 1.0 / factor
+    if name in BELOW_ONE:
+        return 1.0 - max(MIN_BELOW_ONE, min(1.0, (1.0 - value) * factor))
+    return value * factor
+
+
+def mutated(hyper: Dict[str, float], names: Sequence[str], rng: random.Random, rate: float, low: float,
+            high: float) -> Dict[str, float]:
+    """A copy of `hyper` where each of `names` is perturbed with probability `rate`."""
+    out = dict(hyper)
+    for name in names:
+        if rng.random() < rate:
+            out[name] = perturbed(name, hyper[name], rng, low, high)
+    return out
+
+
+def ranked_groups(objectives: Dict[int, float], fraction: float):
+    """(best, worst): the ceil(fraction * N) members with the highest and the lowest objective."""
+    order = sorted(objectives, key=lambda k: objectives[k], reverse=True)
+    n = min(len(order), math.ceil(fraction * len(order)))
+    return order[:n], order[len(order) - n:]
+
+
+def leads_by_gaps(donor: float, target: float, relative: float, absolute: float) -> bool:
+    """The donor's objective beats the target's by more than both gaps (the relative one
+    measured against the donor's objective)."""
+    delta = donor - target
+    return delta > absolute and delta / (abs(donor) + 1e-8) > relative
+
+
+class Decision(NamedTuple):
+    """What one look at a policy decided: its donor (None: it keeps its weights), whether it
+    was in the best group (then nothing changes), and the objectives seen."""
+
+    policy: int
+    donor: Optional[int]
+    in_best: bool
+    objectives: Dict[int, float]
+
+
+def decide(policy: int, objectives: Dict[int, float], pbt, rng: random.Random) -> Optional[Decision]:
+    """The PBT rule for `policy` given each member's objective (members without one are not
+    ranked); None when `policy` has no objective yet or the population is too small."""
+    if policy not in objectives or len(objectives) < 2:
+        return None
+    best, worst = ranked_groups(objectives, pbt.replace_fraction)
+    if policy in best:
+        return Decision(policy, None, True, objectives)
+    donor = None
+    if policy in worst:
+        candidate = rng.choice(best)
+        if leads_by_gaps(objectives[candidate], objectives[policy], pbt.replace_reward_gap,
+                         pbt.replace_reward_gap_absolute):
+            donor = candidate
+    return Decision(policy, donor, False, objectives)
+
+
+def mutable_names(pbt) -> List[str]:
+    return [n for n in HYPERPARAMS if n != "gamma" or pbt.optimize_gamma]
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
