@@ -18,6 +18,7 @@ import numpy as np
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import EnvFamily
+from sf_hydra.envs.episode_info import EPISODE_STATS
 
 SETTINGS = {"width": 5, "height": 8}  # env.kwargs this family understands, with defaults
 
@@ -46,7 +47,9 @@ class CatchEnv(gym.Env):
         self.ball_row += 1
         landed = self.ball_row == self.height - 1
         reward = (1.0 if self.ball_col == self.paddle else -1.0) if landed else 0.0
-        return self._obs(), reward, landed, False, {}
+        # A statistic of the finished episode (averaged per policy, e.g. pbt.target_objective=caught).
+        info = {EPISODE_STATS: {"caught": float(reward > 0)}} if landed else {}
+        return self._obs(), reward, landed, False, info
 
 
 class CatchFamily(EnvFamily):
@@ -56,6 +59,10 @@ class CatchFamily(EnvFamily):
         env = CatchEnv(**{**SETTINGS, **dict(env_cfg.kwargs or {})})
         env.reset(seed=seed)
         return env
+
+    def episode_stats(self, env_cfg):
+        """What its episodes report at their end (info["episode_extra_stats"])."""
+        return ("caught",)
 
     def validate(self, env_cfg) -> None:
         """Runs before any process starts: a bad setting names its key."""

@@ -27,7 +27,7 @@ from typing import Dict, Optional
 
 import lightning as L
 
-from sf_hydra.learner.pbt_rules import Decision, append_jsonl, decide, mutable_names, mutated
+from sf_hydra.learner.pbt_rules import Decision, append_jsonl, decide, mutable_names, mutated, weights_digest
 
 
 class PopulationBasedTraining(L.Callback):
@@ -103,21 +103,26 @@ class PopulationBasedTraining(L.Callback):
                 self._record_event(m, k, steps, decision, before=None)
             return
         before = dict(m.hyperparams[k])
+        donor_digest = None
         if decision.donor is not None:
             if self.workspace is not None:
-                if not self.workspace.copy_into(m, trainer, decision.donor, k):
-                    decision = decision._replace(donor=None)  # its files went away: a mutation only
+                donor_digest = self.workspace.copy_into(m, trainer, decision.donor, k)
+                if donor_digest is None:
+                    decision = decision._replace(donor=None)  # its file is unreadable: a mutation only
             else:
+                donor_digest = weights_digest(m.policies[decision.donor].state_dict())
                 m.copy_policy(decision.donor, k)
             if decision.donor is not None:
                 trainer.datamodule.publish(k)
-        new = mutated(m.hyperparams[k], mutable_names(self.pbt), self.rng, self.pbt.mutation_rate,
-                      self.pbt.perturb_min, self.pbt.perturb_max)
+        base = dict(m.hyperparams[k])  # its own, or the donor's it just took
+        new = mutated(base, mutable_names(self.pbt), self.rng, self.pbt.mutation_rate, self.pbt.perturb_min,
+                      self.pbt.perturb_max)
         m.set_hyperparams(k, new)
-        self._record_event(m, k, steps, decision, before)
+        self._record_event(m, k, steps, decision, before, donor_digest, base)
         self._record_hyperparams(m, k, "replaced" if decision.donor is not None else "mutated")
 
-    def _record_event(self, m, k: int, steps: int, decision: Decision, before) -> None:
+    def _record_event(self, m, k: int, steps: int, decision: Decision, before, donor_digest=None,
+                      base=None) -> None:
         member = self._member(k)
         event = {
             "time": time.time(), "env_steps": int(steps), "policy": member, "run_env_steps": int(m.env_steps),
@@ -127,8 +132,12 @@ class PopulationBasedTraining(L.Callback):
             "objectives": {str(j): o for j, o in sorted(decision.objectives.items())},
             "target_objective": self.pbt.target_objective,
         }
-        if before is not None:
+        if donor_digest is not None:  # the weights it took, and its own right after: equal
+            event["donor_weights_digest"] = donor_digest
+            event["weights_digest"] = weights_digest(m.policies[k].state_dict())
+        if before is not None:  # before the look, what was perturbed (the donor's after a replacement), after
             event["hyperparams_before"] = before
+            event["hyperparams_perturbed_from"] = base
             event["hyperparams_after"] = dict(m.hyperparams[k])
         append_jsonl(self.dir / "events.jsonl", event)
         if decision.donor is not None:

@@ -3,6 +3,7 @@ the population's objectives, hyperparameters and a random generator."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -94,6 +95,15 @@ def decide(policy: int, objectives: Dict[int, float], pbt, rng: random.Random) -
 
 def mutable_names(pbt) -> List[str]:
     return [n for n in HYPERPARAMS if n != "gamma" or pbt.optimize_gamma]
+
+
+def weights_digest(state_dict) -> str:
+    """SHA-256 of a state dict's tensors (names and bytes, in order): equal digests, equal weights."""
+    h = hashlib.sha256()
+    for name, tensor in state_dict.items():
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def append_jsonl(path: Path, record: dict) -> None:

@@ -18,9 +18,11 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
+
+from sf_hydra.learner.pbt_rules import weights_digest
 
 log = logging.getLogger("sf_hydra")
 
@@ -61,9 +63,9 @@ class Workspace:
                 found[member] = float(objective)
         return found
 
-    def copy_into(self, m, trainer, donor: int, policy: int) -> bool:
-        """Loads member `donor`'s published policy into the learner's `policy`; False (and a
-        warning) when its file cannot be read."""
+    def copy_into(self, m, trainer, donor: int, policy: int) -> Optional[str]:
+        """Loads member `donor`'s published policy into the learner's `policy`, returning the
+        digest of the weights it took; None (and a warning) when its file cannot be read."""
         path = self.folder / f"member_{donor}" / "policy.pt"
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -71,5 +73,5 @@ class Workspace:
         except Exception as e:  # a member's file is never worth the run
             log.warning("PBT: could not take member %d's policy from %s (%s: %s); mutating only", donor, path,
                         type(e).__name__, e)
-            return False
-        return True
+            return None
+        return weights_digest(state["weights"])

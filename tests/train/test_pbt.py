@@ -1,0 +1,154 @@
+"""Population-based training in real CartPole runs: policies started with a useless
+learning rate are replaced (their weights equal the donor's right after, their new
+hyperparameters within the perturbation bounds), the history files and TensorBoard say so,
+a resumed run goes on with its population, and bad input is refused before anything starts."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from sf_hydra.config import ConfigError
+from sf_hydra.learner.pbt_rules import BELOW_ONE
+from sf_hydra.report.tensorboard import read_scalars
+from sf_hydra.train import check_config, train
+from tests.conftest import REPO_ROOT, make_cfg
+
+USELESS = "+pbt.initial_hyperparams={2:{learning_rate:1e-7},3:{learning_rate:1e-7}}"
+PBT = ("algo.num_policies=4", "pbt.with_pbt=true", "pbt.period_env_steps=3000", "pbt.start_mutation=3000",
+       "pbt.replace_fraction=0.5", "pbt.replace_reward_gap=0.1", "pbt.replace_reward_gap_absolute=5",
+       "hardware.num_envs_per_worker=8", "algo.learning_rate=0.001", USELESS)
+
+
+def events(run_dir):
+    return [json.loads(line) for line in (run_dir / "pbt" / "events.jsonl").read_text().splitlines()]
+
+
+def history(run_dir, k):
+    return [json.loads(line) for line in (run_dir / "pbt" / f"hyperparams_{k}.jsonl").read_text().splitlines()]
+
+
+def within_bounds(base: dict, after: dict, low: float, high: float) -> bool:
+    """Each hyperparameter is unchanged, or multiplied/divided by a factor in [low, high]
+    (for Adam's betas and gamma: their distance to 1)."""
+    for name, old in base.items():
+        new = after[name]
+        if new == old:
+            continue
+        ratio = (1 - new) / (1 - old) if name in BELOW_ONE else new / old
+        if not (low - 1e-9 <= ratio <= high + 1e-9 or low - 1e-9 <= 1 / ratio <= high + 1e-9):
+            return False
+    return True
+
+
+def check_replacements(run_dir, low=1.1, high=1.5):
+    """The useless policies were replaced; every replacement took the donor's weights bitwise
+    and perturbed the donor's hyperparameters within the bounds."""
+    replaced = [e for e in events(run_dir) if e["action"] == "replaced"]
+    assert {2, 3} <= {e["policy"] for e in replaced}, events(run_dir)
+    for e in replaced:
+        assert e["weights_digest"] == e["donor_weights_digest"], e
+        assert e["donor"] != e["policy"] and e["donor_objective"] - e["objective"] > 5, e
+        assert within_bounds(e["hyperparams_perturbed_from"], e["hyperparams_after"], low, high), e
+    for k in (2, 3):  # the history: 1e-7 at the start, a working rate after the first replacement
+        lines = history(run_dir, k)
+        assert lines[0]["why"] == "start" and lines[0]["learning_rate"] == pytest.approx(1e-7)
+        first = next(line for line in lines if line["why"] == "replaced")
+        assert first["learning_rate"] > 1e-4
+    return replaced
+
+
+@pytest.mark.slow
+def test_useless_learning_rates_are_replaced_by_donors(tmp_path):
+    cfg = make_cfg(tmp_path, *PBT, "train_for_env_steps=15000", "logger.experiment_summaries_interval=0.5")
+    summary = train(cfg)
+    run_dir = tmp_path / "test"
+    replaced = check_replacements(run_dir)
+    # The learner's hyperparameters at the end are the last line of each history, and the checkpoint holds them.
+    saved = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["sf_hydra"]["hyperparams"]
+    for k in range(4):
+        last = history(run_dir, k)[-1]
+        assert {n: last[n] for n in saved[k]} == saved[k]
+    # TensorBoard: each policy's current learning rate; a replaced policy's rose from 1e-7.
+    lr = [s.value for s in read_scalars(run_dir)["policy_2/pbt/learning_rate"]]
+    assert lr[0] == pytest.approx(1e-7) and max(lr) > 1e-4
+    assert summary["env_steps"] >= 4 * 15000 and len(replaced) >= 2
+
+
+@pytest.mark.long
+def test_the_population_solves_cartpole_after_replacing_its_useless_members(tmp_path):
+    cfg = make_cfg(tmp_path, *PBT, "train_for_env_steps=600000", "train_until_avg_return=450",
+                   "hardware.num_workers=2")
+    summary = train(cfg)
+    check_replacements(tmp_path / "test")
+    assert summary["stop_reason"] == "train_until_avg_return=450 reached", summary
+    assert all(p["avg_return"] >= 450 for p in summary["policies"]), summary["policies"]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_goes_on_with_its_population_and_histories(tmp_path):
+    common = ("algo.num_policies=2", "pbt.with_pbt=true", "pbt.period_env_steps=2000", "pbt.start_mutation=2000",
+              "pbt.mutation_rate=1.0", "hardware.num_envs_per_worker=8")
+    train(make_cfg(tmp_path, *common, "train_for_env_steps=8000"))
+    run_dir = tmp_path / "test"
+    first = events(run_dir)
+    assert first
+    ended = {k: history(run_dir, k)[-1] for k in range(2)}
+    train(make_cfg(tmp_path, *common, "train_for_env_steps=16000"))
+    after = events(run_dir)
+    assert after[: len(first)] == first and len(after) > len(first)  # appended, not restarted
+    for k in range(2):
+        mine = [e for e in after if e["policy"] == k]
+        steps = [e["env_steps"] for e in mine]
+        assert steps == sorted(steps) and len({s // 2000 for s in steps}) == len(steps)  # one look per period
+        resumed = [e for e in mine[len([e for e in first if e["policy"] == k]):] if "hyperparams_before" in e]
+        if resumed:  # its first look after the resume starts from where the first session left it
+            assert resumed[0]["hyperparams_before"] == {n: ended[k][n] for n in resumed[0]["hyperparams_before"]}
+        assert history(run_dir, k)[0]["why"] == "start" and sum(h["why"] == "start" for h in history(run_dir, k)) == 1
+
+
+def test_a_statistic_the_env_reports_is_the_target_objective(tmp_path):
+    """The custom-env example reports `caught` at each episode's end: the population is ranked by it."""
+    result = subprocess.run(
+        [sys.executable, "train.py", "--config-dir", str(REPO_ROOT / "examples" / "custom_env" / "conf"),
+         "env=custom/catch", f"train_dir={tmp_path}", "hardware.num_workers=1", "hardware.num_envs_per_worker=4",
+         "algo.num_policies=2", "pbt.with_pbt=true", "pbt.target_objective=caught", "pbt.period_env_steps=500",
+         "pbt.start_mutation=500", "train_for_env_steps=2500", "logger.experiment_summaries_interval=0.2",
+         "train_until_avg_return=null"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = tmp_path / "catch"
+    looks = events(run_dir)
+    assert looks and all(e["target_objective"] == "caught" for e in looks)
+    assert all(0.0 <= v <= 1.0 for e in looks for v in e["objectives"].values())  # a catch rate, not a return
+    caught = read_scalars(run_dir)["policy_0/episode/caught"]
+    assert caught and all(0.0 <= s.value <= 1.0 for s in caught)
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (("pbt.with_pbt=true",), "pbt.with_pbt"),  # one policy
+    (("algo.num_policies=4", "pbt.with_pbt=true", "pbt.replace_fraction=0.9"), "pbt.replace_fraction"),
+    (("algo.num_policies=4", "pbt.with_pbt=true", "pbt.perturb_min=1.6", "pbt.perturb_max=1.2"), "pbt.perturb_max"),
+    (("algo.num_policies=4", "pbt.with_pbt=true", "pbt.target_objective=frags"), "pbt.target_objective"),
+    (("algo.num_policies=2", "pbt.with_pbt=true", "+pbt.initial_hyperparams={1:{lr:0.1}}"),
+     "pbt.initial_hyperparams.1"),
+    (("algo.num_policies=2", "pbt.with_pbt=true", "+pbt.initial_hyperparams={5:{learning_rate:0.1}}"),
+     "pbt.initial_hyperparams"),
+    (("pbt.with_pbt=true", "pbt.workspace=/tmp/ws"), "pbt.member"),
+    (("algo.num_policies=2", "pbt.with_pbt=true", "pbt.workspace=/tmp/ws", "pbt.member=0"), "algo.num_policies"),
+])
+def test_bad_pbt_input_names_the_key(tmp_path, overrides, key):
+    with pytest.raises(ConfigError) as info:
+        check_config(make_cfg(tmp_path, *overrides))
+    assert info.value.key == key, str(info.value)
+
+
+def test_bad_pbt_input_stops_the_command_before_any_process_starts(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "train.py", f"train_dir={tmp_path}", "algo.num_policies=4", "pbt.with_pbt=true",
+         "pbt.target_objective=frags"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "pbt.target_objective" in result.stderr and "'frags'" in result.stderr and "true_objective" in result.stderr
+    assert not any(tmp_path.rglob("*.ckpt"))
