@@ -31,7 +31,8 @@ def test_two_members_exchange_through_the_workspace(sweep):
     taken = [e for e in events(runs[1]) if e["action"] == "replaced"]
     assert taken, events(runs[1])
     assert all(e["donor"] == 0 and e["weights_digest"] == e["donor_weights_digest"] for e in taken), taken
-    assert taken[0]["hyperparams_before"]["learning_rate"] == 1e-7 and taken[0]["hyperparams_after"]["learning_rate"] > 1e-4
+    first = taken[0]
+    assert first["hyperparams_before"]["learning_rate"] == 1e-7 and first["hyperparams_after"]["learning_rate"] > 1e-4
     # Both were Slurm jobs of the sweep's array.
     def completed():
         lines = slurm("sacct", "-X", "-n", "-P", "-S", "now-2hours", f"--name={sweep.job_name}", "-o",
