@@ -75,6 +75,14 @@ def test_useless_learning_rates_are_replaced_by_donors(tmp_path):
     lr = [s.value for s in read_scalars(run_dir)["policy_2/pbt/learning_rate"]]
     assert lr[0] == pytest.approx(1e-7) and max(lr) > 1e-4
     assert summary["env_steps"] >= 4 * 15000 and len(replaced) >= 2
+    # The report draws the population and lists every replacement.
+    out = subprocess.run([sys.executable, "-m", "sf_hydra.report.population", str(run_dir), "--out",
+                          str(tmp_path / "population.png")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"{len(replaced)} replacements" in out.stdout
+    for e in replaced:
+        assert f"policy {e['policy']} took policy {e['donor']}'s weights at {e['env_steps']} " in out.stdout
+    assert (tmp_path / "population.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.long
