@@ -55,14 +55,19 @@ SELF_PLAY_PRESETS = ["doom_duel_selfplay", "doom_deathmatch_selfplay", "doom_due
 
 @pytest.mark.parametrize("name", SELF_PLAY_PRESETS)
 def test_self_play_presets_run_scaled_down(tmp_path, name):
-    """The paper's multi-policy Doom presets train as shipped (8 policies, PBT off until it
-    lands), scaled to this machine: 1 worker x 1 env, a small batch, 105-step matches, a
+    """The paper's multi-policy Doom presets train as shipped (8 policies with PBT ranked by
+    frags), scaled to this machine: 1 worker x 1 env, a small batch, 105-step matches, a
     few seconds."""
+    import json
+
     from sf_hydra.train import train
 
     cfg = compose_cfg(f"+experiment={name}", f"train_dir={tmp_path}", "hardware.num_workers=1",
                       "hardware.num_envs_per_worker=1", "algo.batch_size=64", "env.episode_timeout=420",
                       "train_for_seconds=8")
-    assert cfg.algo.num_policies == 8 and not cfg.pbt.with_pbt
+    assert cfg.algo.num_policies == 8 and cfg.pbt.with_pbt and cfg.pbt.target_objective == "FRAGCOUNT"
     summary = train(cfg)
     assert summary["policy_version"] >= 1 and len(summary["policies"]) == 8
+    for k in range(8):  # every member of the population has its hyperparameter history
+        start = json.loads((tmp_path / cfg.experiment / "pbt" / f"hyperparams_{k}.jsonl").read_text().splitlines()[0])
+        assert start["why"] == "start" and start["gamma"] == 0.995
