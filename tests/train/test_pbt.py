@@ -97,12 +97,16 @@ def test_the_population_solves_cartpole_after_replacing_its_useless_members(tmp_
 
 @pytest.mark.slow
 def test_a_resumed_run_goes_on_with_its_population_and_histories(tmp_path):
+    """With batched sampling (each worker serves one policy): a replaced policy's new weights
+    reach the workers that serve it, and a resume goes on with the population."""
     common = ("algo.num_policies=2", "pbt.with_pbt=true", "pbt.period_env_steps=2000", "pbt.start_mutation=2000",
-              "pbt.mutation_rate=1.0", "hardware.num_envs_per_worker=8")
+              "pbt.mutation_rate=1.0", "hardware.num_envs_per_worker=8", "hardware.batched_sampling=true",
+              "algo.learning_rate=0.001", "+pbt.initial_hyperparams={1:{learning_rate:1e-7}}")
     train(make_cfg(tmp_path, *common, "train_for_env_steps=8000"))
     run_dir = tmp_path / "test"
     first = events(run_dir)
-    assert first
+    taken = [e for e in first if e["action"] == "replaced"]
+    assert taken and all(e["weights_digest"] == e["donor_weights_digest"] for e in taken), first
     ended = {k: history(run_dir, k)[-1] for k in range(2)}
     train(make_cfg(tmp_path, *common, "train_for_env_steps=16000"))
     after = events(run_dir)
