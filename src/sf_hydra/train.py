@@ -17,8 +17,8 @@ from omegaconf import OmegaConf
 
 from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
-from sf_hydra.config.validation import check_target_objective
-from sf_hydra.envs import check_env, episode_stats
+from sf_hydra.config.validation import check_pbt_against_env
+from sf_hydra.envs import check_env, episode_stats, reward_shaping
 from sf_hydra.faults import EnvStartError
 from sf_hydra.launch import signals
 from sf_hydra.loggers import build_loggers, finish_wandb
@@ -119,7 +119,7 @@ def check_config(cfg) -> None:
     validate(cfg)
     check_targets(cfg)
     check_env(cfg.env)
-    check_target_objective(cfg, episode_stats(cfg.env))
+    check_pbt_against_env(cfg, episode_stats(cfg.env), reward_shaping(cfg.env))
     check_batched_sampling(cfg)
 
 

@@ -100,3 +100,17 @@ def test_weights_digest_tells_equal_weights_from_different_ones():
     with torch.no_grad():
         b.weight[0, 0] = torch.nextafter(b.weight[0, 0], torch.tensor(1.0))  # one float32 step
     assert weights_digest(a.state_dict()) != weights_digest(b.state_dict())
+
+
+def test_reward_shaping_weights_are_hyperparameters_and_gamma_only_on_request():
+    from sf_hydra.learner.pbt_rules import mutable_names, shaping_difference, shaping_hyperparams
+
+    shaping = {"FRAGCOUNT": (1.0, -1.5), "HEALTH": (0.005, -0.003)}
+    hyper = {"learning_rate": 1e-4, "gamma": 0.99, **shaping_hyperparams(shaping)}
+    assert hyper["reward_shaping.FRAGCOUNT.down"] == -1.5
+    assert mutable_names(pbt(optimize_gamma=False), hyper) == [n for n in hyper if n != "gamma"]
+    assert "gamma" in mutable_names(pbt(optimize_gamma=True), hyper)
+    assert shaping_difference(hyper, shaping) == [0.0, 0.0, 0.0, 0.0]
+    hyper["reward_shaping.FRAGCOUNT.up"], hyper["reward_shaping.HEALTH.down"] = 2.5, -0.001
+    # The ups, then the downs: the order of the units an env reports.
+    assert shaping_difference(hyper, shaping) == pytest.approx([1.5, 0.0, 0.0, 0.002])

@@ -164,3 +164,29 @@ def test_bad_pbt_input_stops_the_command_before_any_process_starts(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "pbt.target_objective" in result.stderr and "'frags'" in result.stderr and "true_objective" in result.stderr
     assert not any(tmp_path.rglob("*.ckpt"))
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["env_per_row", "vector_env"])
+def test_each_policy_is_paid_by_its_own_reward_shaping_weights(tmp_path, batched):
+    """An env family that declares reward shaping (tests/helpers/shaped_envs.py: CartPole's +1
+    per step is the shaped quantity ALIVE, weight 1) pays a policy with its own weights: policy
+    1 starts at ALIVE up = 3, so each of its steps earns 3 (the rollout worker adds the
+    difference), policy 0's earn 1."""
+    cfg = make_cfg(tmp_path, "env.factory._target_=tests.helpers.shaped_envs.ShapedCartPoleFamily",
+                   "algo.num_policies=2", "pbt.with_pbt=true", "pbt.start_mutation=1000000000",
+                   "+pbt.initial_hyperparams={1:{reward_shaping.ALIVE.up:3.0}}", "train_for_env_steps=3000",
+                   f"hardware.batched_sampling={str(batched).lower()}")
+    summary = train(cfg)
+    zero, one = summary["policies"]
+    assert zero["avg_return"] == pytest.approx(zero["avg_length"])
+    assert one["avg_return"] == pytest.approx(3 * one["avg_length"])
+    assert one["hyperparams"]["reward_shaping.ALIVE.up"] == 3.0
+    assert zero["hyperparams"]["reward_shaping.ALIVE.up"] == 1.0
+
+
+def test_a_shaping_name_the_env_does_not_declare_is_refused(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        check_config(make_cfg(tmp_path, "env.factory._target_=tests.helpers.shaped_envs.ShapedCartPoleFamily",
+                              "algo.num_policies=2", "pbt.with_pbt=true",
+                              "+pbt.initial_hyperparams={1:{reward_shaping.HEALTH.up:3.0}}"))
+    assert info.value.key == "pbt.initial_hyperparams.1" and "reward_shaping.ALIVE.up" in str(info.value)

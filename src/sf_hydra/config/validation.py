@@ -168,13 +168,21 @@ def _check_pbt(cfg) -> None:
             raise ConfigError("pbt.initial_hyperparams", k, f"a policy index in [0, {members})" if members
                               else "a member index >= 0")
         for name in hyper:
-            if name not in PBT_HYPERPARAMS:
-                raise ConfigError(f"pbt.initial_hyperparams.{k}", name, ", ".join(PBT_HYPERPARAMS))
+            if name not in PBT_HYPERPARAMS and not name.startswith("reward_shaping."):
+                raise ConfigError(f"pbt.initial_hyperparams.{k}", name, ", ".join(PBT_HYPERPARAMS)
+                                  + ", or reward_shaping.<name>.up|down of the env's shaped quantities")
 
 
-def check_target_objective(cfg, reported) -> None:
+def check_pbt_against_env(cfg, reported, shaping) -> None:
     """`pbt.target_objective` is true_objective or a statistic the env declares it reports
-    (`reported`: the env family's episode_stats)."""
+    (`reported`: the env family's episode_stats); a reward_shaping.* name in
+    pbt.initial_hyperparams is one of the env's shaped quantities (`shaping`)."""
+    declared = [f"reward_shaping.{n}.{side}" for n in shaping for side in ("up", "down")]
+    for k, hyper in (cfg.pbt.initial_hyperparams or {}).items():
+        for key in hyper:
+            if key.startswith("reward_shaping.") and key not in declared:
+                raise ConfigError(f"pbt.initial_hyperparams.{k}", key, ", ".join(declared) if declared else
+                                  "no reward_shaping.* name: this env declares no reward shaping")
     name = cfg.pbt.target_objective
     allowed = ("true_objective", *reported)
     if cfg.pbt.with_pbt and name not in allowed:

@@ -17,6 +17,14 @@ GAME_CONTINUES = "game_continues"
 EPISODE_STATS = "episode_extra_stats"
 
 
+# info[SHAPING_UNITS] on every step of an env whose family declares reward shaping
+# (EnvFamily.reward_shaping, {name: [per unit up, per unit down]}): float [2 x V], how many
+# units each shaped quantity went up (the first V) and down (the last V) in this step, in the
+# declared order. The env's reward already holds them at the declared weights; a policy with
+# weights of its own (PBT perturbs them) gets the difference added by the rollout worker.
+SHAPING_UNITS = "reward_shaping_units"
+
+
 def episode_stats(info):
     """The finished game's statistics from a done step's info, or None."""
     return info.get(EPISODE_STATS) if info else None

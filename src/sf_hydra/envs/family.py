@@ -50,6 +50,12 @@ class EnvFamily:
         The default declares none."""
         return ()
 
+    def reward_shaping(self, env_cfg) -> Dict[str, Tuple[float, float]]:
+        """{name: (reward per unit up, per unit down)}: the shaped quantities whose units its envs
+        report each step in `info["reward_shaping_units"]` (envs/episode_info.py), in this order;
+        PBT perturbs these weights per policy. The default declares none."""
+        return {}
+
     def check_vector_backend(self, env_cfg, backend: str) -> None:
         """Raises ConfigError when `backend` (one of `vector_backends`) cannot build this env."""
 
@@ -91,6 +97,12 @@ def episode_stats(env_cfg) -> Tuple[str, ...]:
     """The end-of-episode statistics the env's family declares (EnvFamily.episode_stats)."""
     env_cfg = _as_node(env_cfg)
     return tuple(env_family(env_cfg).episode_stats(env_cfg))
+
+
+def reward_shaping(env_cfg) -> Dict[str, Tuple[float, float]]:
+    """The reward shaping the env's family declares (EnvFamily.reward_shaping)."""
+    env_cfg = _as_node(env_cfg)
+    return {str(k): (float(v[0]), float(v[1])) for k, v in env_family(env_cfg).reward_shaping(env_cfg).items()}
 
 
 def check_env(env_cfg) -> None:

@@ -10,7 +10,9 @@ policy is looked at against the population, ranked by `pbt.target_objective`:
   - then (replaced or not) each of its hyperparameters is perturbed with probability
     `mutation_rate`: multiplied or divided (even odds) by a factor drawn from
     [perturb_min, perturb_max]; a value that lives just below 1 (Adam's betas, gamma) has
-    its distance to 1 perturbed instead, so it stays below 1.
+    its distance to 1 perturbed instead, so it stays below 1. The hyperparameters are the
+    learner's (pbt_rules.HYPERPARAMS) and, where the env family declares reward shaping, its
+    shaping weights (`reward_shaping.<name>.up|down`), which the rollout workers apply per policy.
 
 The population is the run's own `algo.num_policies` policies, or, with `pbt.workspace`, one
 member per run: runs exchange objectives and checkpoints through that folder (workspace.py).
@@ -27,7 +29,15 @@ from typing import Dict, Optional
 
 import lightning as L
 
-from sf_hydra.learner.pbt_rules import Decision, append_jsonl, decide, mutable_names, mutated, weights_digest
+from sf_hydra.learner.pbt_rules import (
+    Decision,
+    append_jsonl,
+    decide,
+    mutable_names,
+    mutated,
+    shaping_difference,
+    weights_digest,
+)
 
 
 class PopulationBasedTraining(L.Callback):
@@ -50,6 +60,7 @@ class PopulationBasedTraining(L.Callback):
     # -- the hooks ----------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
         for k in range(pl_module.num_policies):
+            self._send_shaping(trainer, pl_module, k)  # a resumed run's own weights
             self.next_look.setdefault(k, self._boundary_after(pl_module.stats[k].env_steps))
             if not (self.dir / f"hyperparams_{self._member(k)}.jsonl").exists():
                 self._record_hyperparams(pl_module, k, "start")
@@ -77,6 +88,11 @@ class PopulationBasedTraining(L.Callback):
             self.rng.setstate(ast.literal_eval(state_dict["rng"]))
 
     # -- the rule -----------------------------------------------------------------------------
+    def _send_shaping(self, trainer, m, k: int) -> None:
+        """Policy k's reward-shaping weights reach the rollout workers (the rows it acts in)."""
+        if m.reward_shaping:
+            trainer.datamodule.sampler.set_reward_shaping(k, shaping_difference(m.hyperparams[k], m.reward_shaping))
+
     def _boundary_after(self, steps: int) -> int:
         period = self.pbt.period_env_steps
         return (steps // period + 1) * period
@@ -115,9 +131,10 @@ class PopulationBasedTraining(L.Callback):
             if decision.donor is not None:
                 trainer.datamodule.publish(k)
         base = dict(m.hyperparams[k])  # its own, or the donor's it just took
-        new = mutated(base, mutable_names(self.pbt), self.rng, self.pbt.mutation_rate, self.pbt.perturb_min,
+        new = mutated(base, mutable_names(self.pbt, base), self.rng, self.pbt.mutation_rate, self.pbt.perturb_min,
                       self.pbt.perturb_max)
         m.set_hyperparams(k, new)
+        self._send_shaping(trainer, m, k)
         self._record_event(m, k, steps, decision, before, donor_digest, base)
         self._record_hyperparams(m, k, "replaced" if decision.donor is not None else "mutated")
 

@@ -22,6 +22,24 @@ def initial_hyperparams(algo) -> Dict[str, float]:
     return {name: float(algo[name]) for name in HYPERPARAMS}
 
 
+SHAPING = "reward_shaping."  # hyperparameter names of the env's shaping weights: reward_shaping.<name>.up|down
+
+
+def shaping_hyperparams(shaping: Dict[str, Sequence[float]]) -> Dict[str, float]:
+    """The env family's reward-shaping weights ({name: (up, down)}) as hyperparameters."""
+    out = {}
+    for name, (up, down) in shaping.items():
+        out[f"{SHAPING}{name}.up"], out[f"{SHAPING}{name}.down"] = float(up), float(down)
+    return out
+
+
+def shaping_difference(hyper: Dict[str, float], shaping: Dict[str, Sequence[float]]) -> List[float]:
+    """[2V] a policy's shaping weights minus the env's: the ups, then the downs (the order of
+    the env's SHAPING_UNITS)."""
+    ups = [hyper[f"{SHAPING}{n}.up"] - float(w[0]) for n, w in shaping.items()]
+    return ups + [hyper[f"{SHAPING}{n}.down"] - float(w[1]) for n, w in shaping.items()]
+
+
 def initial_overrides(cfg) -> Dict[int, Dict[str, float]]:
     """`pbt.initial_hyperparams` ({policy: {name: value}}) by the learner's policy index; with
     `pbt.workspace`, the entry of this run's member goes to its one policy."""
@@ -93,8 +111,10 @@ def decide(policy: int, objectives: Dict[int, float], pbt, rng: random.Random) -
     return Decision(policy, donor, False, objectives)
 
 
-def mutable_names(pbt) -> List[str]:
-    return [n for n in HYPERPARAMS if n != "gamma" or pbt.optimize_gamma]
+def mutable_names(pbt, hyper: Dict[str, float]) -> List[str]:
+    """What PBT perturbs of a policy's hyperparameters: all (reward shaping included) but
+    gamma, unless pbt.optimize_gamma."""
+    return [n for n in hyper if n != "gamma" or pbt.optimize_gamma]
 
 
 def weights_digest(state_dict) -> str:

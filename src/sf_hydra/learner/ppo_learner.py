@@ -19,9 +19,10 @@ import lightning as L
 import numpy as np
 import torch
 
+from sf_hydra.envs import reward_shaping
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_loss
-from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams, initial_overrides
+from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams, initial_overrides, shaping_hyperparams
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
 from sf_hydra.trajectory import model_trajectory_spec, obs_fields_of
@@ -111,7 +112,10 @@ class PPOLearner(L.LightningModule):
         self.stats = [PolicyStats(cfg.logger.stats_avg) for _ in range(self.num_policies)]
         # Each policy's own hyperparameters (learner/pbt.py HYPERPARAMS): the algo.* values,
         # changed only by population-based training; the optimizers' groups follow them.
-        self.hyperparams = [initial_hyperparams(cfg.algo) for _ in range(self.num_policies)]
+        # With PBT, the env's reward-shaping weights are per-policy hyperparameters too.
+        self.reward_shaping = reward_shaping(cfg.env) if cfg.pbt.with_pbt else {}
+        self.hyperparams = [{**initial_hyperparams(cfg.algo), **shaping_hyperparams(self.reward_shaping)}
+                            for _ in range(self.num_policies)]
         for k, overrides in initial_overrides(cfg).items():
             self.hyperparams[k].update(overrides)
         self.env_steps = 0  # frames of the whole run (every policy's, snapshots' too)
@@ -148,7 +152,7 @@ class PPOLearner(L.LightningModule):
 
         optimizers = [build("algo.optimizer", self.algo.optimizer, m.parameters()) for m in self.policies]
         for opt, hyper in zip(optimizers, self.hyperparams):
-            if hyper != initial_hyperparams(self.algo):  # pbt.initial_hyperparams
+            if any(hyper[n] != v for n, v in initial_hyperparams(self.algo).items()):  # pbt.initial_hyperparams
                 apply_to_optimizer(opt, hyper)
         return optimizers
 

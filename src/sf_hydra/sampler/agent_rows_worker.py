@@ -158,6 +158,12 @@ class AgentRowsWorker(WorkerBase):
         cat = ((lambda f: getattr(batches[0], f)) if len(batches) == 1
                else (lambda f: np.concatenate([getattr(b, f) for b in batches])))
         rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
+        if self.shaping is not None and any(b.shaping_units is not None for b in batches):
+            units = np.concatenate([b.shaping_units if b.shaping_units is not None
+                                    else np.zeros((len(b.rewards), len(self.shaping[0]))) for b in batches])
+            bonus = self._shaping_bonus(units, policies)
+            if bonus is not None:
+                rewards = rewards + bonus
         self._check_env_output(rows, rewards)
         done = terminated | truncated
         self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes, _stats_of(batches))

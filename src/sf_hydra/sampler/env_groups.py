@@ -11,7 +11,7 @@ from typing import Dict, NamedTuple, Optional
 import gymnasium as gym
 import numpy as np
 
-from sf_hydra.envs.episode_info import GAME_CONTINUES, episode_stats, game_continues
+from sf_hydra.envs.episode_info import GAME_CONTINUES, SHAPING_UNITS, episode_stats, game_continues
 from sf_hydra.envs.multi_agent.protocol import is_active, num_agents
 from sf_hydra.sampler.vector_envs import VectorEnv
 from sf_hydra.spaces import to_env_action
@@ -26,6 +26,7 @@ class StepBatch(NamedTuple):
     frames: int  # agent steps the env really simulated (reset-only steps excluded)
     game_continues: np.ndarray  # bool [A]: a done here ends a life, not the game (envs/episode_info.py)
     episode_stats: Optional[list] = None  # [A] a finished game's statistics (dict) or None; None: none at all
+    shaping_units: Optional[np.ndarray] = None  # [A, 2V] envs/episode_info.py SHAPING_UNITS; None: not reported
 
 
 def obs_rows(obs) -> Dict[str, np.ndarray]:
@@ -37,6 +38,17 @@ def obs_rows(obs) -> Dict[str, np.ndarray]:
     if obs and isinstance(obs[0], dict):
         return {k: np.stack([o[k] for o in obs]) for k in obs[0]}
     return {"obs": np.stack(obs)}
+
+
+def shaping_units(infos) -> Optional[np.ndarray]:
+    """[A, 2V] the agents' SHAPING_UNITS (zeros for an agent whose info has none); None when
+    no agent reports any."""
+    found = [info.get(SHAPING_UNITS) if info else None for info in infos]
+    first = next((u for u in found if u is not None), None)
+    if first is None:
+        return None
+    zeros = np.zeros(len(first))
+    return np.stack([zeros if u is None else np.asarray(u, dtype=np.float64) for u in found])
 
 
 class ProtocolEnvGroup:
@@ -71,7 +83,7 @@ class ProtocolEnvGroup:
             [to_env_action(self.action_space, a) for a in actions])
         return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), np.asarray(terminated, dtype=bool),
                          np.asarray(truncated, dtype=bool), self._active(infos), self.num_agents,
-                         self._game_continues(infos), self._episode_stats(infos))
+                         self._game_continues(infos), self._episode_stats(infos), shaping_units(infos))
 
     def close(self) -> None:
         self.env.close()
@@ -97,7 +109,7 @@ class SingleEnvGroup:
             obs, _ = self.env.reset()
         return StepBatch(obs_rows([obs]), np.array([reward], np.float32), np.array([terminated]), np.array([truncated]),
                          self._active, 1, np.array([game_continues(info)]),
-                         [episode_stats(info)] if episode_stats(info) is not None else None)
+                         [episode_stats(info)] if episode_stats(info) is not None else None, shaping_units([info]))
 
     def close(self) -> None:
         self.env.close()
@@ -122,6 +134,23 @@ def vector_game_continues(infos: dict, resets_next_step: bool, num_envs: int) ->
         return np.zeros(num_envs, dtype=bool)
     return (np.asarray(source[GAME_CONTINUES], dtype=bool)
             & np.asarray(source.get(f"_{GAME_CONTINUES}", True), dtype=bool))
+
+
+def vector_shaping_units(infos: dict, num_envs: int) -> Optional[np.ndarray]:
+    """[num_envs, 2V] SHAPING_UNITS from a vector env's infos (zeros where a sub-env has none).
+    With "same step" autoreset a sub-env's done step has its units in `final_info` (its
+    step's infos are those of the new episode's reset)."""
+    if not isinstance(infos, dict):
+        return None
+    found = None
+    for source in (infos, infos.get("final_info") or {}):
+        if SHAPING_UNITS not in source:
+            continue
+        units = np.asarray(source[SHAPING_UNITS], dtype=np.float64).reshape(num_envs, -1)
+        present = np.asarray(source.get(f"_{SHAPING_UNITS}", True), dtype=bool).reshape(-1, 1)
+        units = units * present
+        found = units if found is None else found + units
+    return found
 
 
 class VectorEnvGroup:
@@ -150,7 +179,8 @@ class VectorEnvGroup:
             self._resetting = terminated | truncated
             active = ~self._resetting
         return StepBatch(obs_rows(obs), np.asarray(rewards, dtype=np.float32), terminated, truncated, active, frames,
-                         vector_game_continues(infos, self.resets_next_step, self.num_agents))
+                         vector_game_continues(infos, self.resets_next_step, self.num_agents),
+                         shaping_units=vector_shaping_units(infos, self.num_agents))
 
     def close(self) -> None:
         self.env.close()

@@ -19,11 +19,18 @@ class PolicyStore:
     """Writer side is the learner, reader side each rollout worker; a lock keeps a reader
     from seeing half-written weights."""
 
-    def __init__(self, model: nn.Module, lock):
+    def __init__(self, model: nn.Module, lock, shaping_size: int = 0):
+        """shaping_size: 2 x the env's shaped quantities (envs/episode_info.py SHAPING_UNITS)."""
         self.flat = torch.zeros(flat_size(model), dtype=torch.float64).share_memory_()
         self.version = torch.zeros(1, dtype=torch.int64).share_memory_()
+        # The policy's own reward-shaping weights minus the env's (PBT perturbs them): what a
+        # worker adds per unit the env reports, for the rows this policy acts in. 0: the env's.
+        self.reward_shaping = torch.zeros(shaping_size, dtype=torch.float64).share_memory_()
         self.lock = lock
         self.publish(model, version=0)
+
+    def set_reward_shaping(self, difference) -> None:
+        self.reward_shaping.copy_(torch.as_tensor(difference, dtype=torch.float64))
 
     def publish(self, model: nn.Module, version: int) -> None:
         with torch.no_grad(), self.lock:

@@ -69,6 +69,8 @@ class WorkerBase:
         in serial mode)."""
         self.id, self.cfg = worker_id, cfg
         self.buffers, self.stores = buffers, stores
+        # Each policy's reward-shaping difference (PolicyStore.reward_shaping); None: no shaping to adjust.
+        self.shaping = [s.reward_shaping.numpy() for s in stores] if stores[0].reward_shaping.numel() else None
         self.writer = TrajectoryWriter(buffers)
         self.records_rnn = "rnn_states" in buffers.spec
         self.records_policy_ids = "policy_ids" in buffers.spec
@@ -204,6 +206,15 @@ class WorkerBase:
             part_obs = {k: v.index_select(0, sel) for k, v in obs.items()}
             parts.append((sel, self.models[p].act(part_obs, rnn.index_select(0, sel) if recurrent else None)))
         return merge_outputs(parts, len(policies))
+
+    def _shaping_bonus(self, units: np.ndarray, policies) -> Optional[np.ndarray]:
+        """[R] what the rows' policies' own reward-shaping weights add to the env's rewards,
+        given the units each row's env reported ([R, 2V]); None when no policy has its own."""
+        table = np.stack(self.shaping)
+        if not table.any():
+            return None
+        weights = table[0][None] if policies is None else table[policies]
+        return (units * weights).sum(1).astype(np.float32)
 
     def _episode_end(self, row: int, game_continues: bool, episodes: list, stats=None) -> None:
         """A done of `row`: its game is reported and, at a game's end, its next policy drawn

@@ -22,6 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.envs import reward_shaping
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
@@ -96,7 +97,8 @@ class Sampler:
         self.buffers = TrajectoryBuffers.allocate(spec, self.num_workers * self.per_worker, cfg.algo.rollout)
         # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
         self.num_policies = cfg.algo.num_policies
-        self.stores = [PolicyStore(model, self.ctx.Lock())
+        shaping = 2 * len(reward_shaping(cfg.env)) if cfg.pbt.with_pbt else 0
+        self.stores = [PolicyStore(model, self.ctx.Lock(), shaping)
                        for _ in range(self.num_policies + cfg.selfplay.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         # Each worker's progress (rollout_worker.BEAT_*): watched so that a stuck worker is named.
@@ -253,6 +255,10 @@ class Sampler:
 
     def publish(self, policy: int, model: torch.nn.Module, version: int) -> None:
         self.stores[policy].publish(model, version)
+
+    def set_reward_shaping(self, policy: int, difference) -> None:
+        """Policy `policy`'s reward-shaping weights minus the env's (PolicyStore.reward_shaping)."""
+        self.stores[policy].set_reward_shaping(difference)
 
     @property
     def pool_stores(self) -> List[PolicyStore]:

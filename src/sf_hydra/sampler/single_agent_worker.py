@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from sf_hydra.envs import make_env
-from sf_hydra.envs.episode_info import episode_stats, game_continues
+from sf_hydra.envs.episode_info import SHAPING_UNITS, episode_stats, game_continues
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
@@ -55,12 +55,15 @@ class SingleAgentWorker(WorkerBase):
         terminated, truncated = np.zeros(count, bool), np.zeros(count, bool)
         ends = []  # (env index, whether its game goes on, its statistics)
         restarted = []  # envs re-created this step (crashed or hung): their episode is dropped
+        units = None if self.shaping is None else np.zeros((count, len(self.shaping[0])))
         for j in range(count):
             i = split.start + j
             self._beat(i, self.games.lengths[i])
             try:
                 ob, rewards[j], terminated[j], truncated[j], info = self.env_call(
                     self.envs[i].step, to_env_action(self.action_space, actions[j]))
+                if units is not None and SHAPING_UNITS in info:
+                    units[j] = info[SHAPING_UNITS]
                 if terminated[j] or truncated[j]:
                     ends.append((i, game_continues(info), episode_stats(info)))
                     ob, _ = self.env_call(self.envs[i].reset)
@@ -71,6 +74,8 @@ class SingleAgentWorker(WorkerBase):
                 restarted.append(i)
             self._store_obs(i, ob)
         self.timing["env_step"] += time.perf_counter() - t1
+        if units is not None and (bonus := self._shaping_bonus(units, policies)) is not None:
+            rewards += bonus
         self._check_env_output(split, rewards)
         self.games.add(split, rewards, 1)
         for i in restarted:

@@ -58,8 +58,13 @@ def test_no_built_in_reward_is_left_on(respawning):
 
 def test_multi_pays_frags_and_deaths_only():
     """`multi` against a built-in bot (the same rules and rewards as two agents of ours, in
-    one process): every match's return is its frags minus its deaths, whoever ends it."""
+    one process): every match's return is its frags minus its deaths, whoever ends it. Each
+    step reports its shaped units (what PBT reweighs per policy): with the map's own reward
+    off, the reward is exactly those units at the configured weights."""
     cfg = compose_cfg("env=doom/multi", "env.num_agents=1", "env.num_bots=1", "env.episode_timeout=1400").env
+    assert cfg.scenario_reward_scale == 0
+    weights = [w[0] for w in cfg.delta_rewards.values()] + [w[1] for w in cfg.delta_rewards.values()]
+    paid_units = 0
     env = make_env(cfg, seed=0)
     try:
         env.reset(seed=0)
@@ -67,6 +72,9 @@ def test_multi_pays_frags_and_deaths_only():
         matches, ret = [], 0.0
         for _ in range(800):
             _, reward, terminated, truncated, info = env.step(env.action_space.sample())
+            units = info["reward_shaping_units"]
+            assert len(units) == len(weights) and reward == pytest.approx(float(units @ weights))
+            paid_units += bool(units.any())
             ret += reward
             if terminated or truncated:
                 stats = info["episode_extra_stats"]
@@ -77,3 +85,4 @@ def test_multi_pays_frags_and_deaths_only():
         env.close()
     assert len(matches) >= 2 and sum(deaths for *_, deaths in matches) >= 2, matches
     assert all(ret == expected for ret, expected, _ in matches), matches
+    assert paid_units >= 2

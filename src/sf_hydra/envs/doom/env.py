@@ -13,6 +13,7 @@ from sf_hydra.envs.doom.actions import TURN_DELTA, make_action_mapping
 from sf_hydra.envs.doom.frames import as_chw, downsample, obs_shape
 from sf_hydra.envs.doom.game import build_game, parse_buttons, parse_game_variables, to_vizdoom_seed
 from sf_hydra.envs.doom.shaping import DeltaRewards
+from sf_hydra.envs.episode_info import SHAPING_UNITS
 
 DOOM_TICRATE = 35  # engine tics per second
 
@@ -159,7 +160,7 @@ class DoomEnv(gym.Env):
         if self.shaping is not None:
             reward += self.shaping()
         terminated = truncated = False
-        info = {}
+        info = {} if self.shaping is None else {SHAPING_UNITS: self.shaping.units}
         if game.is_episode_finished():
             # The state is None now: the observation stays the last frame seen.
             # Death ends a single-player episode; the scenario's own goal ends any.

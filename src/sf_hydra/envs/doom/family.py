@@ -122,6 +122,9 @@ class DoomFamily(EnvFamily):
     def episode_stats(self, env_cfg):
         return tuple(env_cfg.episode_stats)
 
+    def reward_shaping(self, env_cfg):
+        return {name: tuple(weights) for name, weights in env_cfg.delta_rewards.items()}
+
 
 __all__ = ["DoomEnv", "DoomFamily", "DoomMultiAgentEnv", "make_doom_env", "known_scenarios", "single_player_scenarios",
            "resolve_scenario"]

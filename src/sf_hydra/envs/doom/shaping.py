@@ -35,6 +35,7 @@ class DeltaRewards:
         self.floor = np.array([0.0 if n == "HEALTH" else -np.inf for n in names] + [-np.inf])
         self.previous = np.zeros(len(names) + 1)
         self.was_dead = False
+        self.units = np.zeros(2 * len(names))  # the last step's units up (first half) and down
 
     def start(self) -> None:
         """At the start of an episode: changes are counted from here."""
@@ -51,7 +52,9 @@ class DeltaRewards:
         delta = delta[:-1]
         if died_or_respawned:
             delta = np.where(self.body, 0.0, delta)
-        return float(np.where(delta > 0, delta * self.up, -delta * self.down).sum())
+        up, down = np.maximum(delta, 0.0), np.maximum(-delta, 0.0)
+        self.units = np.concatenate([up, down])
+        return float(up @ self.up + down @ self.down)
 
     def _read(self) -> np.ndarray:
         values = np.array([self.game.get_game_variable(v) for v in self.variables], dtype=np.float64)
