@@ -39,8 +39,8 @@ def _minibatch(state_size: int) -> dict:
 def test_micro_batches_give_the_whole_minibatch_gradient(tmp_cfg):
     whole, split = _learner(tmp_cfg, 0), _learner(tmp_cfg, T * 3)  # 3 rows, 3 rows, 2 rows
     mb = _minibatch(whole.model.rnn_state_size)
-    stats_whole = whole._accumulate_gradients(whole.model, mb)
-    stats_split = split._accumulate_gradients(split.model, mb)
+    stats_whole = whole._accumulate_gradients(whole.model, mb, whole.hyperparams[0])
+    stats_split = split._accumulate_gradients(split.model, mb, split.hyperparams[0])
     for (name, a), b in zip(whole.model.named_parameters(), split.model.parameters()):
         assert a.grad is not None, name
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -91,7 +91,7 @@ def test_a_field_declared_by_the_model_arrives_in_the_learners_batch(tmp_cfg, en
     torch.testing.assert_close(chosen, batch["log_probs"], rtol=1e-5, atol=1e-5)
     # The learner cuts the field into recurrence chunks with the others.
     batch.pop("meta")
-    adv, targets, old_values = learner._advantages_and_targets(learner.model, batch, None)
+    adv, targets, old_values = learner._advantages_and_targets(learner.model, batch, None, learner.algo.gamma)
     chunks = learner._chunks(batch, adv, targets, old_values, None)
     assert torch.equal(chunks["behaviour_logits"].reshape(logits.shape), logits)
 
