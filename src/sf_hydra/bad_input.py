@@ -320,6 +320,9 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool):
 
     check_config(cfg)
     check_creatable(key, cfg.run_dir)
+    from sf_hydra.resume_config import check_resume_config
+
+    check_resume_config(cfg, Path(cfg.run_dir).absolute())  # a resume keeps its saved config
     return cfg
 
 

@@ -28,8 +28,11 @@ from sf_hydra.targets import check_targets
 log = logging.getLogger("sf_hydra")
 
 
-def find_checkpoint(run_dir: Path, checkpoint: str) -> Path:
-    """`last`, a file name in the run's checkpoints/, or a path."""
+def find_checkpoint(run_dir: Path, checkpoint: str, kind: str = "latest", policy: int = 0, train_cfg=None) -> Path:
+    """`last`, a file name in the run's checkpoints/, or a path; with kind="best" (load_checkpoint_kind) the
+    best checkpoint of trained policy `policy` instead."""
+    if str(kind) == "best":
+        return best_checkpoint(run_dir, checkpoint, policy, train_cfg)
     candidates = [Path(checkpoint), run_dir / "checkpoints" / checkpoint,
                   run_dir / "checkpoints" / f"{checkpoint}.ckpt"]
     for path in candidates:
@@ -37,6 +40,27 @@ def find_checkpoint(run_dir: Path, checkpoint: str) -> Path:
             return path
     have = sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt"))
     raise ConfigError("checkpoint", checkpoint, f"'last', a path, or one of the run's checkpoints {have}")
+
+
+def best_checkpoint(run_dir: Path, checkpoint: str, policy: int, train_cfg=None) -> Path:
+    from sf_hydra.run_dir import best_checkpoint_name, checkpoint_dir, read_best
+
+    if checkpoint != "last":
+        raise ConfigError("load_checkpoint_kind", "best", f"latest when checkpoint={checkpoint!r} names a file "
+                          "(leave checkpoint at 'last' to load the best checkpoint)")
+    path = checkpoint_dir(run_dir) / best_checkpoint_name(policy)
+    if not path.is_file():
+        select = (lambda key, default: OmegaConf.select(train_cfg, key, default=default)) if train_cfg is not None \
+            else (lambda key, default: default)
+        raise ConfigError("load_checkpoint_kind", "best", (
+            f"latest: the run in {run_dir} has no best checkpoint of policy {policy} yet ({path.name} is written "
+            f"every save_best_every_sec once the policy has trained save_best_after="
+            f"{select('save_best_after', 100_000)} env steps and finished episodes; save_best_metric="
+            f"{select('save_best_metric', 'reward')})"))
+    info = read_best(path) or {}
+    log.info("best checkpoint of policy %d: %s=%s at %s env steps (%s)", policy, info.get("metric"),
+             info.get("value"), info.get("env_steps"), path)
+    return path
 
 
 def load_run(run_dir: Path):
@@ -127,7 +151,7 @@ def enjoy(cfg) -> dict:
     train_cfg = load_run(run_dir)
     check_targets(train_cfg)  # the env family and model parts the run was trained with, user code included
     check_env(train_cfg.env)
-    ckpt = find_checkpoint(run_dir, cfg.checkpoint)
+    ckpt = find_checkpoint(run_dir, cfg.checkpoint, cfg.load_checkpoint_kind, cfg.policy, train_cfg)
     render_mode = "human" if cfg.render else ("rgb_array" if cfg.video else None)
     env = make_env(train_cfg.env, seed=cfg.seed, render_mode=render_mode)
     torch.set_num_threads(1)

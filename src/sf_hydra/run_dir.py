@@ -17,11 +17,31 @@ from sf_hydra.faults import CheckpointError, RunFolderBusy
 
 LAST = "last.ckpt"
 LOCK = ".lock"
+MILESTONES = "milestones"  # checkpoints/milestones/: kept forever (keep_checkpoints prunes only checkpoints/)
+BEST_KEY = "sf_hydra_best"  # in a best checkpoint: {policy, metric, value, env_steps, policy_version}
 log = logging.getLogger("sf_hydra")
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
     return run_dir / "checkpoints"
+
+
+def best_checkpoint_name(policy: int = 0) -> str:
+    """The best checkpoint of trained policy `policy` (the whole learner state when its metric peaked)."""
+    return f"best_p{policy}.ckpt"
+
+
+def read_best(path: Path) -> Optional[dict]:
+    """What a best checkpoint records of itself (BEST_KEY), or None when it is missing or unreadable."""
+    import torch
+
+    if not Path(path).is_file():
+        return None
+    try:
+        return dict(torch.load(path, map_location="cpu", weights_only=True)[BEST_KEY])
+    except Exception as e:  # truncated, corrupt or not a best checkpoint: a new best replaces it
+        log.warning("best checkpoint %s is unreadable (%s: %s): the next best replaces it", path, type(e).__name__, e)
+        return None
 
 
 RUN_STATE = ("checkpoints", "tb", "config.yaml", "summary.json", "selfplay", "wandb", "wandb_id")
@@ -108,15 +128,19 @@ def read_checkpoint(path: Path) -> Tuple[Optional[int], str]:
         return None, f"{type(e).__name__}: {reason}"[:200]
 
 
-def resume_checkpoint(run_dir: Path) -> Optional[Path]:
+def resume_checkpoint(run_dir: Path, kind: str = "latest") -> Optional[Path]:
     """`last.ckpt` when it loads; else the newest numbered checkpoint that loads (logged with its env steps);
-    None when the folder holds no checkpoint. Raises CheckpointError when it holds some and none loads."""
+    None when the folder holds no checkpoint. Raises CheckpointError when it holds some and none loads.
+    kind="best" (load_checkpoint_kind): policy 0's best checkpoint instead, when the folder holds a run to
+    resume; ConfigError naming load_checkpoint_kind when it has no best checkpoint yet."""
     folder = checkpoint_dir(run_dir)
     last = folder / LAST
     numbered = sorted(folder.glob("checkpoint_*.ckpt"), reverse=True) if folder.is_dir() else []
     candidates = ([last] if last.is_file() else []) + numbered
     if not candidates:
         return None
+    if str(kind) == "best":
+        return _best_to_resume(folder)
     tried = []
     for path in candidates:
         steps, why = read_checkpoint(path)
@@ -128,6 +152,22 @@ def resume_checkpoint(run_dir: Path) -> Optional[Path]:
         tried.append(f"{path.name} ({why})")
     raise CheckpointError(f"no checkpoint in {folder} can be loaded; found: {'; '.join(tried)}. Move the folder "
                           "aside to keep it, or start over with restart_behavior=restart (or overwrite)")
+
+
+def _best_to_resume(folder: Path) -> Path:
+    from sf_hydra.config.errors import ConfigError
+
+    best = folder / best_checkpoint_name(0)
+    if not best.is_file():
+        raise ConfigError("load_checkpoint_kind", "best", f"latest: {folder} holds no best checkpoint yet "
+                          f"({best.name} is written every save_best_every_sec once policy 0 has trained "
+                          "save_best_after env steps and finished episodes)")
+    steps, why = read_checkpoint(best)
+    if steps is None:
+        raise CheckpointError(f"the best checkpoint {best} cannot be loaded ({why}): resume with "
+                              "load_checkpoint_kind=latest, or start over with restart_behavior=restart")
+    log.info("resuming from the best checkpoint %s (%d env steps)", best, steps)
+    return best
 
 
 def finished_summary(run_dir: Path, train_for_env_steps: int) -> Optional[dict]:

@@ -13,7 +13,6 @@ from typing import Optional
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
@@ -22,6 +21,7 @@ from sf_hydra.envs import check_env, episode_stats, reward_shaping
 from sf_hydra.faults import EnvStartError
 from sf_hydra.launch import signals
 from sf_hydra.loggers import build_loggers, finish_wandb
+from sf_hydra.resume_config import check_resume_config, save_config
 from sf_hydra.targets import check_targets
 
 log = logging.getLogger("sf_hydra")
@@ -50,16 +50,20 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*`srun` command is available.*")
 
 
-def build_trainer(cfg, run_dir: Path):
+def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
     import lightning as L
 
     from sf_hydra.learner.callbacks import PublishPolicy, StopConditions, Summaries
-    from sf_hydra.learner.checkpointing import PeriodicCheckpoint
+    from sf_hydra.learner.checkpointing import BestCheckpoint, PeriodicCheckpoint
 
     quiet_lightning()
-    checkpoints = PeriodicCheckpoint(rd.checkpoint_dir(run_dir), cfg.save_every_sec, cfg.keep_checkpoints)
+    folder = rd.checkpoint_dir(run_dir)
+    best = BestCheckpoint(folder, cfg.save_best_metric, cfg.save_best_every_sec, cfg.save_best_after)
+    checkpoints = PeriodicCheckpoint(folder, cfg.save_every_sec, cfg.keep_checkpoints, cfg.save_milestones_sec, best)
     stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
-    loggers = build_loggers(cfg, run_dir, resuming=rd.resume_checkpoint(run_dir) is not None)
+    if resuming is None:
+        resuming = rd.resume_checkpoint(run_dir) is not None
+    loggers = build_loggers(cfg, run_dir, resuming=resuming)
     summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval)
     callbacks = [PublishPolicy(), stop, summaries, checkpoints]
     if cfg.selfplay.pool_size > 0:
@@ -123,19 +127,6 @@ def check_config(cfg) -> None:
     check_batched_sampling(cfg)
 
 
-def check_same_policies(run_dir: Path, cfg) -> None:
-    """A run resumes with the number of policies its checkpoint holds."""
-    saved = run_dir / "config.yaml"
-    if rd.resume_checkpoint(run_dir) is None or not saved.exists():
-        return
-    before = OmegaConf.select(OmegaConf.load(saved), "algo.num_policies", default=1)
-    if before != cfg.algo.num_policies:
-        from sf_hydra.config import ConfigError
-
-        raise ConfigError("algo.num_policies", cfg.algo.num_policies,
-                          f"{before}, as the run in {run_dir} was trained with (or restart_behavior=restart)")
-
-
 def train(cfg) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
     check_config(cfg)
@@ -146,13 +137,14 @@ def train(cfg) -> dict:
 
 def _train_in(cfg, run_dir: Path) -> dict:
     rd.prepare(run_dir, cfg.restart_behavior)
+    check_resume_config(cfg, run_dir)  # a resumed run keeps its saved config: other changes are refused
     done = rd.finished_summary(run_dir, cfg.train_for_env_steps)
     if done is not None:
         log.info("run folder %s: already trained for %d env steps (train_for_env_steps=%d); nothing to do", run_dir,
                  done["env_steps"], cfg.train_for_env_steps)
         return done
-    check_same_policies(run_dir, cfg)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
+    save_config(cfg, run_dir)
     torch.set_num_threads(cfg.hardware.torch_threads)
     seed_everything(cfg.seed)
 
@@ -169,8 +161,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     module = PPOLearner(cfg, env.observation_space, env.action_space)
     datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module, num_agents=env.num_agents)
-    trainer, stop, checkpoints = build_trainer(cfg, run_dir)
-    ckpt = rd.resume_checkpoint(run_dir)
+    trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=ckpt is not None)
     log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
     t0 = time.monotonic()
     failed = True

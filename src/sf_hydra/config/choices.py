@@ -40,6 +40,13 @@ class RestartBehavior(Choice):
     overwrite = "overwrite"
 
 
+class CheckpointKind(Choice):
+    """Which checkpoint a resume (train.py) or enjoy.py loads: last.ckpt, or the best one."""
+
+    latest = "latest"
+    best = "best"
+
+
 class Device(Choice):
     """Where the learner trains."""
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING
 
 from sf_hydra.config.choices import (
+    CheckpointKind,
     ConvArchitecture,
     Device,
     LrSchedule,
@@ -243,6 +244,15 @@ class TrainConfig:
     train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this (e.g. 475)
     save_every_sec: float = 120.0  # seconds between checkpoints
     keep_checkpoints: int = 2  # numbered checkpoints kept besides last.ckpt
+    # seconds between milestone checkpoints (checkpoints/milestones/, never pruned); -1: none
+    save_milestones_sec: float = -1.0
+    save_best_every_sec: float = 5.0  # seconds between checks for a new best checkpoint (checkpoints/best_p<k>.ckpt)
+    # the episode statistic best checkpoints maximize, per policy: reward (= true_objective, episode/return: the
+    # average return over logger.stats_avg episodes), len (episode/length), selfplay/vs_pool_{win,draw,loss}_rate
+    save_best_metric: str = "reward"
+    save_best_after: int = 100_000  # a policy's own env steps before its best checkpoints start (skips lucky starts)
+    # a resume starts from latest (last.ckpt) or best (policy 0's best checkpoint)
+    load_checkpoint_kind: CheckpointKind = CheckpointKind.latest
 
 
 @dataclass
@@ -253,6 +263,8 @@ class EnjoyConfig:
     train_dir: str = "train_dir"  # where runs live
     run_dir: str = MISSING  # the run's folder: ${train_dir}/${experiment}, or a run's folder in a sweep
     checkpoint: str = "last"  # last | a file in the run's checkpoints/ | a path
+    # latest: `checkpoint`; best: the best checkpoint of `policy` (checkpoints/best_p<policy>.ckpt)
+    load_checkpoint_kind: CheckpointKind = CheckpointKind.latest
     episodes: int = 5  # episodes to play
     deterministic: bool = False  # the most likely action instead of a sample
     render: bool = False  # a window (needs a display)

@@ -19,6 +19,7 @@ POSITIVE = (
     "algo.learning_rate", "algo.ppo_clip_ratio", "algo.ppo_clip_value", "algo.adam_eps", "train_for_seconds",
     "save_every_sec", "env.obs_scale", "env.reward_clip", "hardware.worker_start_timeout_sec",
     "hardware.worker_stall_timeout_sec", "logger.log_interval_sec", "logger.experiment_summaries_interval",
+    "save_best_every_sec",
     "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
 )
 
@@ -68,6 +69,17 @@ def _check_ranges(cfg) -> None:
         raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size, "an integer >= 0 (0: no opponent pool)")
     if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
         raise ConfigError("experiment", cfg.experiment, "a non-empty folder name without '/'")
+
+
+def _check_checkpoints(cfg) -> None:
+    """Best and milestone checkpoints (sf_hydra.learner.checkpointing)."""
+    from sf_hydra.episode_metrics import check_metric
+
+    if not cfg.save_best_after >= 0:
+        raise ConfigError("save_best_after", cfg.save_best_after, "an integer >= 0 (env steps)")
+    if not (cfg.save_milestones_sec == -1 or cfg.save_milestones_sec > 0):
+        raise ConfigError("save_milestones_sec", cfg.save_milestones_sec, "-1 (no milestones) or seconds > 0")
+    check_metric(cfg, "save_best_metric")
 
 
 def _check_sampling(cfg) -> None:
@@ -217,5 +229,6 @@ def validate(cfg) -> None:
     the env family, the sampler and the model parts check runs after this (sf_hydra.train.check_config)."""
     _check_missing(cfg)
     _check_ranges(cfg)
+    _check_checkpoints(cfg)
     _check_sampling(cfg)
     _check_pbt(cfg)

@@ -1,18 +1,26 @@
-"""Periodic checkpoints by wall time (Lightning's ModelCheckpoint ignores its time interval
-under manual optimization). Every file is written to a temporary name and renamed, so a
-crash while saving never destroys the previous checkpoint. A save that fails (disk full, no
-permission) ends the run with CheckpointSaveError: the path and the cause, no traceback."""
+"""Checkpoints by wall time (Lightning's ModelCheckpoint ignores its time interval under manual
+optimization): periodic ones (`checkpoint_<env steps>.ckpt`, the newest `keep_checkpoints` kept, and
+`last.ckpt`), milestones (`milestones/checkpoint_<env steps>.ckpt`, every `save_milestones_sec`, never
+pruned) and each policy's best (`best_p<k>.ckpt`, by `save_best_metric`). Every file is written to a
+temporary name and renamed, so a crash while saving never destroys the previous checkpoint. A save
+that fails (disk full, no permission) ends the run with CheckpointSaveError: the path and the cause,
+no traceback."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
+from typing import Dict, List, Optional
 
 import lightning as L
 
+from sf_hydra.episode_metrics import metric_value
 from sf_hydra.faults import CheckpointSaveError
-from sf_hydra.run_dir import LAST
+from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, best_checkpoint_name, read_best
+
+log = logging.getLogger("sf_hydra")
 
 
 def save_atomically(trainer, path: Path) -> None:
@@ -29,22 +37,97 @@ def save_atomically(trainer, path: Path) -> None:
         raise CheckpointSaveError(path, e) from e
 
 
+class BestCheckpoint:
+    """Each trained policy's best checkpoint, `best_p<k>.ckpt`: the whole learner state when policy k's
+    `metric` (sf_hydra.episode_metrics, over its last logger.stats_avg episodes) was the highest yet,
+    checked every `every_sec` and before every other save, once the policy has trained `after_env_steps`
+    of its own env steps. The file records the metric, its value and the env steps (BEST_KEY), and the best
+    value so far is read back from the files when a run resumes."""
+
+    def __init__(self, directory: Path, metric: str, every_sec: float, after_env_steps: int):
+        self.directory, self.metric = Path(directory), metric
+        self.every_sec, self.after = every_sec, after_env_steps
+        self.best: Dict[int, float] = {}  # policy -> the best value saved
+        self.saving: Optional[dict] = None  # what the checkpoint being written records of itself
+        self._last_check = time.monotonic()
+
+    def start(self, num_policies: int) -> None:
+        self._last_check = time.monotonic()
+        self.best = {}
+        for k in range(num_policies):
+            info = read_best(self.directory / best_checkpoint_name(k))
+            if info is None:
+                continue
+            if info.get("metric") == self.metric:
+                self.best[k] = float(info["value"])
+            else:
+                log.warning("best checkpoint %s was chosen by %s=%s; save_best_metric=%s now: the next check "
+                            "replaces it", best_checkpoint_name(k), info.get("metric"), info.get("value"), self.metric)
+
+    def due(self, now: float) -> bool:
+        return now - self._last_check >= self.every_sec
+
+    def check(self, trainer, module) -> List[Path]:
+        """Saves the best checkpoint of every policy whose metric beats its best so far; returns the paths."""
+        self._last_check = time.monotonic()
+        saved = []
+        for k, stats in enumerate(module.stats):
+            if stats.env_steps < self.after:
+                continue
+            value = metric_value(stats, self.metric)
+            if value is None or (k in self.best and value <= self.best[k]):
+                continue
+            path = self.directory / best_checkpoint_name(k)
+            self.saving = {"policy": k, "metric": self.metric, "value": value, "env_steps": int(stats.env_steps),
+                           "run_env_steps": int(module.env_steps), "policy_version": int(stats.version)}
+            try:
+                save_atomically(trainer, path)
+            finally:
+                self.saving = None
+            previous = self.best.get(k)
+            self.best[k] = value
+            log.info("new best checkpoint of policy %d: %s=%r at %d env steps (before: %s): %s", k, self.metric,
+                     value, stats.env_steps, "none" if previous is None else repr(previous), path)
+            saved.append(path)
+        return saved
+
+
 class PeriodicCheckpoint(L.Callback):
     """Every `every_sec`: `checkpoint_<env steps>.ckpt` (the newest `keep` are kept) and
-    `last.ckpt`, which a resume starts from."""
+    `last.ckpt`, which a resume starts from; every `milestones_sec` (> 0) a milestone in
+    `milestones/`, never pruned; and, with `best`, each policy's best checkpoint (BestCheckpoint),
+    checked every `best.every_sec` and before each of the other saves."""
 
-    def __init__(self, directory: Path, every_sec: float, keep: int):
+    def __init__(self, directory: Path, every_sec: float, keep: int, milestones_sec: float = -1.0,
+                 best: Optional[BestCheckpoint] = None):
         self.directory, self.every_sec, self.keep = Path(directory), every_sec, keep
-        self._last_save = time.monotonic()
+        self.milestones_sec, self.best = milestones_sec, best
+        self._last_save = self._last_milestone = time.monotonic()
 
     def on_train_start(self, trainer, pl_module):
-        self._last_save = time.monotonic()
+        self._last_save = self._last_milestone = time.monotonic()
+        if self.best is not None:
+            self.best.start(len(pl_module.stats))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if time.monotonic() - self._last_save >= self.every_sec:
+        now = time.monotonic()
+        if self.best is not None and self.best.due(now):
+            self.best.check(trainer, pl_module)
+        if now - self._last_save >= self.every_sec:
             self.save(trainer, pl_module.env_steps)
+        if self.milestones_sec > 0 and now - self._last_milestone >= self.milestones_sec:
+            self.save_milestone(trainer, pl_module.env_steps)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        if self.best is not None and self.best.saving is not None:
+            checkpoint[BEST_KEY] = dict(self.best.saving)
+
+    def _check_best(self, trainer) -> None:
+        if self.best is not None:
+            self.best.check(trainer, trainer.lightning_module)
 
     def save(self, trainer, env_steps: int) -> Path:
+        self._check_best(trainer)
         numbered = self.directory / f"checkpoint_{env_steps:012d}.ckpt"
         save_atomically(trainer, numbered)
         save_atomically(trainer, self.directory / LAST)
@@ -52,7 +135,23 @@ class PeriodicCheckpoint(L.Callback):
         self._last_save = time.monotonic()
         return numbered
 
+    def save_milestone(self, trainer, env_steps: int) -> Path:
+        self._check_best(trainer)
+        path = self.directory / MILESTONES / f"checkpoint_{env_steps:012d}.ckpt"
+        save_atomically(trainer, path)
+        self._last_milestone = time.monotonic()
+        log.info("milestone checkpoint %s", path)
+        return path
+
     def _prune(self) -> None:
-        numbered = sorted(self.directory.glob("checkpoint_*.ckpt"))
+        """The oldest numbered checkpoints beyond `keep`, by the time they were written (a run resumed from an
+        earlier best checkpoint writes lower step numbers than the ones it left behind)."""
+        def written(path: Path):
+            try:
+                return path.stat().st_mtime_ns, path.name
+            except OSError:
+                return 0, path.name
+
+        numbered = sorted(self.directory.glob("checkpoint_*.ckpt"), key=written)
         for old in numbered[: max(0, len(numbered) - self.keep)]:
             old.unlink(missing_ok=True)

@@ -1,0 +1,101 @@
+"""A resumed run keeps its saved config.yaml: budgets, logging, hardware and checkpoint keys may change, any
+other difference is refused before any process starts, naming the key and both values (train(), train.py,
+and each run of a --multirun sweep); restart_behavior=restart/overwrite starts anew."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from sf_hydra.config import ConfigError
+from sf_hydra.resume_config import check_resume_config, config_differences
+from sf_hydra.train import train
+from tests.conftest import FAST_OVERRIDES, REPO_ROOT, make_cfg
+
+ONE = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=32")
+
+
+def test_changed_learning_rate_is_refused_and_a_larger_budget_continues(tmp_path):
+    run = tmp_path / "test"
+    first = train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1500"))
+    saved_lr = yaml.safe_load((run / "config.yaml").read_text())["algo"]["learning_rate"]
+    last = run / "checkpoints" / "last.ckpt"
+    before = (last.stat().st_mtime_ns, (run / "config.yaml").read_text())
+
+    with pytest.raises(ConfigError) as info:
+        train(make_cfg(tmp_path, *ONE, "train_for_env_steps=3000", "algo.learning_rate=0.005"))
+    err = info.value
+    assert err.key == "algo.learning_rate" and err.value == 0.005
+    msg = str(err)
+    assert repr(saved_lr) in msg and "restart_behavior=restart" in msg and "overwrite" in msg, msg
+    assert "algo.optimizer.lr" in msg  # the interpolated copy is listed after the key the user set
+    assert (last.stat().st_mtime_ns, (run / "config.yaml").read_text()) == before, "a refused run changes nothing"
+
+    # Budgets, hardware, logging and checkpoint keys may change: the run continues from its counters.
+    second = train(make_cfg(tmp_path, "hardware.num_workers=2", "hardware.num_envs_per_worker=2",
+                            "algo.batch_size=32", "train_for_env_steps=3000", "logger.log_interval_sec=2",
+                            "save_every_sec=30", "keep_checkpoints=3", "save_best_metric=len"))
+    assert second["env_steps"] >= 3000 and second["policy_version"] > first["policy_version"]
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["train_for_env_steps"] == 3000 and saved["hardware"]["num_workers"] == 2
+    assert saved["algo"]["learning_rate"] == saved_lr
+
+    # restart_behavior=restart takes the new config (the check does not apply).
+    check_resume_config(make_cfg(tmp_path, *ONE, "algo.learning_rate=0.005", "restart_behavior=restart"), run)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("seed=7", "seed"), ("model.encoder_mlp_layers=[32]", "model.encoder_mlp_layers"),
+    ("+env.kwargs.sutton_barto_reward=true", "env.kwargs.sutton_barto_reward"), ("algo=ppo", "algo.async_rl"),
+    ("selfplay.latest_prob=0.2", "selfplay.latest_prob"), ("algo.num_policies=2", "algo.num_policies"),
+])
+def test_what_the_run_computes_may_not_change(tmp_path, override, key):
+    saved = make_cfg(tmp_path)
+    refused, _, _ = config_differences(make_cfg(tmp_path, override), OmegaConf.create(
+        OmegaConf.to_yaml(saved, resolve=True)))
+    assert refused and refused[0][0] == key, refused
+
+
+def test_the_run_place_new_schema_keys_and_resumable_keys_pass(tmp_path):
+    saved = OmegaConf.create(OmegaConf.to_yaml(make_cfg(tmp_path), resolve=True))
+    del saved.model["tanh_squash_actions"]  # saved by an sf_hydra without that key: it takes its default
+    saved.algo["a_key_removed_since"] = 1  # a key the schema no longer has: ignored
+    cfg = make_cfg(tmp_path / "elsewhere", "experiment=moved", "sweep_name=other", "train_for_seconds=60",
+                   "train_until_avg_return=100", "logger.stats_avg=20", "hardware.serial_mode=true",
+                   "save_milestones_sec=600", "load_checkpoint_kind=best", "restart_behavior=resume")
+    refused, accepted, ignored = config_differences(cfg, saved)
+    assert not refused, refused
+    assert {"train_for_seconds", "logger.stats_avg", "hardware.serial_mode", "run_dir"} <= {k for k, _, _ in accepted}
+    assert set(ignored) == {"model.tanh_squash_actions", "algo.a_key_removed_since"}
+
+
+def test_train_py_refuses_before_writing_into_the_run_folder(tmp_path):
+    train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000"))
+    hydra_dir = tmp_path / "test" / ".hydra"
+    hydra_dir.mkdir(exist_ok=True)
+    (hydra_dir / "overrides.yaml").write_text("kept\n")
+    cmd = [sys.executable, str(REPO_ROOT / "train.py"), f"train_dir={tmp_path}", "experiment=test", *FAST_OVERRIDES,
+           *ONE, "train_for_env_steps=2000", "seed=3"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "bad config: seed=3 is not allowed: 0, as saved in" in result.stderr, result.stderr[-2000:]
+    assert (hydra_dir / "overrides.yaml").read_text() == "kept\n"
+
+
+def test_each_sweep_run_resumes_with_its_own_config(tmp_path):
+    def sweep(*overrides):
+        cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", f"train_dir={tmp_path}", "sweep_name=s",
+               *FAST_OVERRIDES, *ONE, "seed=1", *overrides]
+        return subprocess.run(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=300)
+
+    assert sweep("train_for_env_steps=1000").returncode == 0
+    changed = sweep("train_for_env_steps=2000", "algo.gamma=0.9")
+    assert changed.returncode != 0
+    assert changed.stdout.count("bad config: algo.gamma=0.9 is not allowed: 0.99, as saved in") == 1, \
+        changed.stdout[-3000:]
+    more = sweep("train_for_env_steps=2000")
+    assert more.returncode == 0, more.stdout[-3000:]
+    assert more.stdout.count("resuming from last.ckpt") == 1, more.stdout[-3000:]
