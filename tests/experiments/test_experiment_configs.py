@@ -36,8 +36,9 @@ def test_each_file_says_what_it_reproduces():
     for name in EXPERIMENTS:
         lines = (REPO_ROOT / "experiments" / f"{name}.yaml").read_text().splitlines()
         assert lines[0] == "# @package _global_", name
-        assert lines[1].startswith("# ") and len(lines[1]) > 30, (
-            f"{name}: second line must say what it reproduces, on what hardware")
+        assert lines[1].startswith("# Needs: ") and len(lines[1]) > 30, (
+            f"{name}: second line must say what it needs (extras, workers x envs, hardware)")
+        assert lines[2].startswith("# ") and len(lines[2]) > 30, f"{name}: third line: what it reproduces"
 
 
 @pytest.mark.parametrize("name, env", CASES, ids=[f"{n}-{e}" if e else n for n, e in CASES])
