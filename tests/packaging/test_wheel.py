@@ -132,6 +132,8 @@ def test_sf_train_help_and_a_packaged_preset(venv, tmp_path):
     """`--help` reads the packaged schema docs; a packaged preset composes (from a folder with no conf/)."""
     text = _run([venv / "bin" / "sf-train", "--help", "algo.gamma"], cwd=tmp_path, env=clean_env()).stdout
     assert "algo.gamma=" in text and "discount" in text.lower(), text
+    text = _run([venv / "bin" / "sf-enjoy", "--help"], cwd=tmp_path, env=clean_env()).stdout
+    assert "sf-enjoy experiment=<name>" in text and "powered by Hydra" not in text, text
     job = _run([venv / "bin" / "sf-train", "+experiment=cartpole_seeds", "--cfg", "job"], cwd=tmp_path,
                env=clean_env()).stdout
     assert "cartpole" in job, job[-2000:]
