@@ -134,6 +134,7 @@ def test_sf_train_help_and_a_packaged_preset(venv, tmp_path):
     assert "algo.gamma=" in text and "discount" in text.lower(), text
     text = _run([venv / "bin" / "sf-enjoy", "--help"], cwd=tmp_path, env=clean_env()).stdout
     assert "sf-enjoy experiment=<name>" in text and "powered by Hydra" not in text, text
+    assert "usage: sf-report" in _run([venv / "bin" / "sf-report", "--help"], cwd=tmp_path, env=clean_env()).stdout
     job = _run([venv / "bin" / "sf-train", "+experiment=cartpole_seeds", "--cfg", "job"], cwd=tmp_path,
                env=clean_env()).stdout
     assert "cartpole" in job, job[-2000:]
