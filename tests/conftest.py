@@ -95,3 +95,14 @@ def _clear_global_hydra():
     GlobalHydra.instance().clear()
     yield
     GlobalHydra.instance().clear()
+
+
+def pytest_collection_modifyitems(config, items):
+    """`long` tests run only when asked for by name (`-m long`, `-m "slow or long"`): a `-m` of one's own
+    replaces pyproject's `-m 'not long'`, and `-m "not slow"` alone would turn them back on."""
+    if "long" in (config.option.markexpr or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("long") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("long") is not None])
+        items[:] = kept

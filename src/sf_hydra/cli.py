@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Tuple
 
 import hydra
 from omegaconf import DictConfig
@@ -16,13 +18,30 @@ from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_ove
 from sf_hydra.faults import EXIT_BAD_CONFIG, Fault
 from sf_hydra.help import help_request, print_help
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+CONFIG_PACKAGE = "sf_hydra_conf"  # conf/ (and experiments/ in it) as installed by `pip install .`
+
+
+def find_configs() -> Tuple[str, str]:
+    """(config_path for Hydra, the same configs' folder on disk): the checkout's conf/ when sf_hydra
+    runs from a checkout (`python train.py`, an editable install: an edit applies at once), else the
+    configs the installed package ships, at Hydra's `pkg://sf_hydra_conf`."""
+    checkout = Path(__file__).resolve().parents[2] / "conf"
+    if (checkout / "train.yaml").is_file():
+        return str(checkout), str(checkout)
+    spec = importlib.util.find_spec(CONFIG_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"sf_hydra: no configs: neither {checkout} nor the package {CONFIG_PACKAGE} "
+                         "(reinstall: pip install sf_hydra)")
+    return f"pkg://{CONFIG_PACKAGE}", str(Path(spec.origin).parent)
+
+
+CONFIG_PATH, CONFIG_DIR = find_configs()
 log = logging.getLogger("sf_hydra")
 
 register_configs()
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
 def _train(cfg: DictConfig):
     from sf_hydra.learner.ppo_learner import NonFiniteTraining
     from sf_hydra.sampler.sampler import SamplerError
@@ -101,7 +120,7 @@ def _train_main() -> None:
     _train()
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="enjoy")
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="enjoy")
 def _enjoy(cfg: DictConfig):
     from sf_hydra.enjoy import enjoy
 
@@ -116,4 +135,8 @@ def _enjoy(cfg: DictConfig):
 
 
 def enjoy_main() -> None:
+    from sf_hydra.help import print_enjoy_help
+
+    if help_request(sys.argv[1:]) is not None:  # enjoy's keys and their meanings, not Hydra's generic help
+        sys.exit(print_enjoy_help(sys.argv[1:], CONFIG_DIR))
     _enjoy()

@@ -24,7 +24,7 @@ def env_configs(conf_dir: Path) -> List[str]:
 
 def extra_config_dirs(argv: Iterable[str]) -> List[Path]:
     """Config folders added on the command line (`--config-dir DIR`, `-cd DIR`, and
-    `hydra.searchpath=[file://DIR,...]`): a user's own env configs live there."""
+    `hydra.searchpath=[file://DIR,pkg://PACKAGE,...]`): a user's own env configs live there."""
     argv, dirs = list(argv), []
     for i, arg in enumerate(argv):
         if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
@@ -32,9 +32,21 @@ def extra_config_dirs(argv: Iterable[str]) -> List[Path]:
         elif arg.startswith("--config-dir="):
             dirs.append(arg.split("=", 1)[1])
         elif arg.lstrip("+").startswith("hydra.searchpath="):
-            entries = arg.split("=", 1)[1].strip("[]").split(",")
-            dirs += [e.strip().strip("'\"")[len("file://"):] for e in entries if e.strip().strip("'\"").startswith("file://")]
+            entries = [e.strip().strip("'\"") for e in arg.split("=", 1)[1].strip("[]").split(",")]
+            dirs += [e[len("file://"):] for e in entries if e.startswith("file://")]
+            dirs += [d for e in entries if e.startswith("pkg://") for d in [_package_dir(e[len("pkg://"):])] if d]
     return [Path(d) for d in dirs]
+
+
+def _package_dir(name: str):
+    """The folder of an importable package `a.b` (or `a/b`), None if there is none."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name.strip("/").replace("/", "."))
+    except (ImportError, ValueError):
+        return None
+    return None if spec is None or not spec.submodule_search_locations else list(spec.submodule_search_locations)[0]
 
 
 def _served_game(name: str) -> bool:

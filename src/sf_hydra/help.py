@@ -42,6 +42,23 @@ sf_hydra: asynchronous PPO (APPO) on one machine, configured with Hydra.
 """
 
 
+ENJOY_USAGE = """\
+sf_hydra enjoy: plays a trained run's policy (its config and checkpoint come from the run folder).
+
+  python enjoy.py experiment=<name> [key=value ...]     play ${train_dir}/<name>: returns to <run>/enjoy/eval.json
+  python enjoy.py run_dir=<path> video=true             a run anywhere (e.g. inside a sweep), with a video
+  python enjoy.py --help [prefix]                       this help
+"""
+
+
+def prog(script: str) -> str:
+    """How the user started us: `sf-train` / `sf-enjoy` (console scripts) or `python train.py`."""
+    import sys
+
+    name = Path(sys.argv[0]).name
+    return name if name.startswith("sf-") else f"python {script}"
+
+
 def help_request(argv: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
     """(prefix, overrides) when `argv` asks for help (`--help [prefix]`, `--help=prefix`, `-h`), else None."""
     argv = list(argv)
@@ -58,14 +75,14 @@ def help_request(argv: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
     return None
 
 
-def compose_for_help(config_dir: str, overrides: Sequence[str]) -> DictConfig:
+def compose_for_help(config_dir: str, overrides: Sequence[str], config_name: str = "train") -> DictConfig:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-            return compose("train", overrides=list(overrides), return_hydra_config=True)
+            return compose(config_name, overrides=list(overrides), return_hydra_config=True)
     finally:
         GlobalHydra.instance().clear()
 
@@ -205,5 +222,22 @@ def print_help(argv: Sequence[str], config_dir: str) -> int:
     text = render(cfg, group_options(config_dir, cfg), prefix)
     if not prefix:
         text = USAGE + "\n" + text
-    print(text, end="")
+    print(text.replace("python train.py", prog("train.py")), end="")
+    return 2 if text.startswith("no config group or key") else 0
+
+
+def print_enjoy_help(argv: Sequence[str], config_dir: str) -> int:
+    """`python enjoy.py --help [prefix]`: enjoy's keys (sf_hydra.config.schema.EnjoyConfig) with their meanings."""
+    import sys
+
+    prefix, overrides = help_request(argv)
+    try:
+        cfg = compose_for_help(config_dir, overrides, "enjoy")
+    except Exception as e:
+        print(f"bad config: {e}", file=sys.stderr)
+        return 2
+    text = render(cfg, [], prefix).replace("python train.py --help", "python enjoy.py --help")
+    if not prefix:
+        text = ENJOY_USAGE + "\n" + text
+    print(text.replace("python enjoy.py", prog("enjoy.py")), end="")
     return 2 if text.startswith("no config group or key") else 0

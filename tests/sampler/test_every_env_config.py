@@ -18,6 +18,7 @@ from tests.conftest import CONF_DIR, make_cfg
 from tests.sampler.collect import collect
 
 FAMILY_EXTRAS = {"doom": "vizdoom", "mujoco": "mujoco", "atari": "ale_py", "gym": None}
+CONFIG_EXTRAS = {"gym/lunar_lander": "Box2D", "gym/pettingzoo_kaz": "pettingzoo.butterfly"}  # beyond the family's
 ATARI_SAMPLE = ("pong", "breakout")
 # Extra overrides a config needs to run without anything else.
 NEEDS = {"gym/any": ("env.id=MountainCar-v0",)}
@@ -46,9 +47,9 @@ def sampler_cfg(tmp_path, name: str):
 
 @pytest.mark.parametrize("name", env_configs())
 def test_config_steps_through_the_sampler(tmp_path, monkeypatch, name):
-    extra = FAMILY_EXTRAS[name.split("/")[0]]
-    if extra:
-        pytest.importorskip(extra, reason=f"{name} needs {extra}")
+    for extra in (FAMILY_EXTRAS[name.split("/")[0]], CONFIG_EXTRAS.get(name)):
+        if extra:
+            pytest.importorskip(extra, reason=f"{name} needs {extra}")
     if name.startswith("doom/"):
         from sf_hydra.envs.doom.maps.build import CACHE_ENV
 

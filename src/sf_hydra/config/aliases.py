@@ -8,9 +8,18 @@ treats a key that is also a config group as the group, so the presets live in th
 
 from __future__ import annotations
 
+import os
 from typing import List, Sequence
 
 ALIASES = {"+experiment=": "+experiments="}
+# `hardware.num_workers=auto`: as many rollout workers as this machine gives the run cores, counted where
+# the run resolves its config (a Slurm or local_parallel job: on its own node, within its own pinning).
+AUTO = {"hardware.num_workers=auto": "hardware.num_workers=${sf_cores:}"}
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity: a Slurm allocation, a taskset, a container)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def apply_aliases(argv: Sequence[str]) -> List[str]:
@@ -19,5 +28,5 @@ def apply_aliases(argv: Sequence[str]) -> List[str]:
         for alias, real in ALIASES.items():
             if arg.startswith(alias):
                 arg = real + arg[len(alias):]
-        out.append(arg)
+        out.append(AUTO.get(arg.lstrip("+"), arg))
     return out

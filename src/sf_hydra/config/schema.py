@@ -130,7 +130,7 @@ class AlgoConfig:
 @dataclass
 class HardwareConfig:
     device: Device = Device.cpu  # where the learner trains
-    num_workers: int = 2  # rollout worker processes
+    num_workers: int = 2  # rollout worker processes (auto: one per core this run may use)
     num_envs_per_worker: int = 16  # envs each worker steps
     # Splits of a worker's envs (2: double buffering). With the policy inside the worker, splits only
     # shrink its inference batches: 2 measured slower than 1 on the 2-core reference machine.

@@ -100,6 +100,8 @@ def sqlite_path(path: str) -> str:
 
 
 def register_resolvers() -> None:
-    for name, fn in (("sf_job_dirname", job_dirname), ("sf_sqlite_path", sqlite_path)):
+    from sf_hydra.config.aliases import cores
+
+    for name, fn in (("sf_job_dirname", job_dirname), ("sf_sqlite_path", sqlite_path), ("sf_cores", cores)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -102,6 +102,7 @@ class Summaries(L.Callback):
         self.log_interval, self.summaries_interval = log_interval_sec, summaries_interval
         self.history: deque = deque(maxlen=1000)  # (time, env_steps)
         self._last_log = self._last_summary = 0.0
+        self._printed_steps = None  # env steps of the last progress line (the final one is not repeated)
 
     def on_train_start(self, trainer, pl_module):
         now = time.monotonic()
@@ -111,10 +112,10 @@ class Summaries(L.Callback):
     def fps(self, window_sec: float = 10.0) -> float:
         now, steps = self.history[-1]
         old_time, old_steps = self.history[0]
-        for t, s in self.history:
-            if now - t <= window_sec:
-                old_time, old_steps = t, s
+        for t, s in self.history:  # from the newest point at least window_sec old (else the oldest)
+            if now - t < window_sec:
                 break
+            old_time, old_steps = t, s
         return (steps - old_steps) / (now - old_time) if now > old_time else 0.0
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -129,9 +130,11 @@ class Summaries(L.Callback):
 
     def on_train_end(self, trainer, pl_module):
         self._write_scalars(trainer, pl_module)
-        self._print_progress(pl_module)
+        if pl_module.env_steps != self._printed_steps:
+            self._print_progress(pl_module)
 
     def _print_progress(self, m) -> None:
+        self._printed_steps = m.env_steps
         ret = m.avg_return()
         lag = m.stats[0].metrics
         log.info(

@@ -1,4 +1,4 @@
-"""python -m sf_hydra.report <sweep dir> [--tag episode/return] [--out curves.png]
+"""python -m sf_hydra.report <sweep dir> [--tag episode/return] [--out curves.png]   (installed: sf-report ...)
 
 Writes a PNG of learning curves (mean +- std over seeds per config) and prints a table of
 final scores (mean +- std over seeds of each run's last logged value)."""
@@ -18,7 +18,8 @@ from sf_hydra.report.runs import find_runs, group_runs
 
 
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sf_hydra.report", description=__doc__.splitlines()[2])
+    prog = "sf-report" if Path(sys.argv[0]).name == "sf-report" else "python -m sf_hydra.report"  # console script
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[2])
     parser.add_argument("sweep_dir", type=Path,
                         help="a sweep folder (train_dir/multirun/<sweep>) or any folder of runs")
     parser.add_argument("--tag", default=DEFAULT_TAG, help=f"TensorBoard scalar to plot (default {DEFAULT_TAG})")

@@ -1,0 +1,141 @@
+"""`pip install .` (not editable): a wheel built from this checkout, installed in a fresh venv, trains
+CartPole with `sf-train` from an empty folder, its configs and presets read from the installed package
+(pkg://sf_hydra_conf), and a user's own configs join through `hydra.searchpath`.
+
+The wheel is built by pip (isolated build, as `pip install .` does) from a copy of the checkout's
+packaged files, so nothing is written into the checkout. Two venvs:
+
+- `deps_from_here` (default selection, ~1 minute): a venv without pip's site packages whose only view
+  of the dependencies (torch, hydra, ...) is a `.pth` line naming this interpreter's site-packages
+  folders. A `.pth` line adds a folder to sys.path but does not run the `.pth` files inside it, so an
+  editable install of sf_hydra there (CI's) stays invisible: sf_hydra, its plugins and its configs can
+  come only from the wheel, and the test checks that they do.
+- `isolated` (long: installs torch and every dependency from the index, a few more minutes): the
+  wheel with its own dependencies resolved by pip, as a user's `pip install sf_hydra` would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGED = ("pyproject.toml", "README.md", "src", "conf", "experiments")  # what a wheel is built from
+TINY = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=16", "algo.batch_size=32",
+        "algo.num_batches_per_epoch=1", "logger.log_interval_sec=1")
+
+pytestmark = pytest.mark.slow
+
+
+def _run(cmd, cwd, env=None, timeout=300) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout[-4000:]}"
+    return proc
+
+
+def clean_env() -> dict:
+    """The environment of a user's shell: no PYTHONPATH (a test run may put the checkout on it)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("checkout_copy")
+    for name in PACKAGED:
+        path = REPO / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+        else:
+            shutil.copy2(path, src / name)
+    out = tmp_path_factory.mktemp("wheels")
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, src], cwd=out, env=clean_env())
+    wheels = list(out.glob("sf_hydra-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def _site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+@pytest.fixture(scope="module", params=["deps_from_here", pytest.param("isolated", marks=pytest.mark.long)])
+def venv(request, wheel, tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp(f"venv_{request.param}")
+    if request.param == "deps_from_here":
+        _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv, env=clean_env())
+        here = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+        (_site_packages(venv) / "_deps_from_test_env.pth").write_text("\n".join(here) + "\n")
+        _run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-deps",
+              "--ignore-installed", wheel], cwd=venv, env=clean_env())
+    else:
+        _run([sys.executable, "-m", "venv", venv], cwd=venv, env=clean_env())
+        pip = [venv / "bin" / "python", "-m", "pip", "install", "-q"]
+        _run([*pip, "torch==2.13.0"], cwd=venv, env=clean_env(), timeout=1200)  # the CPU build first (.ci/run)
+        _run([*pip, wheel], cwd=venv, env=clean_env(), timeout=1200)
+    return venv
+
+
+def test_installed_package_is_the_wheel(venv, tmp_path):
+    """sf_hydra, its Hydra plugins and its configs are imported from the venv, not from this checkout."""
+    code = ("import json, sf_hydra, sf_hydra_conf, hydra_plugins.sf_hydra_plugins as p, sf_hydra.cli as c;"
+            "print(json.dumps([sf_hydra.__file__, sf_hydra_conf.__file__, p.__file__, c.CONFIG_PATH, c.CONFIG_DIR]))")
+    out = _run([venv / "bin" / "python", "-c", code], cwd=tmp_path, env=clean_env()).stdout
+    code_file, conf_file, plugin_file, config_path, config_dir = json.loads(out.strip().splitlines()[-1])
+    site = _site_packages(venv).resolve()
+    for path in (code_file, conf_file, plugin_file, config_dir):
+        assert Path(path).resolve().is_relative_to(site), f"{path} is not from the installed wheel ({site})"
+    assert config_path == "pkg://sf_hydra_conf"
+    for preset in ("cartpole_seeds", "doom_basic_envs"):  # experiments/ ships as conf's experiments group
+        assert (Path(config_dir) / "experiments" / f"{preset}.yaml").is_file()
+
+
+def test_sf_train_from_an_empty_folder_with_own_configs(venv, tmp_path):
+    """`sf-train` in an empty project folder: the run lands in ./train_dir; the project's own preset and
+    env config (in ./conf, added with hydra.searchpath) compose with the packaged ones."""
+    project = tmp_path / "project"
+    (project / "conf" / "experiments").mkdir(parents=True)
+    (project / "conf" / "env" / "mine").mkdir(parents=True)
+    (project / "conf" / "experiments" / "quick_pole.yaml").write_text(
+        "# @package _global_\n# A project's own preset: a short CartPole run.\n"
+        "train_for_env_steps: 2000\nexperiment: quick_pole\n")
+    (project / "conf" / "env" / "mine" / "pole.yaml").write_text(
+        "# A project's own env config, built on the packaged one.\ndefaults:\n  - gym/cartpole\n  - _self_\n"
+        "name: my_pole\n")
+    proc = _run([venv / "bin" / "sf-train", "hydra.searchpath=[file://conf]", "+experiment=quick_pole", "env=mine/pole",
+                 *TINY], cwd=project, env=clean_env())
+    run = project / "train_dir" / "quick_pole"
+    assert list((run / "checkpoints").glob("*.ckpt")), proc.stdout[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= 2000, summary
+    assert "name: my_pole" in (run / "config.yaml").read_text()
+    assert sorted(p.name for p in project.iterdir()) == ["conf", "train_dir"]  # nothing else written here
+
+    # sf-enjoy plays that run from the same folder; sf-report reads the folder of runs.
+    _run([venv / "bin" / "sf-enjoy", "experiment=quick_pole", "episodes=1"], cwd=project, env=clean_env())
+    assert json.loads((run / "enjoy" / "eval.json").read_text())
+    report = _run([venv / "bin" / "sf-report", "train_dir", "--out", "curves.png"], cwd=project, env=clean_env())
+    assert (project / "curves.png").stat().st_size > 0, report.stdout
+
+
+def test_sf_train_help_and_a_packaged_preset(venv, tmp_path):
+    """`--help` reads the packaged schema docs; a packaged preset composes (from a folder with no conf/)."""
+    text = _run([venv / "bin" / "sf-train", "--help", "algo.gamma"], cwd=tmp_path, env=clean_env()).stdout
+    assert "algo.gamma=" in text and "discount" in text.lower(), text
+    text = _run([venv / "bin" / "sf-enjoy", "--help"], cwd=tmp_path, env=clean_env()).stdout
+    assert "sf-enjoy experiment=<name>" in text and "powered by Hydra" not in text, text
+    assert "usage: sf-report" in _run([venv / "bin" / "sf-report", "--help"], cwd=tmp_path, env=clean_env()).stdout
+    job = _run([venv / "bin" / "sf-train", "+experiment=cartpole_seeds", "--cfg", "job"], cwd=tmp_path,
+               env=clean_env()).stdout
+    assert "cartpole" in job, job[-2000:]
+    assert list(tmp_path.iterdir()) == []
