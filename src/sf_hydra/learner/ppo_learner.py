@@ -279,7 +279,7 @@ class PPOLearner(L.LightningModule):
                                       None if rnn is None else rnn[part], dones[part])
             log_probs.append(lp)
             values.append(v)
-        return torch.cat(log_probs).reshape(b, t), torch.cat(values).reshape(b, t)
+        return torch.cat(log_probs).reshape(b, t).float(), torch.cat(values).reshape(b, t).float()
 
     def _chunks(self, batch: dict, advantages, targets, old_values, valid) -> dict:
         """[B, T] -> [B*T/R, R] recurrence chunks, every field of the trajectory spec by one
