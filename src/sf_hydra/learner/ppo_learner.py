@@ -241,7 +241,7 @@ class PPOLearner(L.LightningModule):
             values = torch.cat([current, values[:, -1:]], dim=1)
             log_rhos = log_probs - batch["log_probs"]
             if valid is not None:
-                log_rhos = log_rhos * valid  # another policy's ratio says nothing (and may overflow)
+                log_rhos = torch.where(valid > 0, log_rhos, 0.0)  # another policy's ratio says nothing (may overflow)
         rewards = batch["rewards"]
         if self.algo.value_bootstrap:  # a truncated episode would have gone on: add gamma*V(s)
             rewards = rewards + gamma * values[:, :-1] * batch["time_outs"]
@@ -433,8 +433,8 @@ class PPOLearner(L.LightningModule):
         losses = {}
         if algo.kl_loss_coeff > 0:
             old_params = mb[ACTION_DIST_PARAMS]
-            kl = out[3].kl_from(old_params.reshape(-1, old_params.shape[-1])).reshape(ratio.shape)
-            k_loss = kl_penalty_loss(kl, valid)
+            behaviour_kl = out[3].kl_from(old_params.reshape(-1, old_params.shape[-1])).reshape(ratio.shape)
+            k_loss = kl_penalty_loss(behaviour_kl, valid)
             total = total + algo.kl_loss_coeff * k_loss
             losses["loss/kl"] = k_loss.detach()
         with torch.no_grad():
