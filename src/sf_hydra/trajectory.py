@@ -76,8 +76,12 @@ class TrajectorySpec:
         return list(self.fields)
 
 
+ACTION_DIST_PARAMS = "action_dist_params"
+
+
 def trajectory_spec(obs_space: gym.Space, action_space: gym.Space, rnn_state_size: int,
-                    extra_fields: Iterable[Field] = (), num_policies: int = 1) -> TrajectorySpec:
+                    extra_fields: Iterable[Field] = (), num_policies: int = 1,
+                    action_dist_params_size: int = 0) -> TrajectorySpec:
     """The standard fields for these spaces, then `extra_fields` (a model's own outputs).
 
     Observations: one field per key (`obs.<key>`; a plain Box is the key `obs`). Policy step:
@@ -86,7 +90,10 @@ def trajectory_spec(obs_space: gym.Space, action_space: gym.Space, rnn_state_siz
     state before the step. Env step: the scaled and clipped reward, `dones` (the episode
     ended after this step) and `time_outs` (that end was a truncation). With several policies,
     `policy_ids`: the policy that acted (a slot may hold episodes of several policies; policies
-    change only at episode ends, so every change follows a done)."""
+    change only at episode ends, so every change follows a done). With
+    `action_dist_params_size` > 0, `action_dist_params`: the acting policy's action
+    distribution as a flat vector (its logits, or means then stds), for the learner's exact KL
+    to the behaviour policy; recorded only when a loss reads it (algo.kl_loss_coeff > 0)."""
     a_shape, a_dtype = action_spec(action_space)
     fields = [Field(obs_field_name(k), tuple(shape), dtype) for k, (shape, dtype) in obs_specs(obs_space).items()]
     fields += [
@@ -102,6 +109,8 @@ def trajectory_spec(obs_space: gym.Space, action_space: gym.Space, rnn_state_siz
         fields.append(Field("policy_ids", dtype=torch.int64))
     if rnn_state_size:
         fields.append(Field("rnn_states", (rnn_state_size,), chunk_start_only=True))
+    if action_dist_params_size:
+        fields.append(Field(ACTION_DIST_PARAMS, (action_dist_params_size,)))
     return TrajectorySpec([*fields, *extra_fields])
 
 
@@ -110,7 +119,8 @@ def model_trajectory_spec(obs_space: gym.Space, action_space: gym.Space, model: 
     """The spec of what `model` (or any of `num_policies` policies of its class) acting in an
     env with these spaces records."""
     extra = model.extra_trajectory_fields() if hasattr(model, "extra_trajectory_fields") else ()
-    return trajectory_spec(obs_space, action_space, model.rnn_state_size, extra, num_policies)
+    return trajectory_spec(obs_space, action_space, model.rnn_state_size, extra, num_policies,
+                           getattr(model, "action_dist_params_size", 0))
 
 
 class TrajectoryBuffers:

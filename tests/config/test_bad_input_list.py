@@ -97,7 +97,7 @@ BAD = [
     ("algo.nonfinite_updates_limit=0", "algo.nonfinite_updates_limit", ">= 1"),
     ("env.nonfinite=ignore", "env.nonfinite", "error"),
     ("hardware.max_env_restarts=-1", "hardware.max_env_restarts", ">= 0"),
-    ("pbt.with_pbt=true", "pbt.with_pbt", "not available yet"),
+    ("pbt.with_pbt=true", "pbt.with_pbt", "a population needs algo.num_policies >= 2"),
     pytest.param("hardware.device=cuda", "hardware.device", "no CUDA device",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")),
     # folders that cannot be created

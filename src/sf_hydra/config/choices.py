@@ -98,6 +98,30 @@ class LrSchedule(Choice):
     linear_decay = "linear_decay"  # to 0 at train_for_env_steps
 
 
+class ExplorationLoss(Choice):
+    """What the exploration term (weight algo.exploration_loss_coeff) pushes against."""
+
+    entropy = "entropy"  # maximize the action distribution's entropy
+    symmetric_kl = "symmetric_kl"  # minimize the symmetric KL to a uniform prior (discrete actions only)
+
+
+class OptimizerType(Choice):
+    """Sample Factory's `--optimizer`: the class algo.optimizer's default `_target_` names
+    (OPTIMIZER_TARGETS)."""
+
+    adam = "adam"
+    lamb = "lamb"
+
+
+# The dotted path each OptimizerType names (strings: sf_hydra.config imports nothing above it).
+OPTIMIZER_TARGETS = {"adam": "torch.optim.Adam", "lamb": "sf_hydra.learner.lamb.Lamb"}
+
+
+def optimizer_target(name: str) -> str:
+    """The `sf_optimizer` resolver: algo.optimizer_type -> the optimizer class's dotted path."""
+    return OPTIMIZER_TARGETS[str(name)]
+
+
 # The hyperparameters each trained policy holds for itself (algo.* keys of the same names are
 # the starting values) and population-based training perturbs; gamma only with pbt.optimize_gamma.
 PBT_HYPERPARAMS = ("learning_rate", "exploration_loss_coeff", "value_loss_coeff", "max_grad_norm", "ppo_clip_ratio",

@@ -19,9 +19,11 @@ from sf_hydra.config.choices import (
     CheckpointKind,
     ConvArchitecture,
     Device,
+    ExplorationLoss,
     LrSchedule,
     NonFinite,
     Nonlinearity,
+    OptimizerType,
     PolicyInitialization,
     Precision,
     RestartBehavior,
@@ -107,7 +109,16 @@ class AlgoConfig:
     ppo_clip_ratio: float = 0.1  # PPO clips the probability ratio to [1 / (1 + c), 1 + c]
     ppo_clip_value: float = 1.0  # PPO value clipping: how far new values may move from the old ones
     value_loss_coeff: float = 0.5  # weight of the value loss
-    exploration_loss_coeff: float = 0.003  # weight of the entropy bonus
+    exploration_loss_coeff: float = 0.003  # weight of the exploration loss (the entropy bonus by default)
+    # entropy (maximize it) or symmetric_kl (minimize the symmetric KL to a uniform prior: unlike the
+    # entropy it grows without bound as an action's probability goes to 0; discrete actions only)
+    exploration_loss: ExplorationLoss = ExplorationLoss.entropy
+    # weight of the exact KL(behaviour || current) penalty (PPO paper's fixed KL); > 0 records the behaviour
+    # policy's distribution parameters in the trajectories
+    kl_loss_coeff: float = 0.0
+    with_vtrace: bool = False  # V-trace (IMPALA) value targets and advantages instead of GAE (gae_lambda unused)
+    vtrace_rho: float = 1.0  # V-trace's rho_bar: truncation of the importance weights of TD errors (>= vtrace_c)
+    vtrace_c: float = 1.0  # V-trace's c_bar: truncation of the traces; lower cuts variance, like gae_lambda < 1
     learning_rate: float = 1e-4  # the optimizer's learning rate (the start of lr_schedule)
     lr_schedule: LrSchedule = LrSchedule.constant  # constant, KL-adaptive (per minibatch or epoch) or linear decay to 0
     lr_schedule_kl_threshold: float = 0.008  # KL-adaptive: lr / 1.5 above 2x this KL, x 1.5 below half of it
@@ -116,11 +127,14 @@ class AlgoConfig:
     adam_eps: float = 1e-6  # Adam's epsilon
     adam_beta1: float = 0.9  # Adam's beta1
     adam_beta2: float = 0.999  # Adam's beta2
+    # Sample Factory's --optimizer: the class algo.optimizer's default _target_ names (adam: torch.optim.Adam;
+    # lamb: sf_hydra.learner.lamb.Lamb); a _target_ of your own replaces it (then leave this at adam)
+    optimizer_type: OptimizerType = OptimizerType.adam
     # Called with the model's parameters. Sample Factory's keys above stay the one source of
     # the values: the node reads them by interpolation.
     optimizer: Dict[str, Any] = field(default_factory=lambda: {
-        "_target_": "torch.optim.Adam", "_partial_": True, "lr": "${..learning_rate}", "eps": "${..adam_eps}",
-        "betas": ["${...adam_beta1}", "${...adam_beta2}"],
+        "_target_": "${sf_optimizer:${..optimizer_type}}", "_partial_": True, "lr": "${..learning_rate}",
+        "eps": "${..adam_eps}", "betas": ["${...adam_beta1}", "${...adam_beta2}"],
     })
     max_grad_norm: float = 4.0  # gradients clipped to this global norm (0: no clipping)
     # an update whose loss or gradients are not finite is skipped (counted); this many in a row stop the run

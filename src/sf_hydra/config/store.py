@@ -7,7 +7,9 @@ import pkgutil
 from dataclasses import is_dataclass
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
+from sf_hydra.config.choices import optimizer_target
 from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
 from sf_hydra.config.sweep_folders import register_resolvers
 
@@ -40,6 +42,8 @@ def register_configs() -> None:
     and `schema/env/base` the keys every family understands (a family without a schema of its
     own, e.g. gym or a user's: its own settings go under `env.kwargs`)."""
     register_resolvers()
+    if not OmegaConf.has_resolver("sf_optimizer"):  # algo.optimizer's default _target_ (choices.OPTIMIZER_TARGETS)
+        OmegaConf.register_new_resolver("sf_optimizer", optimizer_target)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="enjoy_schema", node=EnjoyConfig)

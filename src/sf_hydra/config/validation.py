@@ -21,10 +21,12 @@ POSITIVE = (
     "hardware.worker_stall_timeout_sec", "logger.log_interval_sec", "logger.experiment_summaries_interval",
     "save_best_every_sec",
     "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
+    "algo.vtrace_rho", "algo.vtrace_c",  # truncation levels of importance weights (<= 0 would zero every trace)
 )
 
 NON_NEGATIVE = (
     "algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale",
+    "algo.kl_loss_coeff",
 )
 
 UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda", "selfplay.latest_prob")
@@ -80,6 +82,27 @@ def _check_checkpoints(cfg) -> None:
     if not (cfg.save_milestones_sec == -1 or cfg.save_milestones_sec > 0):
         raise ConfigError("save_milestones_sec", cfg.save_milestones_sec, "-1 (no milestones) or seconds > 0")
     check_metric(cfg, "save_best_metric")
+
+
+def _check_losses(cfg) -> None:
+    """V-trace's truncation levels as the IMPALA paper assumes them, and the optimizer's class
+    named once. V-trace applies with num_epochs > 1 and with recurrent models (the learner
+    computes its targets once per iteration with the current model, over the same recurrence
+    chunks it trains on), so neither is refused."""
+    algo = cfg.algo
+    if algo.with_vtrace and not algo.vtrace_c <= algo.vtrace_rho:
+        raise ConfigError("algo.vtrace_c", algo.vtrace_c,
+                          f"a number <= algo.vtrace_rho={algo.vtrace_rho} with algo.with_vtrace=true (V-trace assumes "
+                          "rho_bar >= c_bar, IMPALA section 4.1)")
+    from sf_hydra.config.choices import OPTIMIZER_TARGETS
+
+    target = algo.optimizer.get("_target_") if algo.optimizer is not None else None
+    chosen = OPTIMIZER_TARGETS[str(algo.optimizer_type)]
+    if str(algo.optimizer_type) != "adam" and target != chosen:
+        raise ConfigError("algo.optimizer_type", str(algo.optimizer_type),
+                          f"adam (the default) when algo.optimizer._target_ names a class of its own ({target}); "
+                          f"algo.optimizer_type picks {chosen} only while algo.optimizer._target_ is left at its "
+                          "default")
 
 
 def _check_sampling(cfg) -> None:
@@ -230,5 +253,6 @@ def validate(cfg) -> None:
     _check_missing(cfg)
     _check_ranges(cfg)
     _check_checkpoints(cfg)
+    _check_losses(cfg)
     _check_sampling(cfg)
     _check_pbt(cfg)

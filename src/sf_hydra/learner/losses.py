@@ -7,6 +7,7 @@ several policies, a trajectory may hold another policy's episodes)."""
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -44,3 +45,52 @@ def entropy_loss(entropy, valid=None):
 def approx_kl(ratio, valid=None):
     """Low-variance estimator of KL(old || new) from the probability ratio."""
     return masked_mean((ratio - 1.0) - torch.log(ratio), valid)
+
+
+# -- exact divergences between action distributions --------------------------------------------
+# The KL penalty (algo.kl_loss_coeff) compares the current policy with the behaviour policy
+# whose distribution parameters the rollout workers recorded (trajectory field
+# `action_dist_params`); the symmetric-KL exploration loss compares it with a uniform prior.
+
+
+def categorical_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) = sum_a p(a) (log p(a) - log q(a)) of two categoricals given by (unnormalized)
+    logits over the last dimension; one value per row."""
+    log_p = torch.log_softmax(p_logits, dim=-1)
+    log_q = torch.log_softmax(q_logits, dim=-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def gaussian_kl(p_mean, p_std, q_mean, q_std) -> torch.Tensor:
+    """KL(p || q) of two diagonal Gaussians, summed over the last dimension:
+    log(sq / sp) + (sp^2 + (mp - mq)^2) / (2 sq^2) - 1/2 per dimension."""
+    var_ratio = (p_std / q_std) ** 2
+    mean_term = ((p_mean - q_mean) / q_std) ** 2
+    return (0.5 * (var_ratio + mean_term - 1.0) - torch.log(p_std / q_std)).sum(-1)
+
+
+def symmetric_kl_with_uniform(logits: torch.Tensor) -> torch.Tensor:
+    """(KL(p || u) + KL(u || p)) / 2 for the categorical p given by `logits` (last dimension, n
+    actions) and the uniform u = 1/n. Unlike the entropy, it grows without bound as any
+    action's probability goes to 0 (Sample Factory's `exploration_loss=symmetric_kl`)."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    n = logits.shape[-1]
+    log_u = -math.log(n)
+    kl_p_u = (log_p.exp() * (log_p - log_u)).sum(-1)
+    kl_u_p = ((log_u - log_p) / n).sum(-1)
+    return 0.5 * (kl_p_u + kl_u_p)
+
+
+def kl_penalty_loss(kl: torch.Tensor, valid=None) -> torch.Tensor:
+    """The fixed-coefficient KL penalty of the PPO paper (arXiv 1707.06347, section 4), before
+    its coefficient: the mean KL(behaviour || current) per transition."""
+    return masked_mean(kl, valid)
+
+
+SYMMETRIC_KL_CAP = 30.0  # Sample Factory's cap on the mean symmetric KL (a bound for near-deterministic policies)
+
+
+def symmetric_kl_exploration_loss(kl_to_uniform: torch.Tensor, valid=None) -> torch.Tensor:
+    """The exploration loss of `exploration_loss=symmetric_kl`, before its coefficient: the mean
+    symmetric KL to the uniform prior, capped at SYMMETRIC_KL_CAP (minimized, like -entropy)."""
+    return torch.clamp(masked_mean(kl_to_uniform, valid), max=SYMMETRIC_KL_CAP)

@@ -21,11 +21,20 @@ import torch
 
 from sf_hydra.envs import reward_shaping
 from sf_hydra.learner.advantages import gae
-from sf_hydra.learner.losses import approx_kl, entropy_loss, policy_loss, value_loss
+from sf_hydra.learner.losses import (
+    approx_kl,
+    entropy_loss,
+    kl_penalty_loss,
+    masked_mean,
+    policy_loss,
+    symmetric_kl_exploration_loss,
+    value_loss,
+)
 from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams, initial_overrides, shaping_hyperparams
+from sf_hydra.learner.vtrace import vtrace
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
-from sf_hydra.trajectory import model_trajectory_spec, obs_fields_of
+from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_fields_of
 
 
 class NonFiniteTraining(RuntimeError):
@@ -106,6 +115,7 @@ class PPOLearner(L.LightningModule):
         self.policies = torch.nn.ModuleList(build_model(cfg, obs_space, action_space)
                                             for _ in range(self.num_policies))
         self.spec = model_trajectory_spec(obs_space, action_space, self.model, self.num_policies)
+        check_losses_apply(cfg.algo, action_space, self.spec)
         self.recurrence = resolved_recurrence(cfg)
         self.micro_batch = resolved_micro_batch(cfg, obs_space)
         # Counters that survive a resume (saved in on_save_checkpoint).
@@ -220,15 +230,30 @@ class PPOLearner(L.LightningModule):
 
     @torch.no_grad()
     def _advantages_and_targets(self, model, batch: dict, valid, gamma: float):
-        """GAE in raw return units; value targets and old values in the value head's units.
-        Another policy's transitions in the batch are separated from ours by dones (policies
-        change at episode ends), so GAE never mixes them in; they only skip the statistics."""
+        """GAE (or V-trace with algo.with_vtrace) in raw return units; value targets and old
+        values in the value head's units. Another policy's transitions in the batch are
+        separated from ours by dones (policies change at episode ends), so neither estimator
+        mixes them in; they only skip the statistics."""
         norm = model.returns_norm
         values = norm.denormalize(batch["values"]) if norm is not None else batch["values"]
+        log_rhos = None
+        if self.algo.with_vtrace:
+            # V-trace wants the current policy and critic: log pi(a_t|x_t) and V(x_t) from the model as
+            # it is now; the behaviour's value of the state after the rollout stays the bootstrap.
+            log_probs, current = self._current_outputs(model, batch)
+            current = norm.denormalize(current) if norm is not None else current
+            values = torch.cat([current, values[:, -1:]], dim=1)
+            log_rhos = log_probs - batch["log_probs"]
+            if valid is not None:
+                log_rhos = torch.where(valid > 0, log_rhos, 0.0)  # another policy's ratio says nothing (may overflow)
         rewards = batch["rewards"]
         if self.algo.value_bootstrap:  # a truncated episode would have gone on: add gamma*V(s)
             rewards = rewards + gamma * values[:, :-1] * batch["time_outs"]
-        advantages, returns = gae(rewards, values, batch["dones"], gamma, self.algo.gae_lambda)
+        if log_rhos is not None:
+            returns, advantages = vtrace(log_rhos, rewards, values, batch["dones"], gamma, self.algo.vtrace_rho,
+                                         self.algo.vtrace_c)
+        else:
+            advantages, returns = gae(rewards, values, batch["dones"], gamma, self.algo.gae_lambda)
         if norm is not None:
             mine = returns if valid is None else returns[valid > 0]
             if bool(torch.isfinite(mine).all()):  # a non-finite return would poison the statistics for good
@@ -236,16 +261,36 @@ class PPOLearner(L.LightningModule):
             return advantages, norm.normalize(returns), norm.normalize(values[:, :-1])
         return advantages, returns, values[:, :-1]
 
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, ...] -> [B*T/R, R, ...] recurrence chunks."""
+        return x.reshape(-1, self.recurrence, *x.shape[2:])
+
+    @torch.no_grad()
+    def _current_outputs(self, model, batch: dict):
+        """The current model's log-probs of the batch's actions and its values, [B, T] each,
+        evaluated over the same recurrence chunks (each from its recorded RNN state) and
+        micro-batches as training evaluates them."""
+        b, t = batch["actions"].shape[:2]
+        obs = {k: self._split(v) for k, v in obs_fields_of(batch).items()}
+        actions, dones = self._split(batch["actions"]), self._split(batch["dones"])
+        rnn = self._split(batch["rnn_states"])[:, 0] if "rnn_states" in batch else None
+        rows = actions.shape[0]
+        step = max(1, self.micro_batch // self.recurrence) if self.micro_batch > 0 else rows
+        log_probs, values = [], []
+        for i in range(0, rows, step):
+            part = slice(i, i + step)
+            lp, _, v = model.evaluate({k: o[part] for k, o in obs.items()}, actions[part],
+                                      None if rnn is None else rnn[part], dones[part])
+            log_probs.append(lp)
+            values.append(v)
+        return torch.cat(log_probs).reshape(b, t).float(), torch.cat(values).reshape(b, t).float()
+
     def _chunks(self, batch: dict, advantages, targets, old_values, valid) -> dict:
         """[B, T] -> [B*T/R, R] recurrence chunks, every field of the trajectory spec by one
         rule: a bootstrap field drops its extra step (values are replaced by the learner's
         own `old_values`, `targets` and `advantages`), a chunk-start field keeps the first
         step of each chunk (the RNN state a chunk's unroll starts from)."""
-        r = self.recurrence
-
-        def split(x):
-            return x.reshape(-1, r, *x.shape[2:])
-
+        split = self._split
         data = {}
         for field in self.spec:
             if field.bootstrap:
@@ -371,20 +416,37 @@ class PPOLearner(L.LightningModule):
         return sums
 
     def _minibatch_losses(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, torch.Tensor]:
-        """The PPO losses of one (micro-)batch; its advantages are normalized already."""
-        h, valid = hyper, mb.get("valids")
+        """The PPO losses of one (micro-)batch; its advantages are normalized already. The
+        exploration loss is the entropy's negative or the symmetric KL to a uniform prior
+        (algo.exploration_loss); with algo.kl_loss_coeff > 0, the exact KL from the behaviour
+        policy's recorded distribution is added."""
+        h, valid, algo = hyper, mb.get("valids"), self.algo
         obs = obs_fields_of(mb)
-        log_probs, entropy, values = model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"])
+        symmetric_kl = algo.exploration_loss == "symmetric_kl"
+        need_dist = symmetric_kl or algo.kl_loss_coeff > 0
+        out = model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"], with_distribution=need_dist)
+        log_probs, entropy, values = out[:3]
         adv = mb["advantages"]
         p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, h["ppo_clip_ratio"], valid)
         v_loss = value_loss(values, mb["old_values"], mb["targets"], h["ppo_clip_value"], valid)
-        e_loss = entropy_loss(entropy, valid)
+        if symmetric_kl:
+            e_loss = symmetric_kl_exploration_loss(out[3].symmetric_kl_with_uniform_prior().reshape(ratio.shape), valid)
+        else:
+            e_loss = entropy_loss(entropy, valid)
         total = p_loss + h["value_loss_coeff"] * v_loss + h["exploration_loss_coeff"] * e_loss
+        losses = {}
+        if algo.kl_loss_coeff > 0:
+            old_params = mb[ACTION_DIST_PARAMS]
+            behaviour_kl = out[3].kl_from(old_params.reshape(-1, old_params.shape[-1])).reshape(ratio.shape)
+            k_loss = kl_penalty_loss(behaviour_kl, valid)
+            total = total + algo.kl_loss_coeff * k_loss
+            losses["loss/kl"] = k_loss.detach()
         with torch.no_grad():
             kl = approx_kl(ratio, valid)
         return {
             "loss/total": total, "loss/policy": p_loss.detach(), "loss/value": v_loss.detach(),
-            "loss/entropy": -e_loss.detach(), "learner/kl": kl, "learner/clip_fraction": clip_fraction,
+            "loss/entropy": masked_mean(entropy.detach(), valid), "loss/exploration": e_loss.detach(),
+            "learner/kl": kl, "learner/clip_fraction": clip_fraction, **losses,
         }
 
     @staticmethod
@@ -466,6 +528,23 @@ def apply_to_optimizer(opt, hyper: Dict[str, float]) -> None:
             group["betas"] = (hyper["adam_beta1"], hyper["adam_beta2"])
         if "eps" in group:
             group["eps"] = hyper["adam_eps"]
+
+
+def check_losses_apply(algo, action_space, spec) -> None:
+    """The loss choices that depend on the env's action space or the model, checked when the
+    learner is built (before any worker starts)."""
+    import gymnasium as gym
+
+    from sf_hydra.config.errors import ConfigError
+
+    if algo.exploration_loss == "symmetric_kl" and isinstance(action_space, gym.spaces.Box):
+        raise ConfigError("algo.exploration_loss", "symmetric_kl",
+                          f"entropy for the continuous action space {action_space} (a uniform prior over an "
+                          "unbounded Box does not exist)")
+    if algo.kl_loss_coeff > 0 and ACTION_DIST_PARAMS not in spec:
+        raise ConfigError("algo.kl_loss_coeff", algo.kl_loss_coeff,
+                          "0 with this model: it records no action_dist_params (the behaviour distribution the KL "
+                          "penalty compares with); a network class of your own sets action_dist_params_size")
 
 
 def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:

@@ -1,5 +1,11 @@
 """Action distributions for the action spaces the sampler allocates for:
-Discrete, MultiDiscrete (and Tuple of Discrete, flattened to it) and Box."""
+Discrete, MultiDiscrete (and Tuple of Discrete, flattened to it) and Box.
+
+Each distribution can also give its parameters as one flat vector per row (`params()`: the
+logits, or the means then the stds) and the exact KL(old || itself) from such a vector
+(`kl_from(old_params)`): the rollout workers record the behaviour policy's parameters when
+the learner's KL penalty needs them (trajectory field `action_dist_params`, `params_size`
+numbers per step, a head attribute)."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
+from sf_hydra.learner.losses import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
 from sf_hydra.spaces import discrete_sizes
 
 # Argument validation costs more than the sampling itself for small batches, on every step.
@@ -25,6 +32,7 @@ class CategoricalHead(nn.Module):
         super().__init__()
         self.sizes, self.single = list(sizes), single
         self.linear = nn.Linear(in_size, sum(sizes))
+        self.params_size = sum(sizes)  # the logits of every categorical
 
     def distribution(self, x: torch.Tensor) -> "MultiCategorical":
         return MultiCategorical(self.linear(x).split(self.sizes, dim=-1), self.single)
@@ -72,6 +80,18 @@ class MultiCategorical:
     def entropy(self) -> torch.Tensor:
         return sum(d.entropy() for d in self.dists)
 
+    def params(self) -> torch.Tensor:
+        """Every categorical's logits, concatenated."""
+        return self.logits[0] if len(self.logits) == 1 else torch.cat(list(self.logits), dim=-1)
+
+    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
+        """KL(old || self), summed over the independent categoricals."""
+        old = old_params.split([lg.shape[-1] for lg in self.logits], dim=-1)
+        return sum(categorical_kl(o, lg) for o, lg in zip(old, self.logits))
+
+    def symmetric_kl_with_uniform_prior(self) -> torch.Tensor:
+        return sum(symmetric_kl_with_uniform(lg) for lg in self.logits)
+
 
 class GaussianHead(nn.Module):
     """Diagonal Gaussian over a Box; std is state-dependent (adaptive) or a learned vector.
@@ -90,6 +110,7 @@ class GaussianHead(nn.Module):
         n = int(np.prod(space.shape))
         self.adaptive, self.tanh_scale, self.squash = adaptive, tanh_scale, squash
         self.mean = nn.Linear(in_size, n)
+        self.params_size = 2 * n  # the means, then the stds
         if adaptive:
             self.log_std = nn.Linear(in_size, n)
         else:
@@ -139,6 +160,16 @@ class DiagGaussian:
     def entropy(self) -> torch.Tensor:
         return self.normal.entropy().sum(-1)
 
+    def params(self) -> torch.Tensor:
+        """The means, then the standard deviations (of u, before any squashing)."""
+        return torch.cat([self.normal.loc, self.normal.scale], dim=-1)
+
+    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
+        """KL(old || self) of the diagonal Gaussians (exact for the squashed one too: the same
+        invertible squashing of both leaves the KL unchanged)."""
+        old_mean, old_std = old_params.chunk(2, dim=-1)
+        return gaussian_kl(old_mean, old_std, self.normal.loc, self.normal.scale)
+
 
 class TanhDiagGaussian:
     """a = center + half_range * tanh(u), u ~ N(mu, std), per dimension:
@@ -179,6 +210,16 @@ class TanhDiagGaussian:
         u = self.normal.rsample()
         y = torch.tanh(u)
         return (self.normal.entropy() + self._log_det_jacobian(y.clamp(-1.0 + self.EDGE, 1.0 - self.EDGE))).sum(-1)
+
+    def params(self) -> torch.Tensor:
+        """The means, then the standard deviations (of u, before any squashing)."""
+        return torch.cat([self.normal.loc, self.normal.scale], dim=-1)
+
+    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
+        """KL(old || self) of the diagonal Gaussians (exact for the squashed one too: the same
+        invertible squashing of both leaves the KL unchanged)."""
+        old_mean, old_std = old_params.chunk(2, dim=-1)
+        return gaussian_kl(old_mean, old_std, self.normal.loc, self.normal.scale)
 
 
 def make_action_head(in_size: int, space: gym.Space, model_cfg) -> nn.Module:

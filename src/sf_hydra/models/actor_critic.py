@@ -16,7 +16,7 @@ from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd
 from sf_hydra.spaces import obs_shapes
 from sf_hydra.targets import build, locate
-from sf_hydra.trajectory import Field
+from sf_hydra.trajectory import ACTION_DIST_PARAMS, Field
 
 
 class StepOutput(NamedTuple):
@@ -25,7 +25,7 @@ class StepOutput(NamedTuple):
     values: torch.Tensor  # in normalized-return units when normalize_returns is on
     rnn_states: Optional[torch.Tensor]
     # More per-row outputs to record in the trajectory, one per field the model declares in
-    # `extra_trajectory_fields` (e.g. behaviour logits for a KL term).
+    # `extra_trajectory_fields`, and `action_dist_params` when the model records it.
     extras: Optional[Dict[str, torch.Tensor]] = None
 
 
@@ -44,6 +44,8 @@ class ActorCritic(nn.Module):
         size = model_cfg.decoder_mlp_layers[-1] if model_cfg.decoder_mlp_layers else size
         self.action_head = build("model.action_head", model_cfg.action_head, size, action_space, model_cfg)
         self.value_head = nn.Linear(size, 1)
+        # The behaviour distribution's parameters are recorded only for a loss that reads them.
+        self.action_dist_params_size = action_dist_params_size(self.action_head, algo_cfg)
         self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain)
 
     @property
@@ -85,12 +87,14 @@ class ActorCritic(nn.Module):
         else:
             actions = dist.mode() if deterministic else dist.sample()
             log_probs = dist.log_prob(actions)
-        return StepOutput(actions, log_probs, self.value_head(x).squeeze(-1), rnn_states)
+        extras = {ACTION_DIST_PARAMS: dist.params()} if self.action_dist_params_size else None
+        return StepOutput(actions, log_probs, self.value_head(x).squeeze(-1), rnn_states, extras)
 
     def evaluate(self, obs: Dict[str, torch.Tensor], actions: torch.Tensor, rnn_states: Optional[torch.Tensor],
-                 dones: Optional[torch.Tensor]):
-        """Learner forward over [B, T] chunks: log-probs, entropy and values of `actions`.
-        rnn_states is the state before the first step of each chunk."""
+                 dones: Optional[torch.Tensor], with_distribution: bool = False):
+        """Learner forward over [B, T] chunks: log-probs, entropy and values of `actions`, and
+        with `with_distribution` the action distribution too (over the B*T rows, for the KL
+        losses). rnn_states is the state before the first step of each chunk."""
         b, t = actions.shape[:2]
         flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in obs.items()}
         x = self._features(flat)
@@ -100,7 +104,23 @@ class ActorCritic(nn.Module):
         dist = self.action_head.distribution(x)
         flat_actions = actions.reshape(b * t, *actions.shape[2:])
         log_probs = dist.log_prob(flat_actions).reshape(b, t)
-        return log_probs, dist.entropy().reshape(b, t), self.value_head(x).reshape(b, t)
+        out = (log_probs, dist.entropy().reshape(b, t), self.value_head(x).reshape(b, t))
+        return (*out, dist) if with_distribution else out
+
+
+def action_dist_params_size(action_head: nn.Module, algo_cfg) -> int:
+    """Numbers per step of the behaviour distribution's parameters the rollout workers record:
+    the head's `params_size` when algo.kl_loss_coeff > 0, else 0 (nothing recorded)."""
+    if not getattr(algo_cfg, "kl_loss_coeff", 0.0) > 0:
+        return 0
+    size = getattr(action_head, "params_size", None)
+    if size is None:
+        from sf_hydra.config.errors import ConfigError
+
+        raise ConfigError("algo.kl_loss_coeff", algo_cfg.kl_loss_coeff,
+                          f"0 with the action head {type(action_head).__name__}: the KL penalty needs a head with "
+                          "`params_size` whose distributions offer params() and kl_from(old_params)")
+    return int(size)
 
 
 def build_model(cfg, obs_space: gym.Space, action_space: gym.Space) -> ActorCritic:

@@ -1,0 +1,37 @@
+"""CartPole learns with each of the new losses and the Lamb optimizer (real trainings, short)."""
+
+import pytest
+
+from sf_hydra.report.tensorboard import read_scalars
+from sf_hydra.train import train
+from tests.conftest import make_cfg
+
+# The default CartPole budget with the default losses reaches 150 in ~20k env steps.
+BUDGET = ("train_for_env_steps=60000", "train_until_avg_return=150")
+
+
+def _learns(tmp_path, *overrides):
+    cfg = make_cfg(tmp_path, *BUDGET, *overrides)
+    summary = train(cfg)
+    assert summary["avg_return"] >= 150, summary
+    assert summary["stop_reason"].startswith("train_until_avg_return"), summary
+    return read_scalars(tmp_path / cfg.experiment)
+
+
+@pytest.mark.slow
+def test_cartpole_learns_with_vtrace(tmp_path):
+    _learns(tmp_path, "algo.with_vtrace=true")
+
+
+@pytest.mark.slow
+def test_cartpole_learns_with_kl_penalty_and_symmetric_kl_exploration(tmp_path):
+    scalars = _learns(tmp_path, "algo.kl_loss_coeff=0.1", "algo.exploration_loss=symmetric_kl")
+    assert "loss/kl" in scalars and "loss/exploration" in scalars
+    assert all(s.value >= 0 for s in scalars["loss/kl"])  # an exact KL is never negative
+    assert any(s.value > 0 for s in scalars["loss/kl"])  # the behaviour's recorded distribution really lags
+
+
+@pytest.mark.slow
+def test_cartpole_learns_with_lamb(tmp_path):
+    # Lamb moves each layer by lr x its own norm per step: it needs a larger lr than Adam's.
+    _learns(tmp_path, "algo.optimizer_type=lamb", "algo.learning_rate=0.03")
