@@ -14,7 +14,7 @@ ACTIVE_STEPS = {0: 8, 1: 10, 2: 10}
 def test_sampler_names_the_agent_of_each_episode(tmp_path):
     got = collect(make_cfg(tmp_path, "env=gym/multi_agent_toy", "hardware.num_workers=1",
                            "hardware.num_envs_per_worker=2"), min_slots=24)
-    assert {(agent, length) for _, length, agent, _policy in got.episodes} == set(ACTIVE_STEPS.items())
+    assert {(e.agent, e.length) for e in got.episodes} == set(ACTIVE_STEPS.items())
 
 
 def test_single_agent_episodes_name_no_agent(tmp_path):
