@@ -1,7 +1,9 @@
 """Publishes the learner's weights (parameters + normalizer buffers) to the rollout
-workers through one flat shared tensor and a version counter."""
+workers through one flat shared tensor, a version counter and a sequence counter."""
 
 from __future__ import annotations
+
+import time
 
 import torch
 from torch import nn
@@ -16,40 +18,53 @@ def flat_size(model: nn.Module) -> int:
 
 
 class PolicyStore:
-    """Writer side is the learner, reader side each rollout worker; a lock keeps a reader
-    from seeing half-written weights."""
+    """Writer side is the learner, reader side each rollout worker. No lock is shared: a worker
+    killed while it held one would leave the learner waiting forever. Instead a sequence
+    counter (a seqlock): the writer makes it odd, writes, makes it even; a reader copies the
+    weights and keeps them only if the counter was even and unchanged around its copy, else
+    copies again. The writer never waits for a reader, and a dead reader holds nothing."""
 
-    def __init__(self, model: nn.Module, lock, shaping_size: int = 0):
+    def __init__(self, model: nn.Module, shaping_size: int = 0):
         """shaping_size: 2 x the env's shaped quantities (envs/episode_info.py SHAPING_UNITS)."""
         self.flat = torch.zeros(flat_size(model), dtype=torch.float64).share_memory_()
         self.version = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self.sequence = torch.zeros(1, dtype=torch.int64).share_memory_()  # odd while being written
         # The policy's own reward-shaping weights minus the env's (PBT perturbs them): what a
         # worker adds per unit the env reports, for the rows this policy acts in. 0: the env's.
         self.reward_shaping = torch.zeros(shaping_size, dtype=torch.float64).share_memory_()
-        self.lock = lock
         self.publish(model, version=0)
 
     def set_reward_shaping(self, difference) -> None:
         self.reward_shaping.copy_(torch.as_tensor(difference, dtype=torch.float64))
 
     def publish(self, model: nn.Module, version: int) -> None:
-        with torch.no_grad(), self.lock:
+        with torch.no_grad():
+            self.sequence[0] += 1  # odd: a reader that overlaps this copies again
             offset = 0
             for t in _tensors(model):
                 n = t.numel()
                 self.flat[offset : offset + n].copy_(t.detach().reshape(-1))
                 offset += n
             self.version[0] = version
+            self.sequence[0] += 1
 
-    def load_into(self, model: nn.Module) -> int:
-        """Copies the latest weights into `model`; returns their version."""
-        with torch.no_grad(), self.lock:
-            offset = 0
-            for t in _tensors(model):
-                n = t.numel()
-                t.data.copy_(self.flat[offset : offset + n].reshape(t.shape))
-                offset += n
-            return int(self.version[0])
+    def load_into(self, model: nn.Module, max_tries: int = 1000) -> int:
+        """Copies the latest whole weights into `model`; returns their version."""
+        with torch.no_grad():
+            for _ in range(max_tries):
+                before = int(self.sequence[0])
+                if before % 2:
+                    time.sleep(0.0005)  # being written
+                    continue
+                offset = 0
+                for t in _tensors(model):
+                    n = t.numel()
+                    t.data.copy_(self.flat[offset : offset + n].reshape(t.shape))
+                    offset += n
+                version = int(self.version[0])
+                if int(self.sequence[0]) == before:
+                    return version
+        raise RuntimeError(f"the policy store was being written through {max_tries} reads: is the learner stuck?")
 
     def current_version(self) -> int:
         return int(self.version[0])

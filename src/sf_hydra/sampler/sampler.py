@@ -98,7 +98,7 @@ class Sampler:
         # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
         self.num_policies = cfg.algo.num_policies
         shaping = 2 * len(reward_shaping(cfg.env)) if cfg.pbt.with_pbt else 0
-        self.stores = [PolicyStore(model, self.ctx.Lock(), shaping)
+        self.stores = [PolicyStore(model, shaping_size=shaping)
                        for _ in range(self.num_policies + cfg.selfplay.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         # Each worker's progress (rollout_worker.BEAT_*): watched so that a stuck worker is named.
