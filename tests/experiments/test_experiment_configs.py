@@ -65,7 +65,10 @@ def test_experiment_composes(name, env):
         assert any(text in str(e) for text in NOT_AVAILABLE), f"{name}: {e}"
 
 
-SELF_PLAY_PRESETS = ["doom_duel_selfplay", "doom_deathmatch_selfplay", "doom_duel_bots", "doom_deathmatch_bots"]
+# The duel self-play preset runs by default; the other three (the same code paths, ~13 s
+# each) run on purpose with -m long.
+SELF_PLAY_PRESETS = ["doom_duel_selfplay"] + [pytest.param(name, marks=pytest.mark.long) for name in (
+    "doom_deathmatch_selfplay", "doom_duel_bots", "doom_deathmatch_bots")]
 
 
 @pytest.mark.parametrize("name", SELF_PLAY_PRESETS)

@@ -144,7 +144,22 @@ def box_center_and_half_range(space: gym.spaces.Box):
     return torch.as_tensor(center, dtype=torch.float32), torch.as_tensor(half_range, dtype=torch.float32)
 
 
-class DiagGaussian:
+class GaussianParams:
+    """For a distribution driven by a diagonal Normal `self.normal` over u: its parameters as
+    recorded in trajectories, and the exact KL from recorded ones."""
+
+    def params(self) -> torch.Tensor:
+        """The means, then the standard deviations (of u, before any squashing)."""
+        return torch.cat([self.normal.loc, self.normal.scale], dim=-1)
+
+    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
+        """KL(old || self) of the diagonal Gaussians (exact for the squashed one too: the same
+        invertible squashing of both leaves the KL unchanged)."""
+        old_mean, old_std = old_params.chunk(2, dim=-1)
+        return gaussian_kl(old_mean, old_std, self.normal.loc, self.normal.scale)
+
+
+class DiagGaussian(GaussianParams):
     def __init__(self, mu: torch.Tensor, std: torch.Tensor):
         self.normal = Normal(mu, std)
 
@@ -160,18 +175,8 @@ class DiagGaussian:
     def entropy(self) -> torch.Tensor:
         return self.normal.entropy().sum(-1)
 
-    def params(self) -> torch.Tensor:
-        """The means, then the standard deviations (of u, before any squashing)."""
-        return torch.cat([self.normal.loc, self.normal.scale], dim=-1)
 
-    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
-        """KL(old || self) of the diagonal Gaussians (exact for the squashed one too: the same
-        invertible squashing of both leaves the KL unchanged)."""
-        old_mean, old_std = old_params.chunk(2, dim=-1)
-        return gaussian_kl(old_mean, old_std, self.normal.loc, self.normal.scale)
-
-
-class TanhDiagGaussian:
+class TanhDiagGaussian(GaussianParams):
     """a = center + half_range * tanh(u), u ~ N(mu, std), per dimension:
     log p(a) = log N(u) - log(half_range) - log(1 - tanh(u)^2).
 
@@ -210,16 +215,6 @@ class TanhDiagGaussian:
         u = self.normal.rsample()
         y = torch.tanh(u)
         return (self.normal.entropy() + self._log_det_jacobian(y.clamp(-1.0 + self.EDGE, 1.0 - self.EDGE))).sum(-1)
-
-    def params(self) -> torch.Tensor:
-        """The means, then the standard deviations (of u, before any squashing)."""
-        return torch.cat([self.normal.loc, self.normal.scale], dim=-1)
-
-    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
-        """KL(old || self) of the diagonal Gaussians (exact for the squashed one too: the same
-        invertible squashing of both leaves the KL unchanged)."""
-        old_mean, old_std = old_params.chunk(2, dim=-1)
-        return gaussian_kl(old_mean, old_std, self.normal.loc, self.normal.scale)
 
 
 def make_action_head(in_size: int, space: gym.Space, model_cfg) -> nn.Module:
