@@ -18,14 +18,7 @@ from sf_hydra.models.action_heads import make_action_head
 from sf_hydra.models.cores import RnnCore
 from sf_hydra.models.normalizer import RunningMeanStd
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """The tensors here are tiny: extra intra-op threads only add sync cost (a lot on a busy box)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- GAE --------------------------------------------------------------------------------------

@@ -23,12 +23,7 @@ ROWS, T = 6, 8
 HERE = __name__
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _learner(tmp_cfg, *overrides, actions=gym.spaces.Discrete(3)) -> PPOLearner:
