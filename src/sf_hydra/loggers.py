@@ -109,8 +109,8 @@ def finish_wandb(failed: bool) -> None:
 
 
 def log_videos(train_cfg, run_dir: Path, videos: List[str], scalars: dict) -> None:
-    """enjoy.py: the episodes' GIFs (and its results) into the run's W&B run, when the run
-    used W&B. Any failure is a warning: the GIFs are on disk either way."""
+    """enjoy.py: the episodes' videos (and its results) into the run's W&B run, when the run
+    used W&B. Any failure is a warning: the videos are on disk either way."""
     saved = run_dir / WANDB_ID_FILE
     if not OmegaConf.select(train_cfg, "logger.with_wandb", default=False) or not videos:
         return
@@ -123,7 +123,7 @@ def log_videos(train_cfg, run_dir: Path, videos: List[str], scalars: dict) -> No
         lg = train_cfg.logger
         run = wandb.init(id=saved.read_text().strip(), resume="allow", dir=str(run_dir), project=lg.wandb_project,
                          entity=lg.wandb_user, group=lg.get("wandb_group") or None, job_type=lg.wandb_job_type)
-        run.log({**{f"enjoy/episode_{i:03d}": wandb.Video(v, format="gif") for i, v in enumerate(videos)},
+        run.log({**{f"enjoy/episode_{i:03d}": wandb.Video(v, format=Path(v).suffix[1:]) for i, v in enumerate(videos)},
                  **scalars})
         run.finish()
     except Exception as e:

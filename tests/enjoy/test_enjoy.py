@@ -1,9 +1,11 @@
 """`python enjoy.py experiment=<name>`: loads a trained run's config and checkpoint, plays
-episodes with its policy, writes eval.json and GIFs; bad input is named before anything runs."""
+episodes with its policy, writes eval.json and videos (mp4 or GIF); bad input is named before anything runs."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -12,19 +14,35 @@ from sf_hydra.train import train
 from tests.conftest import REPO_ROOT, make_cfg
 
 
-def gif_frames(path) -> int:
-    """Frames shown, counting Pillow's merges of identical consecutive frames (their durations add)."""
+def gif_frames(path, frame_ms: int = 20) -> int:
+    """Frames shown in a GIF whose frames last `frame_ms` (CartPole's 50 fps), counting Pillow's merges of
+    identical consecutive frames (their durations add)."""
     with Image.open(path) as gif:
         durations = []
         for i in range(gif.n_frames):
             gif.seek(i)
             durations.append(gif.info["duration"])
-    return round(sum(durations) / min(durations))
+    return round(sum(durations) / frame_ms)
 
 
-def enjoy(tmp_path, *overrides):
-    cmd = [sys.executable, str(REPO_ROOT / "enjoy.py"), f"train_dir={tmp_path}", *overrides]
-    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+def video_frames(path) -> int:
+    """Frames in a saved episode video, decoded from the file (mp4 through imageio-ffmpeg, or GIF)."""
+    if Path(path).suffix == ".gif":
+        return gif_frames(path)
+    import imageio.v2 as imageio
+
+    with imageio.get_reader(path) as reader:
+        return sum(1 for _ in reader)
+
+
+def enjoy(tmp_path, *overrides, hide=None):
+    """enjoy.py in a subprocess; `hide`: packages it must run without (tests/helpers/hide_modules.py)."""
+    script = [str(REPO_ROOT / "enjoy.py")]
+    if hide:
+        script = ["-m", "tests.helpers.hide_modules", ",".join(hide), *script]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, *script, f"train_dir={tmp_path}", *overrides]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +53,8 @@ def cartpole_run(tmp_path_factory):
 
 
 def test_enjoy_plays_episodes_and_records_them(cartpole_run):
-    result = enjoy(cartpole_run, "experiment=test", "episodes=2", "video=true", "max_episode_steps=30")
+    result = enjoy(cartpole_run, "experiment=test", "episodes=2", "video=true", "video_format=gif",
+                   "max_episode_steps=30")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((cartpole_run / "test" / "enjoy" / "eval.json").read_text())
     assert report["checkpoint"].endswith("last.ckpt")
@@ -46,6 +65,29 @@ def test_enjoy_plays_episodes_and_records_them(cartpole_run):
         with Image.open(episode["video"]) as gif:
             assert gif.size[0] > 100
     assert (cartpole_run / "test" / "enjoy" / "enjoy.log").exists()
+
+
+def test_enjoy_saves_mp4_capped_at_video_frames(cartpole_run):
+    """With imageio-ffmpeg (the `video` extra) a video is an mp4; video_frames caps its length while the
+    episode plays on (its length and return are the whole episode's)."""
+    result = enjoy(cartpole_run, "experiment=test", "episodes=1", "video=true", "video_frames=12",
+                   "max_episode_steps=40")
+    assert result.returncode == 0, result.stderr[-3000:]
+    episode = json.loads((cartpole_run / "test" / "enjoy" / "eval.json").read_text())["episodes"][0]
+    assert episode["video"].endswith(".mp4") and episode["length"] > 12
+    assert video_frames(episode["video"]) == 12
+
+
+def test_enjoy_without_ffmpeg_falls_back_to_gif_and_names_mp4(cartpole_run):
+    """Without imageio-ffmpeg, auto saves GIFs; asking for mp4 is refused by name before anything plays."""
+    result = enjoy(cartpole_run, "experiment=test", "episodes=1", "video=true", "max_episode_steps=5",
+                   hide=["imageio_ffmpeg"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    episode = json.loads((cartpole_run / "test" / "enjoy" / "eval.json").read_text())["episodes"][0]
+    assert episode["video"].endswith(".gif") and gif_frames(episode["video"]) == episode["length"]
+    refused = enjoy(cartpole_run, "experiment=test", "video=true", "video_format=mp4", hide=["imageio_ffmpeg"])
+    message = refused.stdout + refused.stderr
+    assert refused.returncode == 2 and "video_format='mp4'" in message and "imageio-ffmpeg" in message
 
 
 def test_enjoy_names_a_missing_run_and_creates_nothing(cartpole_run):
@@ -87,7 +129,7 @@ def test_enjoy_doom_pixels_and_rnn(tmp_path):
                    "deterministic=true")
     assert result.returncode == 0, result.stderr[-3000:]
     episode = json.loads((tmp_path / "test" / "enjoy" / "eval.json").read_text())["episodes"][0]
-    assert gif_frames(episode["video"]) == episode["length"]
+    assert video_frames(episode["video"]) == episode["length"]
 
 
 def test_enjoy_plays_any_policy_of_a_several_policy_run(tmp_path):

@@ -100,3 +100,17 @@ def test_duel_self_play_two_policies_and_a_snapshot(tmp_path):
     assert all(p["env_steps"] >= 1500 and p["policy_version"] >= 2 for p in summary["policies"])
     pool = json.loads((tmp_path / "test" / "selfplay" / "pool.json").read_text())
     assert pool["generation"] >= 1 and pool["slots"][0]["policy"] in (0, 1)
+
+    # enjoy.py plays the duel: each seat with its own trained policy, agent 0's view as the video
+    from tests.enjoy.test_enjoy import enjoy, video_frames
+
+    result = enjoy(tmp_path, "experiment=test", "episodes=1", "video=true", "agent_policies=[1,0]")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "test" / "enjoy" / "eval.json").read_text())
+    episode = report["episodes"][0]
+    assert [a["policy"] for a in episode["agents"]] == [1, 0]
+    assert episode["length"] == episode["agents"][0]["length"] == 105  # the match: 420 tics / frameskip 4
+    assert episode["return"] == episode["agents"][0]["return"] and len(report["agent_mean_returns"]) == 2
+    assert video_frames(episode["video"]) == episode["length"]
+    refused = enjoy(tmp_path, "experiment=test", "agent_policies=[0]")
+    assert refused.returncode == 2 and "agent_policies=[0]" in refused.stdout + refused.stderr

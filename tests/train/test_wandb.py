@@ -8,6 +8,7 @@ import logging
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,8 +86,8 @@ def test_enjoy_videos_go_to_the_runs_wandb_run(tmp_path):
     for i in range(2):
         assert run["history"][f"enjoy/episode_{i:03d}/_type"] == ["video-file"]
         [logged] = run["history"][f"enjoy/episode_{i:03d}/path"]
-        gif = enjoy_file.parent / "files" / logged
-        assert gif.read_bytes() == (run_dir / "enjoy" / f"episode_{i:03d}.gif").read_bytes()
+        video = enjoy_file.parent / "files" / logged
+        assert video.read_bytes() == Path(eval_json["episodes"][i]["video"]).read_bytes()
 
 
 def test_sweep_runs_are_grouped_under_the_sweep_name(tmp_path):

@@ -85,6 +85,22 @@ class Nonlinearity(Choice):
     tanh = "tanh"
 
 
+class VideoFormat(Choice):
+    """How enjoy.py saves an episode's video: auto is mp4 when imageio-ffmpeg is installed, else gif."""
+
+    auto = "auto"
+    mp4 = "mp4"
+    gif = "gif"
+
+
+class ProgressStyle(Choice):
+    """The console's progress: auto is a live bar on a terminal and periodic lines elsewhere."""
+
+    auto = "auto"
+    bar = "bar"
+    lines = "lines"
+
+
 class PolicyInitialization(Choice):
     orthogonal = "orthogonal"
     xavier_uniform = "xavier_uniform"

@@ -26,8 +26,10 @@ from sf_hydra.config.choices import (
     OptimizerType,
     PolicyInitialization,
     Precision,
+    ProgressStyle,
     RestartBehavior,
     RnnType,
+    VideoFormat,
 )
 
 
@@ -183,7 +185,9 @@ class LoggerConfig:
     `pip install 'sf_hydra[wandb]'`; with WANDB_MODE=offline it writes <run_dir>/wandb for `wandb sync`."""
 
     tensorboard: bool = True  # event files in <run_dir>/tb
-    log_interval_sec: float = 5.0  # console progress line
+    log_interval_sec: float = 5.0  # seconds between console progress lines (the log file gets them too)
+    # auto: a live progress bar on a terminal (frames, FPS over 10/60/300 s, return, policy lag, ETA), lines elsewhere
+    progress: ProgressStyle = ProgressStyle.auto
     experiment_summaries_interval: float = 10.0  # seconds between scalars (TensorBoard, W&B)
     stats_avg: int = 100  # episodes averaged for reward/length statistics
     with_wandb: bool = False  # also log to W&B: the same scalars and the resolved config
@@ -282,7 +286,12 @@ class EnjoyConfig:
     episodes: int = 5  # episodes to play
     deterministic: bool = False  # the most likely action instead of a sample
     render: bool = False  # a window (needs a display)
-    video: bool = False  # save each episode as <run_dir>/enjoy/episode_NNN.gif
+    video: bool = False  # save each episode as <run_dir>/enjoy/episode_NNN.mp4 (or .gif; video_format)
+    video_format: VideoFormat = VideoFormat.auto  # auto: mp4 when imageio-ffmpeg is installed, else gif
+    video_frames: Optional[int] = None  # a video's frames at most (the episode plays on); None: the whole episode
     max_episode_steps: Optional[int] = None  # cut episodes (agent steps)
     seed: Optional[int] = 0  # episode i is reset with seed + i (None: unseeded)
     policy: int = 0  # which trained policy plays, for a run with algo.num_policies > 1
+    # Multi-agent envs: the trained policy of each agent seat, e.g. [0, 1]; None: agent 0 plays `policy`,
+    # agent i the policy (policy + i) mod algo.num_policies. Videos show agent 0's view.
+    agent_policies: Optional[List[int]] = None
