@@ -64,7 +64,8 @@ def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
     if resuming is None:
         resuming = rd.resume_checkpoint(run_dir) is not None
     loggers = build_loggers(cfg, run_dir, resuming=resuming)
-    summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval)
+    summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval,
+                          cfg.logger.progress, cfg.train_for_env_steps, cfg.train_for_seconds)
     callbacks = [PublishPolicy(), stop, summaries, checkpoints]
     if cfg.selfplay.pool_size > 0:
         from sf_hydra.learner.opponent_pool import OpponentPool

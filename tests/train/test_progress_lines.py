@@ -1,12 +1,17 @@
-"""The console progress lines: FPS is never 0 once env steps were made (even when the first batch took
-longer than the FPS window, as a slow env start-up does), and the last line is printed once."""
+"""The console progress: lines where the console is a file or a pipe (FPS is never 0 once env steps were
+made, even when the first batch took longer than the FPS window, as a slow env start-up does; the last line
+is printed once), a live bar on a terminal (the lines then go to the log file only), FPS over Sample
+Factory's 10/60/300-second windows and an ETA."""
 
 from __future__ import annotations
 
 import re
+import sys
 
 from sf_hydra.learner.callbacks import Summaries
-from tests.faults.runs import train_py
+from sf_hydra.learner.progress import FpsMeter, eta_seconds, format_duration
+from tests.faults.runs import REPO, TINY, env_with_repo, train_py
+from tests.helpers.terminal import run_on_terminal
 
 LINE = re.compile(r"env steps (\d+) \| FPS (\d+)")
 
@@ -30,3 +35,37 @@ def test_last_progress_line_is_not_repeated(tmp_path):
     steps = [int(LINE.search(line).group(1)) for line in lines]
     assert len(steps) == len(set(steps)), lines  # no env-step count printed twice
     assert all(int(LINE.search(line).group(2)) > 0 for line in lines), lines
+
+
+def test_fps_windows_reach_back_300_seconds_however_often_the_learner_reports():
+    meter = FpsMeter()
+    for i in range(40_000):  # 400 s of a learner reporting every 10 ms, at 1000 env steps/s then 3000
+        t = i * 0.01
+        meter.add(t, int(1000 * t) if t <= 200 else 200_000 + int(3000 * (t - 200)))
+    assert len(meter.history) <= meter.history.maxlen
+    assert abs(meter.fps(10) - 3000) < 5 and abs(meter.fps(60) - 3000) < 5
+    assert abs(meter.fps(300) - (200 * 3000 + 100 * 1000) / 300) < 10  # half of the window at each rate
+
+
+def test_eta_is_the_first_budget_to_end():
+    assert eta_seconds(1000, 11_000, 100.0, 0.0, float("inf")) == 100  # 10000 steps left at 100 FPS
+    assert eta_seconds(1000, 11_000, 100.0, 50.0, 80.0) == 30  # the time budget ends first
+    assert eta_seconds(1000, float("inf"), 100.0, 0.0, 1e10) is None  # no budget: no ETA
+    assert eta_seconds(1000, 11_000, 0.0, 0.0, float("inf")) is None  # no steps yet: unknown
+    assert format_duration(3725) == "1:02:05" and format_duration(None) == "n/a"
+
+
+def test_a_terminal_gets_a_live_bar_and_the_log_file_the_lines(tmp_path):
+    cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=run", *TINY,
+           "train_for_env_steps=6000", "logger.log_interval_sec=0.5"]
+    code, screen = run_on_terminal(cmd, cwd=REPO, env=env_with_repo())
+    assert code == 0, screen[-3000:]
+    bars = [b for b in re.split(r"[\r\n]", screen) if "frames [" in b]
+    assert bars and bars[-1].lstrip().startswith("100%|") and "/6.0" in bars[-1], screen[-3000:]
+    assert all(key in bars[-1] for key in ("FPS ", "(10/60/300 s)", "return ", "lag ", "ETA 0:00:00")), bars[-1]
+    assert not LINE.search(screen), screen[-3000:]  # the bar replaces the lines on the terminal...
+    logged = (tmp_path / "run" / "train.log").read_text()
+    lines = [line for line in logged.splitlines() if LINE.search(line)]
+    assert len(lines) >= 2, logged[-3000:]  # ... which the log file still gets
+    assert all("(60 s)" in line and "(300 s)" in line and "to 6000 env steps" in line for line in lines), lines
+    assert "stopped (train_for_env_steps=6000 reached)" in screen  # other records still reach the terminal

@@ -7,11 +7,20 @@ import logging
 import math
 import signal
 import time
-from collections import deque
+from typing import Optional
 
 import lightning as L
 
 from sf_hydra.launch import signals
+from sf_hydra.learner.progress import (
+    FPS_WINDOWS,
+    PROGRESS,
+    ConsoleBar,
+    FpsMeter,
+    ProgressFigures,
+    eta_seconds,
+    wants_bar,
+)
 
 log = logging.getLogger("sf_hydra")
 
@@ -95,57 +104,84 @@ class StopConditions(L.Callback):
 
 
 class Summaries(L.Callback):
-    """Console progress every `log_interval_sec`, scalars to the run's loggers every
-    `experiment_summaries_interval`, both indexed by env steps (frames)."""
+    """Console progress every `log_interval_sec` (lines, or a live bar on a terminal: learner/progress.py),
+    scalars to the run's loggers every `experiment_summaries_interval`, both indexed by env steps (frames)."""
 
-    def __init__(self, log_interval_sec: float, summaries_interval: float):
+    def __init__(self, log_interval_sec: float, summaries_interval: float, progress: str = "lines",
+                 budget_steps: Optional[float] = None, budget_seconds: float = math.inf):
         self.log_interval, self.summaries_interval = log_interval_sec, summaries_interval
-        self.history: deque = deque(maxlen=1000)  # (time, env_steps)
-        self._last_log = self._last_summary = 0.0
+        self.meter = FpsMeter()
+        self.style = progress
+        self.budget_steps, self.budget_seconds = budget_steps, budget_seconds
+        self.bar: Optional[ConsoleBar] = None
+        self._last_log = self._last_summary = self._last_bar = 0.0
         self._printed_steps = None  # env steps of the last progress line (the final one is not repeated)
+
+    @property
+    def history(self):
+        return self.meter.history
+
+    def fps(self, window_sec: float = 10.0) -> float:
+        return self.meter.fps(window_sec)
 
     def on_train_start(self, trainer, pl_module):
         now = time.monotonic()
-        self.history.append((now, pl_module.env_steps))
+        self.meter.add(now, pl_module.env_steps)
         self._last_log = self._last_summary = now
+        if wants_bar(self.style):
+            self.bar = ConsoleBar(self._budget(pl_module), pl_module.env_steps)
 
-    def fps(self, window_sec: float = 10.0) -> float:
-        now, steps = self.history[-1]
-        old_time, old_steps = self.history[0]
-        for t, s in self.history:  # from the newest point at least window_sec old (else the oldest)
-            if now - t < window_sec:
-                break
-            old_time, old_steps = t, s
-        return (steps - old_steps) / (now - old_time) if now > old_time else 0.0
+    def _budget(self, m) -> Optional[int]:
+        """The run's env-step budget, all policies' steps together (each policy trains for
+        train_for_env_steps of its own); None when there is none (the schema's default of 10^10)."""
+        if self.budget_steps is None or self.budget_steps >= 1e10:
+            return None
+        return int(self.budget_steps) * len(m.stats)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         now = time.monotonic()
-        self.history.append((now, pl_module.env_steps))
+        self.meter.add(now, pl_module.env_steps)
         if now - self._last_summary >= self.summaries_interval:
             self._last_summary = now
             self._write_scalars(trainer, pl_module)
         if now - self._last_log >= self.log_interval:
             self._last_log = now
             self._print_progress(pl_module)
+        if self.bar is not None and now - self._last_bar >= 0.5:
+            self._last_bar = now
+            self.bar.show(self.figures(pl_module))
 
     def on_train_end(self, trainer, pl_module):
         self._write_scalars(trainer, pl_module)
         if pl_module.env_steps != self._printed_steps:
             self._print_progress(pl_module)
+        self._close_bar(pl_module)
+
+    def on_exception(self, trainer, pl_module, exception):
+        self._close_bar(pl_module)
+
+    def _close_bar(self, m) -> None:
+        if self.bar is not None:
+            self.bar.show(self.figures(m))
+            self.bar.close()
+            self.bar = None
+
+    def figures(self, m) -> ProgressFigures:
+        lag = m.stats[0].metrics
+        fps = {w: self.fps(w) for w in FPS_WINDOWS}
+        budget = self._budget(m)
+        eta = eta_seconds(m.env_steps, budget if budget is not None else math.inf, fps[60], m.train_seconds,
+                          self.budget_seconds)
+        return ProgressFigures(m.env_steps, budget, fps, m.avg_return(), m.episodes_total,
+                               lag.get("policy_lag/avg", 0.0), lag.get("policy_lag/max", 0.0), m.policy_version, eta)
 
     def _print_progress(self, m) -> None:
         self._printed_steps = m.env_steps
-        ret = m.avg_return()
-        lag = m.stats[0].metrics
-        log.info(
-            "env steps %d | FPS %.0f | avg return %s (%d episodes) | policy lag %.1f/%.1f (avg/max) | version %d",
-            m.env_steps, self.fps(), "n/a" if ret is None else f"{ret:.2f}", m.episodes_total,
-            lag.get("policy_lag/avg", 0.0), lag.get("policy_lag/max", 0.0), m.policy_version,
-        )
+        log.info("%s", self.figures(m).line(), extra=PROGRESS)
         if len(m.stats) > 1:
             log.info("policies: %s", " | ".join(
                 f"{k}: {s.env_steps} steps, return {'n/a' if s.avg_return() is None else f'{s.avg_return():.2f}'}, "
-                f"version {s.version}" for k, s in enumerate(m.stats)))
+                f"version {s.version}" for k, s in enumerate(m.stats)), extra=PROGRESS)
 
     def _write_scalars(self, trainer, m) -> None:
         if trainer.logger is None:
