@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import typing
 from enum import Enum
 from typing import Any, Optional, Tuple
 
@@ -82,7 +83,11 @@ def schema_field(key: str, family: str = "") -> Optional[Tuple[Any, str]]:
         return None
     f = fields[leaf]
     default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-    return default, field_docs(cls).get(leaf, "")
+    doc = field_docs(cls).get(leaf, "")
+    hint = typing.get_type_hints(cls).get(leaf)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        doc = f"{doc} ({' | '.join(m.value for m in hint)})"
+    return default, doc
 
 
 def row_cells(row: Flag) -> Tuple[str, str, str, str, str]:

@@ -87,8 +87,11 @@ def to_config(name: str, conf_dir: str) -> Dict[str, str]:
     if GYM_ID.match(name) and not name.startswith(("doom_", "atari_", "mujoco_", "dmlab_")):
         _check_gym_id(name)
         return {"env": ANY_GYM, "env.id": name}
-    close = difflib.get_close_matches(name, list(sf_env_names(conf_dir)), n=8, cutoff=0.6)
-    hint = f"close matches: {close}" if close else "no close match"
+    known = list(sf_env_names(conf_dir))
+    close = difflib.get_close_matches(name, known, n=8, cutoff=0.6)
+    family = [k for k in known if k.split("_")[0] == name.split("_")[0]][:10]
+    hint = f"close matches: {close}" if close else f"no close match; mapped {name.split('_')[0]}_*: {family}" \
+        if family else "no close match"
     raise ConfigError("--env", name, f"a Sample Factory env name we have a config for ({hint}; "
                       "the list: docs/parameters.md, or name ours: env=<family>/<name>)")
 
