@@ -16,7 +16,8 @@ from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
 from sf_hydra.faults import EXIT_BAD_CONFIG, Fault
-from sf_hydra.help import help_request, print_help
+from sf_hydra.help import help_request, print_help, prog
+from sf_hydra.sample_factory.translate import sf_command_line
 
 CONFIG_PACKAGE = "sf_hydra_conf"  # conf/ (and experiments/ in it) as installed by `pip install .`
 
@@ -97,7 +98,7 @@ def _train_main() -> None:
     from sf_hydra.bad_input import check_command_line
     from sf_hydra.run_dir import RunLock
 
-    sys.argv[1:] = apply_aliases(sys.argv[1:])
+    sys.argv[1:] = apply_aliases(sf_command_line(sys.argv[1:], CONFIG_DIR, prog("train.py")))
     if help_request(sys.argv[1:]) is not None:  # our --help [prefix]: groups and keys from the schema
         sys.exit(print_help(sys.argv[1:], CONFIG_DIR))
     try:

@@ -39,6 +39,7 @@ sf_hydra: asynchronous PPO (APPO) on one machine, configured with Hydra.
   python train.py --multirun key=a,b ...               a sweep, one run per combination
   python train.py --cfg job                            print the composed config and exit
   python train.py --hydra-help                         Hydra's own flags
+  python train.py --env=doom_basic --num_workers=8     Sample Factory's flags: translated (docs/parameters.md)
 """
 
 

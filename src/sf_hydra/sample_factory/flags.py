@@ -1,0 +1,370 @@
+"""Every Sample Factory 2.x flag and what it is here: the one table (`FLAGS`).
+
+A row is one of three kinds:
+
+- MAPPED: our dotted config key (`key`), with a converter where the values differ
+  (`--device=gpu` -> `hardware.device=cuda`). `env` and `algo` are config groups
+  (`--env=doom_basic` -> `env=doom/basic`).
+- REPLACED: another mechanism does the job (`--log_to_file` -> Hydra's job log file in the
+  run folder); `key` says which. Values that ask for nothing beyond it (`inert`) are
+  dropped; any other value is refused, saying what to use instead.
+- NA: not applicable here, `note` says why; values dropped as for REPLACED.
+
+Used by the command-line translation (`python train.py --env=doom_basic ...`), the import of
+a Sample Factory run's config.json (`python -m sf_hydra.import_sf_config`) and the
+generated docs/parameters.md.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from sf_hydra.config.errors import ConfigError
+
+MAPPED, REPLACED, NA = "mapped", "replaced", "n/a"
+GROUPS = ("env", "algo")  # keys that are config groups: `env=doom/basic`, not `env.x=...`
+ANY = object()  # `inert=ANY`: every value is dropped
+
+# Keys that other work adds to the schema now (issue #14); the merge removes this set. The
+# test that every mapped key exists in the composed config skips these.
+PENDING_KEYS = frozenset({
+    "model.actor_critic_share_weights",
+    "algo.normalize_input_keys",
+    "hardware.decorrelate_experience_max_seconds",
+    "hardware.decorrelate_envs_on_one_worker",
+    "hardware.set_workers_cpu_affinity",
+    "hardware.force_envs_single_thread",
+    "hardware.use_env_info_cache",
+    "logger.summaries_use_frameskip",
+    "logger.flush_summaries_interval",
+    "env.pixel_format",
+    "env.episode_counter",
+    "benchmark",
+})
+
+
+def flag_error(name: str, value, allowed: str) -> ConfigError:
+    """A ConfigError that names the flag as it is written: `--num_workers=x is not allowed: ...`."""
+    error = ConfigError(f"--{name}", value, allowed)
+    error.args = (f"--{name}{'' if value is None else f'={value}'} is not allowed: {allowed}",)
+    return error
+
+
+def _identity(value):
+    return value
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str  # Sample Factory's flag, without the dashes
+    sf_default: Any  # its default, as Sample Factory's config.json holds it
+    kind: str
+    key: str = ""  # MAPPED: our key; REPLACED: what replaces it
+    type: str = "str"  # how a value is read: bool, int, float, str, ints, strs; `?`: None allowed
+    note: str = ""  # why (REPLACED, NA), or what the converter does (MAPPED)
+    to_ours: Callable[[Any], Any] = _identity  # Sample Factory value -> ours (a dict: several keys)
+    to_sf: Callable[[Any], Any] = _identity  # ours -> Sample Factory's (round trip)
+    inert: Any = ()  # REPLACED, NA: values that need nothing here (ANY: all)
+    family: str = ""  # the key exists in this env family only
+
+
+# --- value readers: Sample Factory's argparse semantics -------------------------------------
+
+TRUE, FALSE = ("true", "t", "yes", "y", "1"), ("false", "f", "no", "n", "0")
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in TRUE or low in FALSE:
+        return low in TRUE
+    raise ValueError(f"a boolean ({'/'.join(('True', 'False'))})")
+
+
+def _list(raw) -> List[str]:
+    if isinstance(raw, (list, tuple)):
+        items = [str(r) for r in raw]
+    else:
+        items = [str(raw)]
+    out = []
+    for item in items:
+        out += [p for p in item.strip().strip("[]").replace(",", " ").split() if p]
+    return [p.strip("'\"") for p in out]
+
+
+SCALARS: Dict[str, Callable[[str], Any]] = {"bool": _bool, "int": int, "float": float, "str": str}
+
+
+def parse(flag: Flag, raw) -> Any:
+    """A value of `flag` from the command line (a string, or strings for a list flag) or from
+    a config.json (already typed). Raises ConfigError naming the flag."""
+    kind = flag.type.rstrip("?")
+    try:
+        if flag.type.endswith("?") and (raw is None or raw == "None"):
+            return None
+        if kind in ("ints", "strs"):
+            items = raw if isinstance(raw, list) and all(not isinstance(r, str) for r in raw) else _list(raw)
+            return [int(i) if kind == "ints" else str(i) for i in items]
+        if isinstance(raw, (list, tuple)):
+            if len(raw) != 1:
+                raise ValueError("one value")
+            raw = raw[0]
+        if not isinstance(raw, str):
+            if kind == "bool" and not isinstance(raw, bool):
+                raise ValueError("a boolean")
+            if kind == "int" and (isinstance(raw, bool) or float(raw) != int(raw)):
+                raise ValueError("an integer")
+            return {"int": int, "float": float, "str": str, "bool": bool}[kind](raw)
+        if kind == "int" and "e" in raw.lower():
+            return int(float(raw))  # 1e10: Sample Factory's defaults are written so
+        return SCALARS[kind](raw)
+    except (TypeError, ValueError) as e:
+        wanted = str(e) if str(e).startswith(("a ", "one ")) else f"a value of type {flag.type}"
+        raise flag_error(flag.name, raw, wanted) from None
+
+
+# --- converters -----------------------------------------------------------------------------
+
+def _choice(mapping: Dict[str, str], flag: str):
+    """A converter for values with other names here, and its inverse."""
+    back = {v: k for k, v in mapping.items()}
+
+    def to_ours(value):
+        if value not in mapping:
+            raise flag_error(flag, value, f"one of {list(mapping)}")
+        return mapping[value]
+
+    return to_ours, lambda value: back[str(value)]
+
+
+_device = _choice({"gpu": "cuda", "cpu": "cpu"}, "device")
+_algo = _choice({"APPO": "appo"}, "algo")  # Sample Factory has one algorithm; algo=ppo is ours
+
+
+def _env_to_ours(conf_dir: str):
+    from sf_hydra.sample_factory.env_names import to_config
+
+    return lambda name: to_config(str(name), conf_dir)
+
+
+def _env_to_sf(conf_dir: str):
+    from sf_hydra.sample_factory.env_names import to_sf
+
+    return lambda ours: to_sf(ours["env"], ours.get("env.id"), conf_dir)
+
+
+def _m(name, default, key, type_="str", note="", conv=None, family="", inert=()) -> Flag:
+    to_ours, to_sf = conv or (_identity, _identity)
+    return Flag(name, default, MAPPED, key, type_, note, to_ours, to_sf, inert, family)
+
+
+def _r(name, default, by, note, type_="str", inert=()) -> Flag:
+    return Flag(name, default, REPLACED, by, type_, note, inert=inert)
+
+
+def _na(name, default, note, type_="str", inert=ANY) -> Flag:
+    return Flag(name, default, NA, "", type_, note, inert=inert)
+
+
+INFERENCE = "the inference-server work (issue #16), not yet: the policy runs inside each rollout worker"
+STALL = "hardware.worker_stall_timeout_sec"
+_B, _I, _F, _S = "bool", "int", "float", "str"
+
+# The table. Order: Sample Factory's --help order.
+FLAGS: Tuple[Flag, ...] = (
+    _r("help", False, "`--help [prefix]`", "prints our groups and keys with their meanings", _B, inert=ANY),
+    _m("algo", "APPO", "algo", _S, "APPO -> algo=appo (algo=ppo: synchronous PPO, ours)", _algo),
+    _m("env", None, "env", "str?", "a Sample Factory env name -> env=<family>/<name> (list below)"),
+    _m("experiment", "default_experiment", "experiment"),
+    _m("train_dir", "./train_dir", "train_dir",
+       note="a path; an imported config.json's is the other machine's: not imported"),
+    _m("restart_behavior", "resume", "restart_behavior"),
+    _m("device", "gpu", "hardware.device", _S, "gpu -> cuda", _device),
+    _m("seed", None, "seed", "int?"),
+    _m("num_policies", 1, "algo.num_policies", _I),
+    _m("async_rl", True, "algo.async_rl", _B),
+    _m("serial_mode", False, "hardware.serial_mode", _B),
+    _m("batched_sampling", False, "hardware.batched_sampling", _B),
+    _m("num_batches_to_accumulate", 2, "algo.num_batches_to_accumulate", _I),
+    _m("worker_num_splits", 2, "hardware.worker_num_splits", _I),
+    _r("policy_workers_per_policy", 1, INFERENCE, "no policy workers (yet)", _I, inert=(1,)),
+    _m("max_policy_lag", 1000, "algo.max_policy_lag", _I),
+    _m("num_workers", 4, "hardware.num_workers", _I),
+    _m("num_envs_per_worker", 2, "hardware.num_envs_per_worker", _I),
+    _m("batch_size", 1024, "algo.batch_size", _I),
+    _m("num_batches_per_epoch", 1, "algo.num_batches_per_epoch", _I),
+    _m("num_epochs", 1, "algo.num_epochs", _I),
+    _m("rollout", 32, "algo.rollout", _I),
+    _m("recurrence", -1, "algo.recurrence", _I),
+    _m("shuffle_minibatches", False, "algo.shuffle_minibatches", _B),
+    _m("gamma", 0.99, "algo.gamma", _F),
+    _m("reward_scale", 1.0, "env.reward_scale", _F),
+    _m("reward_clip", 1000.0, "env.reward_clip", _F),
+    _m("value_bootstrap", False, "algo.value_bootstrap", _B),
+    _m("normalize_returns", True, "algo.normalize_returns", _B),
+    _m("exploration_loss_coeff", 0.003, "algo.exploration_loss_coeff", _F),
+    _m("value_loss_coeff", 0.5, "algo.value_loss_coeff", _F),
+    _m("kl_loss_coeff", 0.0, "algo.kl_loss_coeff", _F),
+    _m("exploration_loss", "entropy", "algo.exploration_loss"),
+    _m("gae_lambda", 0.95, "algo.gae_lambda", _F),
+    _m("ppo_clip_ratio", 0.1, "algo.ppo_clip_ratio", _F),
+    _m("ppo_clip_value", 1.0, "algo.ppo_clip_value", _F),
+    _m("with_vtrace", False, "algo.with_vtrace", _B),
+    _m("vtrace_rho", 1.0, "algo.vtrace_rho", _F),
+    _m("vtrace_c", 1.0, "algo.vtrace_c", _F),
+    _m("optimizer", "adam", "algo.optimizer_type"),
+    _m("adam_eps", 1e-6, "algo.adam_eps", _F),
+    _m("adam_beta1", 0.9, "algo.adam_beta1", _F),
+    _m("adam_beta2", 0.999, "algo.adam_beta2", _F),
+    _m("max_grad_norm", 4.0, "algo.max_grad_norm", _F),
+    _m("learning_rate", 1e-4, "algo.learning_rate", _F),
+    _m("lr_schedule", "constant", "algo.lr_schedule"),
+    _m("lr_schedule_kl_threshold", 0.008, "algo.lr_schedule_kl_threshold", _F),
+    _m("lr_adaptive_min", 1e-6, "algo.lr_adaptive_min", _F),
+    _m("lr_adaptive_max", 0.01, "algo.lr_adaptive_max", _F),
+    _m("obs_subtract_mean", 0.0, "env.obs_subtract_mean", _F),
+    _m("obs_scale", 1.0, "env.obs_scale", _F),
+    _m("normalize_input", True, "algo.normalize_input", _B),
+    _m("normalize_input_keys", None, "algo.normalize_input_keys", "strs?"),
+    _m("decorrelate_experience_max_seconds", 0, "hardware.decorrelate_experience_max_seconds", _I),
+    _m("decorrelate_envs_on_one_worker", True, "hardware.decorrelate_envs_on_one_worker", _B),
+    _r("actor_worker_gpus", [], INFERENCE, "rollout workers use CPUs only (yet)", "ints", inert=([],)),
+    _m("set_workers_cpu_affinity", True, "hardware.set_workers_cpu_affinity", _B),
+    _m("force_envs_single_thread", False, "hardware.force_envs_single_thread", _B),
+    _r("default_niceness", 0, "hardware.worker_nice",
+       "the learner keeps the nice level it is started with (`nice -n N python train.py`); rollout "
+       "workers run hardware.worker_nice levels lower", _I, inert=(0,)),
+    _r("log_to_file", True, "Hydra's job log, <run_dir>/train.log",
+       "always written (hydra.job_logging configures it)", _B, inert=(True,)),
+    _m("experiment_summaries_interval", 10, "logger.experiment_summaries_interval", _F),
+    _m("flush_summaries_interval", 30, "logger.flush_summaries_interval", _F),
+    _m("stats_avg", 100, "logger.stats_avg", _I),
+    _m("summaries_use_frameskip", True, "logger.summaries_use_frameskip", _B),
+    _r("heartbeat_interval", 20, STALL,
+       "no heartbeat messages: the runner watches each worker's progress itself", _F, inert=ANY),
+    _r("heartbeat_reporting_interval", 180, STALL,
+       "a worker without progress for that long is named, its env restarted or the run stopped", _F,
+       inert=(180,)),
+    _m("train_for_env_steps", 10_000_000_000, "train_for_env_steps", _I),
+    _m("train_for_seconds", 10_000_000_000, "train_for_seconds", _F),
+    _m("save_every_sec", 120, "save_every_sec", _F),
+    _m("keep_checkpoints", 2, "keep_checkpoints", _I),
+    _m("load_checkpoint_kind", "latest", "load_checkpoint_kind"),
+    _m("save_milestones_sec", -1, "save_milestones_sec", _F),
+    _m("save_best_every_sec", 5, "save_best_every_sec", _F),
+    _m("save_best_metric", "reward", "save_best_metric"),
+    _m("save_best_after", 100_000, "save_best_after", _I),
+    _m("benchmark", False, "benchmark", _B),
+    _m("encoder_mlp_layers", [512, 512], "model.encoder_mlp_layers", "ints"),
+    _m("encoder_conv_architecture", "convnet_simple", "model.encoder_conv_architecture"),
+    _m("encoder_conv_mlp_layers", [512], "model.encoder_conv_mlp_layers", "ints"),
+    _m("use_rnn", True, "model.use_rnn", _B),
+    _m("rnn_size", 512, "model.rnn_size", _I),
+    _m("rnn_type", "gru", "model.rnn_type"),
+    _m("rnn_num_layers", 1, "model.rnn_num_layers", _I),
+    _m("decoder_mlp_layers", [], "model.decoder_mlp_layers", "ints"),
+    _m("nonlinearity", "elu", "model.nonlinearity"),
+    _m("policy_initialization", "orthogonal", "model.policy_initialization"),
+    _m("policy_init_gain", 1.0, "model.policy_init_gain", _F),
+    _m("actor_critic_share_weights", True, "model.actor_critic_share_weights", _B),
+    _m("adaptive_stddev", True, "model.adaptive_stddev", _B),
+    _m("continuous_tanh_scale", 0.0, "model.continuous_tanh_scale", _F),
+    _m("initial_stddev", 1.0, "model.initial_stddev", _F),
+    _m("use_env_info_cache", False, "hardware.use_env_info_cache", _B),
+    _r("env_gpu_actions", False, INFERENCE, "actions are CPU arrays (yet)", _B, inert=(False,)),
+    _r("env_gpu_observations", True, INFERENCE, "without actor_worker_gpus it changes nothing", _B,
+       inert=(True, False)),
+    _m("env_frameskip", 1, "env.frameskip", _I),
+    _m("env_framestack", 1, "env.frame_stack", _I, "the atari family stacks frames; elsewhere 1 only",
+       family="atari", inert=(1,)),
+    _m("pixel_format", "CHW", "env.pixel_format"),
+    _na("use_record_episode_statistics", False,
+        "every episode's return and length are always recorded (sf_hydra.episode_metrics)", _B),
+    _m("episode_counter", False, "env.episode_counter", _B),
+    _m("with_wandb", False, "logger.with_wandb", _B),
+    _m("wandb_user", None, "logger.wandb_user", "str?"),
+    _m("wandb_project", "sample_factory", "logger.wandb_project"),
+    _m("wandb_group", None, "logger.wandb_group", "str?"),
+    _m("wandb_job_type", "SF", "logger.wandb_job_type"),
+    _m("wandb_tags", [], "logger.wandb_tags", "strs"),
+    _r("wandb_dir", "./wandb", "<run_dir>/wandb", "W&B's files live in the run's folder", _S, inert=ANY),
+    _m("with_pbt", False, "pbt.with_pbt", _B),
+    _m("pbt_mix_policies_in_one_env", True, "pbt.mix_policies_in_one_env", _B),
+    _m("pbt_period_env_steps", 5_000_000, "pbt.period_env_steps", _I),
+    _m("pbt_start_mutation", 20_000_000, "pbt.start_mutation", _I),
+    _m("pbt_replace_fraction", 0.3, "pbt.replace_fraction", _F),
+    _m("pbt_mutation_rate", 0.15, "pbt.mutation_rate", _F),
+    _m("pbt_replace_reward_gap", 0.1, "pbt.replace_reward_gap", _F),
+    _m("pbt_replace_reward_gap_absolute", 1e-6, "pbt.replace_reward_gap_absolute", _F),
+    _m("pbt_optimize_gamma", False, "pbt.optimize_gamma", _B),
+    _m("pbt_target_objective", "true_objective", "pbt.target_objective"),
+    _m("pbt_perturb_min", 1.1, "pbt.perturb_min", _F),
+    _m("pbt_perturb_max", 1.5, "pbt.perturb_max", _F),
+)
+BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS}
+assert len(BY_NAME) == len(FLAGS), "a flag declared twice"
+# config.json keys Sample Factory adds about the run itself (not flags): skipped on import
+RUN_RECORD_KEYS = ("command_line", "cli_args", "git_hash", "git_repo_name")
+
+
+def with_env_converter(flag: Flag, conf_dir: str) -> Flag:
+    """`--env` needs the config folder (its names come from conf/env)."""
+    if flag.name != "env":
+        return flag
+    return replace(flag, to_ours=_env_to_ours(conf_dir), to_sf=_env_to_sf(conf_dir))
+
+
+def flag(name: str, conf_dir: Optional[str] = None, value=None) -> Flag:
+    """The row of `--name`; ConfigError (with close names) if Sample Factory has no such flag."""
+    if name not in BY_NAME:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(BY_NAME), n=5, cutoff=0.6)
+        hint = f"close matches: {['--' + c for c in close]}" if close else "no close match"
+        raise flag_error(name, value, f"not a Sample Factory flag nor one of Hydra's ({hint}; "
+                         "the list: docs/parameters.md)")
+    row = BY_NAME[name]
+    return with_env_converter(row, conf_dir) if conf_dir else row
+
+
+def _inert(row: Flag, value) -> bool:
+    return row.inert is ANY or value in list(row.inert)
+
+
+def ours(row: Flag, value, family: str = "") -> Dict[str, Any]:
+    """{our key: value} for a parsed Sample Factory value ({} when it asks for nothing here).
+    `family`: the env family the run uses (for keys only one family has). Raises ConfigError,
+    naming the flag, for a value that cannot be honoured."""
+    if row.kind != MAPPED:
+        if _inert(row, value):
+            return {}
+        what = f"replaced by {row.key}: {row.note}" if row.kind == REPLACED else f"not applicable: {row.note}"
+        raise flag_error(row.name, value, what)
+    if row.family and family != row.family:
+        if _inert(row, value):
+            return {}
+        raise flag_error(row.name, value, f"{row.note} (this run's env family: {family or '?'})")
+    converted = row.to_ours(value)
+    return dict(converted) if isinstance(converted, dict) else {row.key: converted}
+
+
+def from_ours(row: Flag, values: Dict[str, Any]):
+    """Sample Factory's value for our {key: value} (the inverse of `ours`)."""
+    return row.to_sf(values if row.name == "env" else values[row.key])
+
+
+def literal(text: str):
+    """A config.json-like Python value of a default as Sample Factory's --help prints it."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def counts(flags: Sequence[Flag] = FLAGS) -> Dict[str, int]:
+    out = {MAPPED: 0, REPLACED: 0, NA: 0}
+    for row in flags:
+        out[row.kind] += 1
+    return out
+

@@ -1,0 +1,269 @@
+"""Sample Factory command lines and saved configs -> our overrides, through the one table (flags.py).
+
+    translate_argv(["--env=doom_basic", "--num_workers", "8"], conf_dir)
+        -> (["env=doom/basic", "hardware.num_workers=8"], notes)
+    import_config(json.load(open("config.json")), conf_dir)
+        -> Imported(groups, values, dropped): what differs from our defaults
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, Sequence, Tuple
+
+from sf_hydra.config.errors import ConfigError
+from sf_hydra.sample_factory.flags import GROUPS, MAPPED, REPLACED, RUN_RECORD_KEYS, Flag, flag, flag_error, ours, parse
+
+# Hydra's own flags (and their short forms): kept as they are, mixed with Sample Factory's.
+HYDRA_FLAGS = frozenset({
+    "--multirun", "-m", "--cfg", "-c", "--help", "-h", "--config-dir", "-cd", "--config-name", "-cn",
+    "--info", "-i", "--resolve", "--package", "-p", "--run", "-r", "--shell-completion", "-sc",
+    "--version", "--hydra-help", "--experimental-rerun",
+})
+DEFAULT_FAMILY = "gym"  # conf/train.yaml's env (gym/cartpole)
+_NUMBER = re.compile(r"^-\d")
+_PLAIN = re.compile(r"^[\w./:+-]+$")
+_NOT_STRINGS = re.compile(r"^(true|false|null|none|nan|inf|[-+]?[\d.]+(e[-+]?\d+)?)$", re.IGNORECASE)
+
+
+def sf_flags_in(argv: Sequence[str]) -> bool:
+    """Whether `argv` has `--name` arguments that are not Hydra's (Sample Factory's, or unknown)."""
+    return any(a.startswith("--") and a.split("=", 1)[0] not in HYDRA_FLAGS for a in argv)
+
+
+def hydra_value(value: Any) -> str:
+    """`value` in Hydra's override grammar."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if _PLAIN.match(text) and not _NOT_STRINGS.match(text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _is_value(arg: str) -> bool:
+    return (not arg.startswith("-") or bool(_NUMBER.match(arg))) and "=" not in arg
+
+
+def _family(config: str) -> str:
+    return config.split("/", 1)[0]
+
+
+@dataclass
+class Translation:
+    argv: List[str]  # our command line (Hydra's flags and overrides as given, Sample Factory's translated)
+    notes: List[str] = field(default_factory=list)  # flags dropped: they ask for nothing here
+
+
+def read_argv(argv: Sequence[str], conf_dir: str) -> List[Tuple[int, int, Flag, Any]]:
+    """[(start, end, row, parsed value)] of the Sample Factory flags in `argv` (argv[start:end]:
+    the flag and its value); ConfigError for an unknown flag or a bad value (the first one)."""
+    argv, found, i = list(argv), [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--") or arg.split("=", 1)[0] in HYDRA_FLAGS:
+            i += 1
+            continue
+        name, eq, inline = arg[2:].partition("=")
+        row = flag(name, conf_dir, inline if eq else None)
+        listed = row.type.rstrip("?") in ("ints", "strs")
+        if eq:
+            raw, end = inline, i + 1
+        else:
+            end = i + 1
+            while end < len(argv) and _is_value(argv[end]) and (listed or end == i + 1):
+                end += 1
+            if end == i + 1 and not listed:
+                raise flag_error(name, None, f"needs a value: --{name}=VALUE or --{name} VALUE")
+            raw = argv[i + 1:end] if listed else argv[i + 1]
+        if not listed and isinstance(raw, str) and "," in raw:  # a --multirun sweep: a,b,c
+            found.append((i, end, row, Sweep(parse(row, part) for part in raw.split(","))))
+        else:
+            found.append((i, end, row, parse(row, raw)))
+        i = end
+    return found
+
+
+class Sweep(list):
+    """The values of a swept flag (`--seed=1,2,3` with --multirun)."""
+
+
+def _pairs(row: Flag, value, family: str) -> Dict[str, str]:
+    """{our key: override value} for a flag's value (a sweep: each key's values joined by commas)."""
+    values = value if isinstance(value, Sweep) else [value]
+    dicts = [ours(row, v, family) for v in values]
+    if any(d.keys() != dicts[0].keys() for d in dicts):
+        raise flag_error(row.name, ",".join(map(str, values)), "a sweep over values that set the same keys")
+    return {k: ",".join(d[k] if k in GROUPS else hydra_value(d[k]) for d in dicts) for k in dicts[0]}
+
+
+def translate_argv(argv: Sequence[str], conf_dir: str) -> Translation:
+    """Sample Factory's `--flag=value` / `--flag value` arguments of `argv` replaced, in place, by
+    our overrides; everything else kept. Raises ConfigError naming the first flag it cannot map."""
+    argv = list(argv)
+    found = read_argv(argv, conf_dir)
+    family = DEFAULT_FAMILY
+    for arg in argv:  # an `env=<family>/<name>` of ours on the same line
+        if arg.startswith("env="):
+            family = _family(arg[len("env="):])
+    for _, _, row, value in found:
+        if row.name == "env" and value is not None:
+            family = _family(ours(row, value[0] if isinstance(value, Sweep) else value)["env"])
+    out, notes, pos = [], [], 0
+    for start, end, row, value in found:
+        out += argv[pos:start]
+        pairs = _pairs(row, value, family)
+        if not pairs:
+            notes.append(f"--{row.name}={value}: dropped ({_why(row)})")
+        out += [f"{k}={v}" for k, v in pairs.items()]
+        pos = end
+    return Translation(out + argv[pos:], notes)
+
+
+def _why(row: Flag) -> str:
+    if row.kind == MAPPED:
+        return row.note
+    return f"replaced by {row.key}: {row.note}" if row.kind == REPLACED else f"n/a: {row.note}"
+
+
+# --- a saved config.json -----------------------------------------------------------------------
+
+@dataclass
+class Imported:
+    groups: Dict[str, str]  # {group: option}: env (and algo where the env's default differs)
+    values: Dict[str, Any]  # {dotted key: value} that differ from our defaults
+    dropped: List[str] = field(default_factory=list)  # flags that ask for nothing here, or are not imported
+
+    def overrides(self) -> List[str]:
+        return ([f"{g}={o}" for g, o in self.groups.items()]
+                + [f"{k}={hydra_value(v)}" for k, v in self.values.items()])
+
+
+_ABSENT = object()
+
+
+def _same(ours_value, value) -> bool:
+    if isinstance(ours_value, bool) or isinstance(value, bool):
+        return ours_value is value or ours_value == value and type(ours_value) is type(value)
+    if isinstance(ours_value, (int, float)) and isinstance(value, (int, float)):
+        return float(ours_value) == float(value)
+    return str(ours_value) == str(value) if not isinstance(value, list) else list(ours_value) == value
+
+
+def compose(conf_dir: str, overrides: Sequence[str]):
+    from sf_hydra.config import register_configs
+    from sf_hydra.help import compose_for_help
+
+    register_configs()
+    return compose_for_help(conf_dir, list(overrides))
+
+
+def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
+    """What of a Sample Factory run's config.json differs from our defaults for its env. Every
+    flag that cannot be honoured is named in one ConfigError."""
+    from omegaconf import OmegaConf
+
+    errors: List[str] = []
+
+    def attempt(fn, *args):
+        try:
+            return fn(*args)
+        except ConfigError as e:
+            errors.append(str(e))
+            return _ABSENT
+
+    env_row = flag("env", conf_dir)
+    if sf_cfg.get("env") is None:
+        raise ConfigError("env", None, "a config.json with an env (Sample Factory's --env)")
+    groups = ours(env_row, parse(env_row, sf_cfg["env"]))
+    base_overrides = [f"{k}={v if k in GROUPS else hydra_value(v)}" for k, v in groups.items()]
+    base = compose(conf_dir, base_overrides)
+    family = str(base.env.family)
+    chosen = OmegaConf.to_container(base.hydra.runtime.choices)
+    dropped, wanted = [], {}
+    for name, raw in sf_cfg.items():
+        if name in RUN_RECORD_KEYS or name == "env":
+            continue
+        if name == "train_dir":
+            dropped.append(f"--train_dir={raw}: not imported (a folder on the machine that ran it)")
+            continue
+        row = attempt(flag, name, None, raw)
+        value = _ABSENT if row is _ABSENT else attempt(parse, row, raw)
+        pairs = _ABSENT if value is _ABSENT else attempt(ours, row, value, family)
+        if pairs is _ABSENT:
+            continue
+        if not pairs:
+            dropped.append(f"--{name}={value}: dropped ({_why(row)})")
+        for key, ours_value in pairs.items():
+            wanted[key] = (row, value, ours_value)
+    algo = wanted.pop("algo", None)
+    if algo and chosen.get("algo") != algo[2]:
+        groups["algo"] = algo[2]
+        base = compose(conf_dir, base_overrides + [f"algo={algo[2]}"])
+    values = {k: v for k, v in groups.items() if k not in GROUPS}
+    groups = {k: v for k, v in groups.items() if k in GROUPS}
+    for key, (row, value, ours_value) in wanted.items():
+        current = OmegaConf.select(base, key, default=_ABSENT, throw_on_missing=False)
+        if current is _ABSENT:
+            if not _same(row.sf_default, value):
+                errors.append(str(flag_error(row.name, value, f"{key} is not a key of this version's config")))
+            continue
+        if OmegaConf.is_config(current):
+            current = OmegaConf.to_container(current)
+        current = current.value if isinstance(current, Enum) else current
+        if not _same(current, ours_value):
+            values[key] = ours_value
+    if errors:
+        error = ConfigError("config.json", None, "flags that cannot be imported")
+        error.args = ("config.json: flags that cannot be imported here:\n  " + "\n  ".join(errors),)
+        raise error
+    return Imported(groups, values, dropped)
+
+
+def preset_yaml(imported: Imported, source: str = "") -> str:
+    """An experiment preset (`+experiment=<name>`): the env group and the values that differ."""
+    import yaml
+
+    tree: Dict[str, Any] = {}
+    for key, value in imported.values.items():
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    head = ["# @package _global_",
+            f"# Imported from Sample Factory's {source or 'config.json'} by python -m sf_hydra.import_sf_config:",
+            "# the values that differ from ours for this env. Run: python train.py +experiment=<this file's name>"]
+    body = {"defaults": [{f"override /{g}": o} for g, o in imported.groups.items()] + ["_self_"], **tree}
+    return "\n".join(head) + "\n" + yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=100)
+
+
+def sf_command_line(argv: Sequence[str], conf_dir: str, prog: str) -> List[str]:
+    """`argv` with its Sample Factory flags translated (unchanged when it has none); prints the
+    equivalent command on stderr. A flag that cannot be mapped exits 2, naming it, before any
+    process starts."""
+    import shlex
+    import sys
+
+    from sf_hydra.faults import EXIT_BAD_CONFIG
+
+    if not sf_flags_in(argv):
+        return list(argv)
+    try:
+        translation = translate_argv(argv, conf_dir)
+    except ConfigError as e:
+        print(f"bad config: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_CONFIG)
+    for note in translation.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"Sample Factory flags translated (docs/parameters.md); the same command: "
+          f"{prog} {shlex.join(translation.argv)}", file=sys.stderr)
+    return translation.argv

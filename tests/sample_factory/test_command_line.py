@@ -1,0 +1,78 @@
+"""A Sample Factory command line works as it is: `python train.py --env=CartPole-v1 --num_workers=2 ...`
+is translated through the flag table, printed as our command and run."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from sf_hydra.bad_input import check_command_line
+from sf_hydra.sample_factory.translate import sf_flags_in, translate_argv
+from tests.conftest import CONF_DIR, REPO_ROOT
+
+CONF = str(CONF_DIR)
+
+
+def _train(tmp_path, *args, timeout=300):
+    return subprocess.run([sys.executable, str(REPO_ROOT / "train.py"), *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_flags_translate_in_place_and_hydra_args_are_kept():
+    argv = ["--env=doom_basic", "--num_workers", "8", "algo.gamma=0.9", "--batch_size=2048", "--cfg", "job",
+            "--encoder_mlp_layers", "256", "128", "--device=gpu", "--log_to_file=True"]
+    translation = translate_argv(argv, CONF)
+    assert translation.argv == ["env=doom/basic", "hardware.num_workers=8", "algo.gamma=0.9",
+                                "algo.batch_size=2048", "--cfg", "job", "model.encoder_mlp_layers=[256,128]",
+                                "hardware.device=cuda"]
+    assert translation.notes and "--log_to_file" in translation.notes[0]
+
+
+def test_only_sample_factory_style_flags_trigger_it():
+    assert not sf_flags_in(["--multirun", "-m", "--cfg", "job", "--config-dir", "x", "--help", "env=doom/basic"])
+    assert sf_flags_in(["--multirun", "--env=doom_basic"])
+
+
+def test_multirun_mixes_with_flags_and_sweeps():
+    argv = translate_argv(["--multirun", "--env=CartPole-v1", "--seed=1,2", "--num_envs_per_worker", "4"], CONF).argv
+    assert argv == ["--multirun", "env=gym/cartpole", "seed=1,2", "hardware.num_envs_per_worker=4"]
+    assert check_command_line(argv, CONF) is None  # a sweep: composed and checked, no single run
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--env=CartPole-v1", "--num_wrkers=4"], "--num_wrkers=4"),  # unknown: with close matches
+    (["--env=doom_two_colors_easy"], "--env='doom_two_colors_easy'"),  # no config of ours
+    (["--default_niceness=5"], "--default_niceness=5"),  # replaced: says by what
+    (["--num_workers"], "--num_workers"),  # no value
+])
+def test_what_cannot_be_mapped_exits_2_naming_it(tmp_path, args, named):
+    result = _train(tmp_path, *args, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert named in result.stderr and "bad config:" in result.stderr
+    assert not any(tmp_path.iterdir()), "nothing is written for a refused command line"
+
+
+def test_unknown_flag_lists_close_matches():
+    with pytest.raises(ValueError, match="--num_workers"):
+        translate_argv(["--num_wrkers=4"], CONF)
+
+
+def test_prints_the_equivalent_command(tmp_path):
+    result = _train(tmp_path, "--env=CartPole-v1", "--seed=5", "--cfg", "job", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "the same command: python train.py env=gym/cartpole seed=5 --cfg job" in result.stderr
+    assert yaml.safe_load(result.stdout)["seed"] == 5
+
+
+@pytest.mark.slow
+def test_sample_factory_command_line_trains_cartpole(tmp_path):
+    result = _train(tmp_path, "--env=CartPole-v1", "--train_for_env_steps=2000", "--num_workers=2",
+                    "--num_envs_per_worker", "4", "--rollout=16", "--batch_size=128", "--experiment=sf",
+                    f"--train_dir={tmp_path}", "--seed=3", "--learning_rate=0.0005", "--use_rnn=False")
+    assert result.returncode == 0, result.stderr[-3000:]
+    cfg = yaml.safe_load((tmp_path / "sf" / "config.yaml").read_text())
+    assert cfg["env"]["id"] == "CartPole-v1" and cfg["seed"] == 3 and cfg["train_for_env_steps"] == 2000
+    assert cfg["hardware"]["num_envs_per_worker"] == 4 and cfg["algo"]["rollout"] == 16
+    assert cfg["algo"]["learning_rate"] == 0.0005 and cfg["model"]["use_rnn"] is False
+    assert (tmp_path / "sf" / "summary.json").is_file()
