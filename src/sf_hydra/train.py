@@ -20,6 +20,7 @@ from sf_hydra.config.validation import check_pbt_against_env
 from sf_hydra.envs import check_env, episode_stats, reward_shaping
 from sf_hydra.faults import EnvStartError
 from sf_hydra.launch import signals
+from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
 from sf_hydra.resume_config import check_resume_config, save_config
 from sf_hydra.targets import check_targets
@@ -110,6 +111,7 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
                       "avg_length": s.avg_length(), "episodes": s.episodes_total, **s.outcome_rates(),
                       "episode_stats": s.avg_extra(), "hyperparams": module.hyperparams[k]}
                      for k, s in enumerate(module.stats)],
+        "profile": module.profile.report(),  # seconds per component, this session (learner/profile.py)
     }
     (run_dir / "summary.json").write_text(json.dumps(finite_or_none(summary), indent=2, allow_nan=False))
     return summary
@@ -188,6 +190,8 @@ def _train_in(cfg, run_dir: Path) -> dict:
         signals.release()  # caught since StopConditions.on_train_start; the final save is behind us
     elapsed = time.monotonic() - t0
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
+    for line in profile_lines(summary["profile"]):
+        log.info("%s", line)
     log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps,
              summary["avg_return"], last)
     return summary

@@ -29,7 +29,8 @@ class PublishPolicy(L.Callback):
     """After each learner iteration the rollout workers get the new weights of the policy it trained."""
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        trainer.datamodule.publish(pl_module.last_policy)
+        with pl_module.profile.part("publish_weights"):
+            trainer.datamodule.publish(pl_module.last_policy)
 
 
 class StopConditions(L.Callback):
@@ -139,6 +140,10 @@ class Summaries(L.Callback):
         return int(self.budget_steps) * len(m.stats)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        with pl_module.profile.part("summaries"):
+            self._report(trainer, pl_module)
+
+    def _report(self, trainer, pl_module) -> None:
         now = time.monotonic()
         self.meter.add(now, pl_module.env_steps)
         if now - self._last_summary >= self.summaries_interval:

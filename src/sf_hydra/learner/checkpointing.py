@@ -110,6 +110,10 @@ class PeriodicCheckpoint(L.Callback):
             self.best.start(len(pl_module.stats))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        with pl_module.profile.part("checkpoints"):
+            self._save_when_due(trainer, pl_module)
+
+    def _save_when_due(self, trainer, pl_module) -> None:
         now = time.monotonic()
         if self.best is not None and self.best.due(now):
             self.best.check(trainer, pl_module)

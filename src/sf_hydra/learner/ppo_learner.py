@@ -31,6 +31,7 @@ from sf_hydra.learner.losses import (
     value_loss,
 )
 from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams, initial_overrides, shaping_hyperparams
+from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.vtrace import vtrace
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
@@ -140,6 +141,13 @@ class PPOLearner(L.LightningModule):
         self.nonfinite_skipped = 0  # ... this session
         self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
         self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
+        self.profile = RunProfile()  # seconds per component, this session (learner/profile.py)
+
+    def on_train_start(self) -> None:
+        self.profile = RunProfile()  # the session's clock starts with training, not with building the model
+
+    def on_train_end(self) -> None:
+        self.profile.stop()
 
     @property
     def model(self) -> torch.nn.Module:
@@ -198,6 +206,10 @@ class PPOLearner(L.LightningModule):
     # -- data preparation --------------------------------------------------------------------
     def _record_meta(self, meta: dict) -> None:
         self.env_steps += int(meta["frames"])
+        self.profile.learner["wait_for_data"] += meta["wait_seconds"]
+        self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
+        self.profile.learner["start_workers"] += meta.get("start_seconds", 0.0)
+        self.profile.add_workers(meta["worker_seconds"])
         if self.num_policies == 1:
             self.stats[0].env_steps = self.env_steps
         else:
@@ -308,12 +320,13 @@ class PPOLearner(L.LightningModule):
         self._record_meta(meta)
         k = meta["policy"]
         model, stats, opt = self.policies[k], self.stats[k], self.optimizer_of(k)
-        valid = self._valid(batch, k)
-        obs = obs_fields_of(batch)
-        model.preprocess.update(obs if valid is None else {key: v[valid > 0] for key, v in obs.items()})
         hyper = self.hyperparams[k]
-        advantages, targets, old_values = self._advantages_and_targets(model, batch, valid, hyper["gamma"])
-        data = self._chunks(batch, advantages, targets, old_values, valid)
+        with self.profile.part("prepare_batch"):
+            valid = self._valid(batch, k)
+            obs = obs_fields_of(batch)
+            model.preprocess.update(obs if valid is None else {key: v[valid > 0] for key, v in obs.items()})
+            advantages, targets, old_values = self._advantages_and_targets(model, batch, valid, hyper["gamma"])
+            data = self._chunks(batch, advantages, targets, old_values, valid)
         lag = (stats.version - batch["policy_versions"]).float()
         if valid is not None:
             lag = lag[valid > 0]
@@ -351,16 +364,19 @@ class PPOLearner(L.LightningModule):
                 mb = {k: v[idx] for k, v in data.items()}
                 if "valids" in mb and not bool(mb["valids"].any()):
                     continue  # none of this policy's transitions in this minibatch
-                opt.zero_grad(set_to_none=True)
-                losses = self._accumulate_gradients(model, mb, hyper)
-                grad_norm = self._grad_norm(model)
-                if not (math.isfinite(losses["loss/total"]) and math.isfinite(grad_norm)):
-                    self._skip_nonfinite_update(opt, losses, grad_norm)
-                    continue
-                self.nonfinite_in_a_row = 0
-                if hyper["max_grad_norm"] > 0:
-                    self.clip_gradients(opt, gradient_clip_val=hyper["max_grad_norm"], gradient_clip_algorithm="norm")
-                opt.step()
+                with self.profile.part("forward_backward"):
+                    opt.zero_grad(set_to_none=True)
+                    losses = self._accumulate_gradients(model, mb, hyper)
+                with self.profile.part("optimizer"):
+                    grad_norm = self._grad_norm(model)
+                    if not (math.isfinite(losses["loss/total"]) and math.isfinite(grad_norm)):
+                        self._skip_nonfinite_update(opt, losses, grad_norm)
+                        continue
+                    self.nonfinite_in_a_row = 0
+                    if hyper["max_grad_norm"] > 0:
+                        self.clip_gradients(opt, gradient_clip_val=hyper["max_grad_norm"],
+                                            gradient_clip_algorithm="norm")
+                    opt.step()
                 losses["learner/grad_norm"] = grad_norm
                 for k, v in losses.items():
                     sums[k] = sums.get(k, 0.0) + float(v)

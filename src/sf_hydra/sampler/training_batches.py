@@ -28,6 +28,8 @@ class Received:
 
     def reset(self) -> None:
         self.frames, self.episodes, self.outcomes, self.dropped, self.wait = 0, [], [], 0, 0.0
+        self.gather = 0.0  # seconds spent copying the batch out of the slots
+        self.start = 0.0  # seconds spent starting the sampler's processes (the first batch's)
         self.nonfinite_replaced = 0
         self.env_restarts = 0
         self.policy_frames = [0] * self.num_policies
@@ -45,7 +47,9 @@ class Received:
     def meta(self, policy: int) -> dict:
         meta = {"policy": policy, "frames": self.frames, "policy_frames": self.policy_frames,
                 "episodes": self.episodes, "outcomes": self.outcomes, "dropped_trajectories": self.dropped,
-                "wait_seconds": self.wait, "worker_seconds": self.timing, "nonfinite_replaced": self.nonfinite_replaced,
+                "wait_seconds": self.wait, "gather_seconds": self.gather, "start_seconds": self.start,
+                "worker_seconds": self.timing,
+                "nonfinite_replaced": self.nonfinite_replaced,
                 "env_restarts": self.env_restarts}
         self.reset()
         return meta
@@ -75,10 +79,12 @@ class TrainingBatches(IterableDataset):
         return ENDLESS
 
     def __iter__(self):
-        if not self.sampler.started:
-            self.on_start()
-        pending = [deque() for _ in range(self.num_policies)]
         received = Received(self.num_policies)
+        if not self.sampler.started:
+            t_start = time.monotonic()
+            self.on_start()
+            received.start = time.monotonic() - t_start
+        pending = [deque() for _ in range(self.num_policies)]
         in_round, turn = 0, 0
         while True:
             t0 = time.monotonic()
@@ -101,8 +107,10 @@ class TrainingBatches(IterableDataset):
             turn = policy + 1
             take = min(self.traj_per_batch, len(pending[policy]))
             slots = [pending[policy].popleft() for _ in range(take)]
+            t1 = time.monotonic()
             batch = self.sampler.buffers.gather(torch.tensor(slots, dtype=torch.int64))
             self._release(slots)
+            received.gather += time.monotonic() - t1
             batch["meta"] = received.meta(policy)
             yield batch
             if self.sync and in_round >= self.round_size and not any(pending):

@@ -1,0 +1,94 @@
+"""Where a run's time goes: seconds per component, summed over a session's training loop (from the start of
+training to its last iteration), printed at its end and kept in summary.json (`profile`), as Sample Factory
+prints its timing at exit.
+
+Two groups, measured differently:
+- `learner`: the training process's own wall clock. Its parts never overlap, so they add up to at most
+  the session's seconds; what they leave is `other` (Lightning's loop, logging, the callbacks' rest).
+- `workers`: every rollout worker's seconds, summed over the workers (2 workers busy for 10 s: 20 s);
+  each part's fraction is of the workers' total.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Dict, List
+
+# The learner's parts, in the order an iteration passes through them.
+LEARNER_PARTS = {
+    "start_workers": "starting the rollout worker processes and their envs (the session's first seconds)",
+    "wait_for_data": "waiting for trajectories from the rollout workers",
+    "gather_batch": "copying a batch's trajectories out of the shared slots",
+    "prepare_batch": "normalizer updates, advantages and value targets (GAE or V-trace), minibatch layout",
+    "forward_backward": "the losses' forward and backward passes",
+    "optimizer": "gradient norm, clipping and the optimizer step",
+    "publish_weights": "copying new weights to the rollout workers' shared memory",
+    "checkpoints": "periodic, best and milestone checkpoints",
+    "summaries": "scalars to TensorBoard / W&B and the progress display",
+}
+# The rollout workers' parts (sampler/rollout_worker.py measures them per rollout).
+WORKER_PARTS = {
+    "env_step": "stepping the envs",
+    "inference": "the policy copy acting (forward pass, sampling actions)",
+    "wait_for_slots": "waiting for free trajectory slots (the learner is behind)",
+    "bookkeeping": "writing trajectories, episode statistics, messages",
+}
+
+
+class RunProfile:
+    """Seconds per component since the session began (the invariant: learner parts never overlap in time)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.end = None  # stop(): the training loop ended (the final checkpoint and teardown are not profiled)
+        self.learner: Dict[str, float] = defaultdict(float)
+        self.workers: Dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def part(self, name: str):
+        """Times a learner part (the block's wall-clock seconds are added to `name`)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.learner[name] += time.perf_counter() - t0
+
+    def stop(self) -> None:
+        if self.end is None:
+            self.end = time.perf_counter()
+
+    def add_workers(self, seconds: Dict[str, float]) -> None:
+        for name, value in seconds.items():
+            self.workers[name] += value
+
+    def report(self) -> dict:
+        """{session_seconds, learner: {part: {seconds, fraction}}, workers: {...}}; learner fractions are of
+        the session (with `other` the rest), worker fractions of the workers' summed seconds."""
+        session = (self.end or time.perf_counter()) - self.start
+        learner = dict(self.learner)
+        learner["other"] = max(0.0, session - sum(learner.values()))
+        workers_total = sum(self.workers.values())
+        return {
+            "session_seconds": session,
+            "learner": _shares(learner, session),
+            "workers": _shares(dict(self.workers), workers_total),
+        }
+
+
+def _shares(seconds: Dict[str, float], total: float) -> Dict[str, dict]:
+    return {name: {"seconds": round(value, 3), "fraction": round(value / total, 4) if total > 0 else 0.0}
+            for name, value in seconds.items()}
+
+
+def profile_lines(report: dict) -> List[str]:
+    """The log's form: one line per group, parts by their share, largest first."""
+    def group(parts: Dict[str, dict]) -> str:
+        ordered = sorted(parts.items(), key=lambda kv: -kv[1]["seconds"])
+        return ", ".join(f"{name} {p['seconds']:.1f} s ({100 * p['fraction']:.0f}%)" for name, p in ordered)
+
+    lines = [f"profile of this session ({report['session_seconds']:.1f} s): learner: {group(report['learner'])}"]
+    if report["workers"]:
+        lines.append(f"profile: rollout workers (seconds summed over workers): {group(report['workers'])}")
+    return lines
