@@ -138,3 +138,24 @@ def test_masked_env_really_punishes_forbidden_actions():
     _, reward, terminated, _, info = env.step(forbidden)
     assert terminated and reward < 0 and info["episode_extra_stats"]["masked_actions"] == 1.0
     assert isinstance(MaskedEnv.action_space, gym.spaces.Discrete)
+
+
+def test_multidiscrete_mask_covers_every_categorical_in_order():
+    """MultiDiscrete([2, 3]): the mask has 2 + 3 entries, the first categorical's then the second's."""
+    head = CategoricalHead(8, [2, 3], single=False)
+    mask = torch.tensor([[0, 1, 1, 0, 0]]).repeat(500, 1)
+    dist = head.distribution(torch.randn(500, 8), mask)
+    actions, _ = dist.act()
+    assert torch.all(actions[:, 0] == 1) and torch.all(actions[:, 1] == 0)
+    assert torch.allclose(dist.log_prob(actions), torch.zeros(500), atol=1e-6)  # each part has one choice left
+
+
+def test_mixed_tuple_mask_reaches_only_the_categorical_part(tmp_cfg):
+    from sf_hydra.models.action_heads import TupleHead
+
+    space = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)))
+    head = TupleHead(8, space, tmp_cfg().model)
+    dist = head.distribution(torch.randn(400, 8), torch.tensor([[0, 0, 1]]).repeat(400, 1))
+    actions = dist.sample()
+    assert torch.all(actions[:, 0] == 2.0) and actions[:, 1:].std() > 0
+    assert torch.isfinite(dist.entropy()).all() and torch.isfinite(dist.log_prob(actions)).all()

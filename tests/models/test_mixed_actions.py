@@ -28,6 +28,12 @@ def test_layout_of_the_action_vector():
     assert SPACE.contains(action)
 
 
+def test_tuple_of_discretes_stays_integer_actions():
+    space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
+    assert action_spec(space) == ((2,), torch.int64)
+    assert to_env_action(space, np.array([1, 2])) == (1, 2)
+
+
 @pytest.fixture
 def head(tmp_cfg):
     torch.manual_seed(0)
