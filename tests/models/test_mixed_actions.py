@@ -115,3 +115,13 @@ def test_mixed_actions_train_through_the_sampler(tmp_cfg):
     summary = train(cfg)
     assert summary["env_steps"] >= 4000 and summary["episodes"] > 0 and summary["policy_version"] > 0
     assert 0.0 < summary["avg_return"] <= 2.0 * MixedActionEnv.LENGTH
+
+
+@pytest.mark.slow
+def test_both_parts_are_learned(tmp_cfg):
+    """Each part beats a random policy by its own score (class_hits: random 1/3; target_error:
+    random ~0.75), so neither part's gradient can be missing."""
+    cfg = tmp_cfg("env=gym/any", "env.id=tests.helpers.mixed_action_envs:MixedAction-v0",
+                  "train_for_env_steps=20000", "model.use_rnn=false", "algo.learning_rate=1e-3")
+    stats = train(cfg)["policies"][0]["episode_stats"]
+    assert stats["class_hits"] > 0.55 and stats["target_error"] < 0.6, stats
