@@ -152,6 +152,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
     seed_everything(cfg.seed)
 
     from sf_hydra.learner.ppo_learner import NonFiniteTraining, PPOLearner
+    from sf_hydra.models.actor_critic import check_model_for_env
     from sf_hydra.sampler.datamodule import SamplerDataModule
     from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import SamplerError, check_sampling_options
@@ -162,6 +163,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
     except Exception as e:
         raise EnvStartError(cfg.env, e) from e
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
+    check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
     module = PPOLearner(cfg, env.observation_space, env.action_space)
     datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module, num_agents=env.num_agents)
     trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=ckpt is not None)

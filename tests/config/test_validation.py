@@ -218,10 +218,11 @@ def test_choices_survive_the_saved_yaml_and_the_workers_container(base):
 
 def test_enum_members_match_the_model_tables():
     from sf_hydra.config.choices import ConvArchitecture, Nonlinearity
-    from sf_hydra.models.encoders import ACTIVATIONS, CONV_ARCHITECTURES
+    from sf_hydra.models.encoders import ACTIVATIONS, CONV_ARCHITECTURES, RESNET_ARCHITECTURES
 
     assert {m.name for m in Nonlinearity} == set(ACTIVATIONS)
-    assert {m.name for m in ConvArchitecture} == set(CONV_ARCHITECTURES)
+    assert not set(CONV_ARCHITECTURES) & set(RESNET_ARCHITECTURES)
+    assert {m.name for m in ConvArchitecture} == set(CONV_ARCHITECTURES) | set(RESNET_ARCHITECTURES)
 
 
 def test_train_py_rejects_a_bad_choice_before_starting(tmp_path):

@@ -61,10 +61,12 @@ Precision = Choice("Precision", {"32-true": "32-true", "bf16-mixed": "bf16-mixed
 
 
 class ConvArchitecture(Choice):
-    """Conv stacks of sf_hydra.models.encoders.CONV_ARCHITECTURES."""
+    """Conv stacks of sf_hydra.models.encoders.CONV_ARCHITECTURES and RESNET_ARCHITECTURES."""
 
     convnet_simple = "convnet_simple"
     convnet_atari = "convnet_atari"
+    convnet_impala = "convnet_impala"  # IMPALA's shallow net: conv 16 8x8/4, conv 32 4x4/2
+    resnet_impala = "resnet_impala"  # IMPALA's deep net: 3 stages (16, 32, 32) of conv, max-pool, 2 residual blocks
 
 
 class NonFinite(Choice):

@@ -79,6 +79,8 @@ class ModelConfig:
     rnn_num_layers: int = 1  # stacked recurrent layers
     # MLP layers between the core and the heads (empty: none)
     decoder_mlp_layers: List[int] = field(default_factory=list)
+    # one encoder-core-decoder tower for the actor and the critic (false: a tower each; RNN state doubles)
+    actor_critic_share_weights: bool = True
     nonlinearity: Nonlinearity = Nonlinearity.elu  # activation of the encoder and decoder MLPs
     # weight initialization of the network's layers
     policy_initialization: PolicyInitialization = PolicyInitialization.orthogonal
@@ -108,6 +110,8 @@ class AlgoConfig:
     value_bootstrap: bool = False  # bootstrap from V(s) when an episode is truncated
     normalize_returns: bool = True  # value targets normalized by their running mean and std
     normalize_input: bool = True  # observations normalized by their running mean and std
+    # the Dict observation keys normalize_input normalizes (None: every key; a plain Box is the key obs)
+    normalize_input_keys: Optional[List[str]] = None
     ppo_clip_ratio: float = 0.1  # PPO clips the probability ratio to [1 / (1 + c), 1 + c]
     ppo_clip_value: float = 1.0  # PPO value clipping: how far new values may move from the old ones
     value_loss_coeff: float = 0.5  # weight of the value loss

@@ -35,7 +35,8 @@ from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.vtrace import vtrace
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
-from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_fields_of
+from sf_hydra.spaces import ACTION_MASK, is_mixed_tuple
+from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_field_name, obs_fields_of
 
 
 class NonFiniteTraining(RuntimeError):
@@ -557,6 +558,14 @@ def check_losses_apply(algo, action_space, spec) -> None:
         raise ConfigError("algo.exploration_loss", "symmetric_kl",
                           f"entropy for the continuous action space {action_space} (a uniform prior over an "
                           "unbounded Box does not exist)")
+    if algo.exploration_loss == "symmetric_kl" and is_mixed_tuple(action_space):
+        raise ConfigError("algo.exploration_loss", "symmetric_kl",
+                          f"entropy for the mixed action space {action_space} (symmetric_kl is for discrete actions "
+                          "only: its Box part has no uniform prior)")
+    if algo.exploration_loss == "symmetric_kl" and obs_field_name(ACTION_MASK) in spec:
+        raise ConfigError("algo.exploration_loss", "symmetric_kl",
+                          f"entropy for an env that masks actions (observation {ACTION_MASK!r}): the KL to a uniform "
+                          "prior over every action is unbounded once forbidden actions have probability 0")
     if algo.kl_loss_coeff > 0 and ACTION_DIST_PARAMS not in spec:
         raise ConfigError("algo.kl_loss_coeff", algo.kl_loss_coeff,
                           "0 with this model: it records no action_dist_params (the behaviour distribution the KL "

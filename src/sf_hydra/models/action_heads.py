@@ -1,5 +1,6 @@
 """Action distributions for the action spaces the sampler allocates for:
-Discrete, MultiDiscrete (and Tuple of Discrete, flattened to it) and Box.
+Discrete, MultiDiscrete (and Tuple of Discrete, flattened to it), Box, and Tuples that mix
+Discrete and Box parts (a product of independent heads).
 
 Each distribution can also give its parameters as one flat vector per row (`params()`: the
 logits, or the means then the stds) and the exact KL(old || itself) from such a vector
@@ -10,7 +11,7 @@ numbers per step, a head attribute)."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import List, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -19,7 +20,7 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
 from sf_hydra.learner.losses import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
-from sf_hydra.spaces import discrete_sizes
+from sf_hydra.spaces import discrete_sizes, is_mixed_tuple, tuple_action_widths
 
 # Argument validation costs more than the sampling itself for small batches, on every step.
 Distribution.set_default_validate_args(False)
@@ -34,8 +35,23 @@ class CategoricalHead(nn.Module):
         self.linear = nn.Linear(in_size, sum(sizes))
         self.params_size = sum(sizes)  # the logits of every categorical
 
-    def distribution(self, x: torch.Tensor) -> "MultiCategorical":
-        return MultiCategorical(self.linear(x).split(self.sizes, dim=-1), self.single)
+    def distribution(self, x: torch.Tensor, action_mask: Optional[torch.Tensor] = None) -> "MultiCategorical":
+        """`action_mask` ([rows, sum(sizes)], 0 = forbidden): see `masked_logits`."""
+        logits = self.linear(x)
+        if action_mask is None:
+            return MultiCategorical(logits.split(self.sizes, dim=-1), self.single)
+        parts = masked_logits(logits, action_mask).split(self.sizes, dim=-1)
+        return MultiCategorical([torch.log_softmax(lg, dim=-1) for lg in parts], self.single)
+
+
+def masked_logits(logits: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+    """Forbidden actions' logits (mask 0) set to the dtype's lowest finite number: their
+    softmax probability is exactly 0 (exp underflows), every log-probability, entropy and KL
+    stays finite, and no gradient reaches a forbidden logit. CategoricalHead then takes the
+    log-softmax of each categorical's logits: torch's Categorical would normalize a row whose
+    actions are all forbidden (an unused buffer row) to log-probabilities 0 instead of
+    -log(n), where log_softmax keeps it the exact uniform distribution."""
+    return logits.masked_fill(action_mask.reshape(logits.shape) == 0, torch.finfo(logits.dtype).min)
 
 
 class MultiCategorical:
@@ -217,10 +233,70 @@ class TanhDiagGaussian(GaussianParams):
         return (self.normal.entropy() + self._log_det_jacobian(y.clamp(-1.0 + self.EDGE, 1.0 - self.EDGE))).sum(-1)
 
 
+class TupleHead(nn.Module):
+    """A mixed Tuple of Discrete and Box parts: one head per part (a categorical or a diagonal
+    Gaussian), all reading the same features; the parts are independent given them."""
+
+    def __init__(self, in_size: int, space: gym.spaces.Tuple, model_cfg):
+        super().__init__()
+        self.parts = nn.ModuleList(make_action_head(in_size, s, model_cfg) for s in space.spaces)
+        self.widths = tuple_action_widths(space)
+        self.param_sizes = [p.params_size for p in self.parts]
+        self.params_size = sum(self.param_sizes)
+        # Each categorical part's share of an action mask (its number of choices; Box parts: 0).
+        self.mask_sizes = [p.params_size if isinstance(p, CategoricalHead) else 0 for p in self.parts]
+
+    def distribution(self, x: torch.Tensor, action_mask: Optional[torch.Tensor] = None) -> "ProductDistribution":
+        masks = [None] * len(self.parts)
+        if action_mask is not None:
+            masks = [m if n else None for m, n in zip(action_mask.split(self.mask_sizes, dim=-1), self.mask_sizes)]
+        dists = [p.distribution(x, m) if m is not None else p.distribution(x) for p, m in zip(self.parts, masks)]
+        return ProductDistribution(dists, self.widths, self.param_sizes)
+
+
+class ProductDistribution:
+    """Independent parts over one flat float action vector (spaces.action_spec of a mixed
+    Tuple: each part's numbers in order, a categorical's index as a float). log_prob and
+    entropy are the sums of the parts' (independence); params() concatenates the parts'
+    params(), and kl_from() sums the parts' exact KLs (the KL of a product of independent
+    distributions)."""
+
+    def __init__(self, dists: List, widths: List[int], param_sizes: List[int]):
+        self.dists, self.widths, self.param_sizes = dists, widths, param_sizes
+
+    @staticmethod
+    def _flat(d, a: torch.Tensor) -> torch.Tensor:
+        return a.float().unsqueeze(-1) if isinstance(d, MultiCategorical) else a
+
+    def sample(self) -> torch.Tensor:
+        return torch.cat([self._flat(d, d.sample()) for d in self.dists], dim=-1)
+
+    def mode(self) -> torch.Tensor:
+        return torch.cat([self._flat(d, d.mode()) for d in self.dists], dim=-1)
+
+    def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
+        parts = actions.split(self.widths, dim=-1)
+        return sum(d.log_prob(a[..., 0].long() if isinstance(d, MultiCategorical) else a)
+                   for d, a in zip(self.dists, parts))
+
+    def entropy(self) -> torch.Tensor:
+        return sum(d.entropy() for d in self.dists)
+
+    def params(self) -> torch.Tensor:
+        return torch.cat([d.params() for d in self.dists], dim=-1)
+
+    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
+        return sum(d.kl_from(o) for d, o in zip(self.dists, old_params.split(self.param_sizes, dim=-1)))
+
+
 def make_action_head(in_size: int, space: gym.Space, model_cfg) -> nn.Module:
-    """The default `model.action_head`: Gaussian for a Box, categorical(s) otherwise. A user's
-    head is called the same way; its `distribution(x)` offers sample, mode, log_prob, entropy."""
+    """The default `model.action_head`: Gaussian for a Box, a product of heads for a mixed
+    Tuple, categorical(s) otherwise. A user's head is called the same way; its
+    `distribution(x)` offers sample, mode, log_prob, entropy. With an action mask in the
+    observations, ActorCritic calls `distribution(x, action_mask)`."""
     if isinstance(space, gym.spaces.Box):
         return GaussianHead(in_size, space, model_cfg.adaptive_stddev, model_cfg.initial_stddev,
                             model_cfg.continuous_tanh_scale, model_cfg.tanh_squash_actions)
+    if is_mixed_tuple(space):
+        return TupleHead(in_size, space, model_cfg)
     return CategoricalHead(in_size, discrete_sizes(space), single=isinstance(space, gym.spaces.Discrete))

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from sf_hydra.models.encoders import make_encoder, mlp
-from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd
-from sf_hydra.spaces import obs_shapes
+from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd, check_normalize_input_keys
+from sf_hydra.spaces import ACTION_MASK, num_discrete_actions, obs_shapes
 from sf_hydra.targets import build, locate
 from sf_hydra.trajectory import ACTION_DIST_PARAMS, Field
 
@@ -30,27 +30,46 @@ class StepOutput(NamedTuple):
 
 
 class ActorCritic(nn.Module):
+    """With model.actor_critic_share_weights (the default) one tower (encoder, core, decoder)
+    feeds both heads. Without it the critic has a tower of its own (`critic_encoder`,
+    `critic_core`, `critic_decoder`): the action head reads only the actor's tower
+    (`encoder`, `core`, `decoder`), the value head only the critic's, so the value loss
+    trains no actor parameter and the policy loss no critic one. A recurrent model's state is
+    then the actor's state followed by the critic's (rnn_state_size doubles).
+
+    An observation key `action_mask` (spaces.ACTION_MASK) is not encoded: it is handed to the
+    action head, which gives the forbidden actions probability 0."""
+
     def __init__(self, obs_shapes: Dict[str, tuple], action_space: gym.Space, model_cfg, env_cfg, algo_cfg):
         super().__init__()
+        check_action_mask(obs_shapes, action_space, env_cfg)
+        self.masked = ACTION_MASK in obs_shapes
+        obs_shapes = {k: v for k, v in obs_shapes.items() if k != ACTION_MASK}
         self.preprocess = ObservationPreprocessor(
-            obs_shapes, env_cfg.obs_scale, env_cfg.obs_subtract_mean, algo_cfg.normalize_input
+            obs_shapes, env_cfg.obs_scale, env_cfg.obs_subtract_mean, algo_cfg.normalize_input,
+            algo_cfg.get("normalize_input_keys"),
         )
         self.returns_norm = RunningMeanStd(()) if algo_cfg.normalize_returns else None
-        self.encoder = make_encoder(obs_shapes, model_cfg)
-        size = self.encoder.out_size
-        self.core = build("model.core", model_cfg.core, size, model_cfg) if model_cfg.use_rnn else None
-        size = self.core.out_size if self.core else size
-        self.decoder = mlp(size, model_cfg.decoder_mlp_layers, model_cfg.nonlinearity)
-        size = model_cfg.decoder_mlp_layers[-1] if model_cfg.decoder_mlp_layers else size
+        self.encoder, self.core, self.decoder, size = _tower(obs_shapes, model_cfg)
+        self.critic_encoder = self.critic_core = self.critic_decoder = None
+        value_size = size
+        if not model_cfg.get("actor_critic_share_weights", True):
+            self.critic_encoder, self.critic_core, self.critic_decoder, value_size = _tower(obs_shapes, model_cfg)
         self.action_head = build("model.action_head", model_cfg.action_head, size, action_space, model_cfg)
-        self.value_head = nn.Linear(size, 1)
+        self.value_head = nn.Linear(value_size, 1)
         # The behaviour distribution's parameters are recorded only for a loss that reads them.
         self.action_dist_params_size = action_dist_params_size(self.action_head, algo_cfg)
         self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain)
 
     @property
+    def separate_critic(self) -> bool:
+        return self.critic_encoder is not None
+
+    @property
     def rnn_state_size(self) -> int:
-        return self.core.state_size if self.core else 0
+        if self.core is None:
+            return 0
+        return self.core.state_size + (self.critic_core.state_size if self.separate_critic else 0)
 
     def extra_trajectory_fields(self) -> List[Field]:
         """Fields beyond the standard ones (sf_hydra.trajectory) that `act` fills through
@@ -70,25 +89,47 @@ class ActorCritic(nn.Module):
             if isinstance(m, nn.Linear):
                 nn.init.orthogonal_(m.weight, gain=0.01)
 
+    def _inputs(self, obs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """The preprocessed observations the encoders read (the action mask left out)."""
+        return self.preprocess({k: v for k, v in obs.items() if k != ACTION_MASK})
+
     def _features(self, obs: Dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.encoder(self.preprocess(obs))
+        """The actor tower's encoder features."""
+        return self.encoder(self._inputs(obs))
+
+    def _distribution(self, x: torch.Tensor, obs: Dict[str, torch.Tensor]):
+        """The action head's distribution for features x, masked when the env sends a mask."""
+        if self.masked:
+            mask = obs[ACTION_MASK]
+            return self.action_head.distribution(x, action_mask=mask.reshape(x.shape[0], -1))
+        return self.action_head.distribution(x)
+
+    def _split_state(self, rnn_states: Optional[torch.Tensor]):
+        """(actor's, critic's) parts of the RNN state (the critic's is None when shared)."""
+        if rnn_states is None or not self.separate_critic:
+            return rnn_states, None
+        return rnn_states.split([self.core.state_size, self.critic_core.state_size], dim=-1)
 
     @torch.no_grad()
     def act(self, obs: Dict[str, torch.Tensor], rnn_states: Optional[torch.Tensor],
             deterministic: bool = False) -> StepOutput:
         """One step for a batch of envs (rollout workers, evaluation)."""
-        x = self._features(obs)
-        if self.core is not None:
-            x, rnn_states = self.core.step(x, rnn_states)
-        x = self.decoder(x)
-        dist = self.action_head.distribution(x)
+        inputs = self._inputs(obs)
+        actor_state, critic_state = self._split_state(rnn_states)
+        x, actor_state = _tower_step(self.encoder, self.core, self.decoder, inputs, actor_state)
+        v, rnn_states = x, actor_state
+        if self.separate_critic:
+            v, critic_state = _tower_step(self.critic_encoder, self.critic_core, self.critic_decoder, inputs,
+                                          critic_state)
+            rnn_states = None if actor_state is None else torch.cat([actor_state, critic_state], dim=-1)
+        dist = self._distribution(x, obs)
         if hasattr(dist, "act"):  # a distribution with a fast acting path (categoricals)
             actions, log_probs = dist.act(deterministic)
         else:
             actions = dist.mode() if deterministic else dist.sample()
             log_probs = dist.log_prob(actions)
         extras = {ACTION_DIST_PARAMS: dist.params()} if self.action_dist_params_size else None
-        return StepOutput(actions, log_probs, self.value_head(x).squeeze(-1), rnn_states, extras)
+        return StepOutput(actions, log_probs, self.value_head(v).squeeze(-1), rnn_states, extras)
 
     def evaluate(self, obs: Dict[str, torch.Tensor], actions: torch.Tensor, rnn_states: Optional[torch.Tensor],
                  dones: Optional[torch.Tensor], with_distribution: bool = False):
@@ -97,15 +138,61 @@ class ActorCritic(nn.Module):
         losses). rnn_states is the state before the first step of each chunk."""
         b, t = actions.shape[:2]
         flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in obs.items()}
-        x = self._features(flat)
-        if self.core is not None:
-            x = self.core.unroll(x.reshape(b, t, -1), rnn_states, dones).reshape(b * t, -1)
-        x = self.decoder(x)
-        dist = self.action_head.distribution(x)
+        inputs = self._inputs(flat)
+        actor_state, critic_state = self._split_state(rnn_states)
+        x = _tower_unroll(self.encoder, self.core, self.decoder, inputs, actor_state, dones, b, t)
+        v = x
+        if self.separate_critic:
+            v = _tower_unroll(self.critic_encoder, self.critic_core, self.critic_decoder, inputs, critic_state,
+                              dones, b, t)
+        dist = self._distribution(x, flat)
         flat_actions = actions.reshape(b * t, *actions.shape[2:])
         log_probs = dist.log_prob(flat_actions).reshape(b, t)
-        out = (log_probs, dist.entropy().reshape(b, t), self.value_head(x).reshape(b, t))
+        out = (log_probs, dist.entropy().reshape(b, t), self.value_head(v).reshape(b, t))
         return (*out, dist) if with_distribution else out
+
+
+def _tower(obs_shapes: Dict[str, tuple], model_cfg):
+    """(encoder, core or None, decoder, feature size): one encoder-core-decoder stack."""
+    encoder = make_encoder(obs_shapes, model_cfg)
+    size = encoder.out_size
+    core = build("model.core", model_cfg.core, size, model_cfg) if model_cfg.use_rnn else None
+    size = core.out_size if core else size
+    decoder = mlp(size, model_cfg.decoder_mlp_layers, model_cfg.nonlinearity)
+    size = model_cfg.decoder_mlp_layers[-1] if model_cfg.decoder_mlp_layers else size
+    return encoder, core, decoder, size
+
+
+def _tower_step(encoder, core, decoder, inputs, state):
+    """One step of a tower: (features, new state)."""
+    x = encoder(inputs)
+    if core is not None:
+        x, state = core.step(x, state)
+    return decoder(x), state
+
+
+def _tower_unroll(encoder, core, decoder, inputs, state, dones, b: int, t: int) -> torch.Tensor:
+    """A tower over [B, T] chunks flattened to B*T rows: features [B*T, F]."""
+    x = encoder(inputs)
+    if core is not None:
+        x = core.unroll(x.reshape(b, t, -1), state, dones).reshape(b * t, -1)
+    return decoder(x)
+
+
+def check_action_mask(obs_shapes: Dict[str, tuple], action_space: gym.Space, env_cfg) -> None:
+    """An `action_mask` observation needs discrete actions, one mask entry per discrete action."""
+    if ACTION_MASK not in obs_shapes:
+        return
+    from sf_hydra.config.errors import ConfigError
+
+    n, shape = num_discrete_actions(action_space), tuple(obs_shapes[ACTION_MASK])
+    env_id = env_cfg.get("id", "?") if hasattr(env_cfg, "get") else "?"
+    if n == 0:
+        raise ConfigError("env.id", env_id, f"an env whose action space has discrete actions when it sends the "
+                          f"observation key {ACTION_MASK!r}: its action space {action_space} has none to mask")
+    if shape != (n,):
+        raise ConfigError("env.id", env_id, f"an env whose observation {ACTION_MASK!r} has shape ({n},), one entry "
+                          f"per discrete action of its action space {action_space}; it has shape {shape}")
 
 
 def action_dist_params_size(action_head: nn.Module, algo_cfg) -> int:
@@ -121,6 +208,14 @@ def action_dist_params_size(action_head: nn.Module, algo_cfg) -> int:
                           f"0 with the action head {type(action_head).__name__}: the KL penalty needs a head with "
                           "`params_size` whose distributions offer params() and kl_from(old_params)")
     return int(size)
+
+
+def check_model_for_env(cfg, obs_space: gym.Space, action_space: gym.Space) -> None:
+    """The model keys that depend on the env's spaces (read from one env before any process
+    starts): algo.normalize_input_keys names observation keys, an action mask fits the actions."""
+    shapes = obs_shapes(obs_space)
+    check_normalize_input_keys(cfg.algo.get("normalize_input_keys"), [k for k in shapes if k != ACTION_MASK])
+    check_action_mask(shapes, action_space, cfg.env)
 
 
 def build_model(cfg, obs_space: gym.Space, action_space: gym.Space) -> ActorCritic:

@@ -20,6 +20,12 @@ ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 CONV_ARCHITECTURES: Dict[str, List[tuple]] = {
     "convnet_simple": [(32, 8, 4), (64, 4, 2), (128, 3, 2)],
     "convnet_atari": [(32, 8, 4), (64, 4, 2), (64, 3, 1)],
+    "convnet_impala": [(16, 8, 4), (32, 4, 2)],  # IMPALA's shallow net (Espeholt et al. 2018, fig. 3 left)
+}
+
+# IMPALA's deep residual net (fig. 3 right): per stage (out_channels, residual blocks).
+RESNET_ARCHITECTURES: Dict[str, List[tuple]] = {
+    "resnet_impala": [(16, 2), (32, 2), (32, 2)],
 }
 
 
@@ -31,14 +37,47 @@ def mlp(in_size: int, layers: Sequence[int], activation: str) -> nn.Sequential:
     return nn.Sequential(*mods)
 
 
+class ResidualBlock(nn.Module):
+    """x + conv(act(conv(act(x)))), 3x3 convs that keep the shape: the identity when both
+    convs' weights and biases are zero."""
+
+    def __init__(self, channels: int, activation: str):
+        super().__init__()
+        act = ACTIVATIONS[activation]
+        self.body = nn.Sequential(act(), nn.Conv2d(channels, channels, 3, padding=1),
+                                  act(), nn.Conv2d(channels, channels, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+def resnet_stage(in_ch: int, out_ch: int, blocks: int, activation: str) -> nn.Sequential:
+    """conv 3x3 (same size) -> max-pool 3x3 stride 2 (halves height and width, rounded up) ->
+    `blocks` residual blocks."""
+    mods = [nn.Conv2d(in_ch, out_ch, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1)]
+    return nn.Sequential(*mods, *(ResidualBlock(out_ch, activation) for _ in range(blocks)))
+
+
+def conv_stack(in_ch: int, architecture: str, activation: str) -> List[nn.Module]:
+    """The layers of `architecture` (a plain conv stack or a residual net), activation last."""
+    mods = []
+    if architecture in RESNET_ARCHITECTURES:
+        for out_ch, blocks in RESNET_ARCHITECTURES[architecture]:
+            mods.append(resnet_stage(in_ch, out_ch, blocks, activation))
+            in_ch = out_ch
+        return mods + [ACTIVATIONS[activation]()]
+    for out_ch, kernel, stride in CONV_ARCHITECTURES[architecture]:
+        mods += [nn.Conv2d(in_ch, out_ch, kernel, stride), ACTIVATIONS[activation]()]
+        in_ch = out_ch
+    return mods
+
+
 class ConvEncoder(nn.Module):
+    """The conv stack of `architecture`, flattened, then the `fc_layers` MLP."""
+
     def __init__(self, shape: Sequence[int], architecture: str, fc_layers: Sequence[int], activation: str):
         super().__init__()
-        mods, channels = [], shape[0]
-        for out_ch, kernel, stride in CONV_ARCHITECTURES[architecture]:
-            mods += [nn.Conv2d(channels, out_ch, kernel, stride), ACTIVATIONS[activation]()]
-            channels = out_ch
-        self.conv = nn.Sequential(*mods, nn.Flatten())
+        self.conv = nn.Sequential(*conv_stack(shape[0], architecture, activation), nn.Flatten())
         with torch.no_grad():
             flat = self.conv(torch.zeros(1, *shape)).shape[1]
         self.fc = mlp(flat, fc_layers, activation)

@@ -3,6 +3,8 @@ published to the rollout workers together with the weights."""
 
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import torch
 from torch import nn
 
@@ -67,16 +69,30 @@ class RunningMeanStd(nn.Module):
         return x * torch.sqrt(self.var.float() + self.eps) + self.mean.float()
 
 
+def check_normalize_input_keys(keys: Optional[Sequence[str]], obs_keys: Sequence[str]) -> None:
+    """Every key of `algo.normalize_input_keys` (None: all) names an observation key of the env."""
+    unknown = [k for k in keys or () if k not in obs_keys]
+    if unknown:
+        from sf_hydra.config.errors import ConfigError
+
+        raise ConfigError("algo.normalize_input_keys", list(keys),
+                          f"observation keys of this env ({', '.join(obs_keys)}); unknown: {', '.join(unknown)}")
+
+
 class ObservationPreprocessor(nn.Module):
     """Scales raw observations (obs_subtract_mean, obs_scale) then optionally normalizes
-    every key, images included, element by element with running statistics (as Sample
-    Factory's normalize_input: for Doom, per-pixel normalization makes the few pixels that
-    change, such as the monster, stand out from the static scene)."""
+    keys, images included, element by element with running statistics (as Sample Factory's
+    normalize_input: for Doom, per-pixel normalization makes the few pixels that change, such
+    as the monster, stand out from the static scene). `keys`: the keys normalized (None: all);
+    the others are only scaled."""
 
-    def __init__(self, obs_shapes: dict, obs_scale: float, obs_subtract_mean: float, normalize: bool):
+    def __init__(self, obs_shapes: dict, obs_scale: float, obs_subtract_mean: float, normalize: bool,
+                 keys: Optional[Sequence[str]] = None):
         super().__init__()
         self.obs_scale, self.obs_subtract_mean = obs_scale, obs_subtract_mean
-        self.norms = nn.ModuleDict({k: RunningMeanStd(tuple(s)) for k, s in obs_shapes.items()} if normalize else {})
+        check_normalize_input_keys(keys, list(obs_shapes))
+        chosen = [k for k in obs_shapes if keys is None or k in keys] if normalize else []
+        self.norms = nn.ModuleDict({k: RunningMeanStd(tuple(obs_shapes[k])) for k in chosen})
 
     def forward(self, obs: dict) -> dict:
         out = {}
