@@ -30,8 +30,6 @@ ANY = object()  # `inert=ANY`: every value is dropped
 # Keys that other work adds to the schema now (issue #14); the merge removes this set. The
 # test that every mapped key exists in the composed config skips these.
 PENDING_KEYS = frozenset({
-    "model.actor_critic_share_weights",
-    "algo.normalize_input_keys",
     "hardware.decorrelate_experience_max_seconds",
     "hardware.decorrelate_envs_on_one_worker",
     "hardware.set_workers_cpu_affinity",
