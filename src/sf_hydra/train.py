@@ -51,6 +51,20 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*`srun` command is available.*")
 
 
+def launch_sampler(cfg, env):
+    """The sampler for the env's spaces, its worker processes started (sampler/sampler.py Sampler.launch).
+    Its shared weights' layout comes from a model built like the learner's, under a forked RNG: the
+    learner's initial weights stay what the seed alone makes them."""
+    from sf_hydra.models import build_model
+    from sf_hydra.sampler.sampler import Sampler
+
+    with torch.random.fork_rng():
+        layout = build_model(cfg, env.observation_space, env.action_space)
+    sampler = Sampler(cfg, env.observation_space, env.action_space, layout, env.num_agents)
+    sampler.launch()
+    return sampler
+
+
 def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
     import lightning as L
 
@@ -151,9 +165,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
     torch.set_num_threads(cfg.hardware.torch_threads)
     seed_everything(cfg.seed)
 
-    from sf_hydra.learner.ppo_learner import NonFiniteTraining, PPOLearner
     from sf_hydra.models.actor_critic import check_model_for_env
-    from sf_hydra.sampler.datamodule import SamplerDataModule
     from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import SamplerError, check_sampling_options
 
@@ -164,30 +176,36 @@ def _train_in(cfg, run_dir: Path) -> dict:
         raise EnvStartError(cfg.env, e) from e
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
-    module = PPOLearner(cfg, env.observation_space, env.action_space)
-    datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module, num_agents=env.num_agents)
-    trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=ckpt is not None)
-    log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
-    t0 = time.monotonic()
+    sampler = launch_sampler(cfg, env)  # the workers start up while this process imports Lightning
     failed = True
-    signals.remember_handlers()
     try:
+        from sf_hydra.learner.ppo_learner import NonFiniteTraining, PPOLearner
+        from sf_hydra.sampler.datamodule import SamplerDataModule
+
+        module = PPOLearner(cfg, env.observation_space, env.action_space)
+        datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module,
+                                       num_agents=env.num_agents, sampler=sampler)
+        trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=ckpt is not None)
+        log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
+        t0 = time.monotonic()
+        signals.remember_handlers()
         try:
-            trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None,
-                        weights_only=True)  # sf_hydra's part of a checkpoint holds only plain types
-        finally:
-            signals.catch_again()  # the stop signals were held over Lightning's teardown
-        last = checkpoints.save(trainer, module.env_steps)
-        failed = False
-    except (SamplerError, NonFiniteTraining) as e:
-        # The learner's state is whole (the failure came from the data side, or its non-finite
-        # updates were skipped): keep it.
-        what = "sampling failed" if isinstance(e, SamplerError) else "training diverged"
-        last = checkpoints.save(trainer, module.env_steps)
-        log.error("%s; the learner state was saved to %s", what, last)
-        raise
+            try:
+                trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None,
+                            weights_only=True)  # sf_hydra's part of a checkpoint holds only plain types
+            finally:
+                signals.catch_again()  # the stop signals were held over Lightning's teardown
+            last = checkpoints.save(trainer, module.env_steps)
+            failed = False
+        except (SamplerError, NonFiniteTraining) as e:
+            # The learner's state is whole (the failure came from the data side, or its non-finite
+            # updates were skipped): keep it.
+            what = "sampling failed" if isinstance(e, SamplerError) else "training diverged"
+            last = checkpoints.save(trainer, module.env_steps)
+            log.error("%s; the learner state was saved to %s", what, last)
+            raise
     finally:
-        datamodule.teardown("fit")
+        sampler.stop()
         finish_wandb(failed)
         signals.release()  # caught since StopConditions.on_train_start; the final save is behind us
     elapsed = time.monotonic() - t0

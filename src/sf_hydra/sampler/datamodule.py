@@ -14,15 +14,17 @@ from sf_hydra.sampler.training_batches import TrainingBatches
 
 
 class SamplerDataModule(L.LightningDataModule):
-    def __init__(self, cfg, obs_space, action_space, policy_source, num_agents: Optional[int]):
+    def __init__(self, cfg, obs_space, action_space, policy_source, num_agents: Optional[int],
+                 sampler: Optional[Sampler] = None):
         """`policy_source` has `.policies` (models) and `.policy_versions` (the LightningModule).
         num_agents: None for a single-agent env, the count for a multi-agent env
-        (`sampler.env_info.describe_env` reads all three from one env)."""
+        (`sampler.env_info.describe_env` reads all three from one env). sampler: one already made (and
+        launched, see Sampler.launch) for the same spaces, else it is made at setup."""
         super().__init__()
         self.cfg, self.obs_space, self.action_space = cfg, obs_space, action_space
         self.num_agents = num_agents
         self.policy_source = policy_source
-        self.sampler = None
+        self.sampler = sampler
         self._stop = threading.Event()
 
     def setup(self, stage: str) -> None:

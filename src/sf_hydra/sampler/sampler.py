@@ -112,25 +112,34 @@ class Sampler:
         return self.num_workers * self.rows_per_worker
 
     # -- life cycle ----------------------------------------------------------------------------
+    def launch(self) -> None:
+        """Starts the worker processes: each imports, builds its envs and its policy copy, then waits for its
+        slots (`start`), so none acts before the learner's weights are published. train.py launches them
+        before its own slow imports (Lightning), so both go on at once."""
+        if self.serial or self.processes:
+            return
+        plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
+        for w in range(self.num_workers):
+            args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
+                    self.stop_flag, self.sync_round, self.heartbeats, os.getpid())
+            p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
+            p.start()
+            self.processes.append(p)
+
     def start(self) -> None:
-        """Hands every worker its slots, starts them and waits until each has built its envs."""
+        """Hands every worker its slots, starts them (unless `launch` did) and waits until each has built its
+        envs."""
         for w in range(self.num_workers):
             self.free_queues[w].put(list(range(w * self.per_worker, (w + 1) * self.per_worker)))
-        plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
         if self.serial:
-            cfg = OmegaConf.create(plain_cfg)
+            cfg = OmegaConf.create(OmegaConf.to_container(self.cfg, resolve=True))
             self.serial_workers = [
                 self.worker_cls(w, cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
                                 self.stop_flag, self.sync_round, self.heartbeats, parent_pid=None)
                 for w in range(self.num_workers)
             ]
         else:
-            for w in range(self.num_workers):
-                args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
-                        self.stop_flag, self.sync_round, self.heartbeats, os.getpid())
-                p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
-                p.start()
-                self.processes.append(p)
+            self.launch()
             self._wait_ready()
         self.started = True
 
