@@ -115,6 +115,9 @@ class AgentRowsWorker(WorkerBase):
         self.dropping = set()  # rows whose env was re-created: the done that follows ends no reported game
         for i, (group, r) in enumerate(zip(self.groups, group_rows)):
             obs, active = group.reset(seed=env_seed(cfg, worker_id, i))
+            steps = self.decorrelation_steps(i)
+            if steps and not isinstance(group, VectorEnvGroup):  # a vector env's sub-envs start together
+                obs, active = group.random_steps(steps, env_seed(cfg, worker_id, i))
             self._store_obs(r, obs)
             self.active[r] = active
 
