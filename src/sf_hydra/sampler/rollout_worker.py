@@ -366,15 +366,20 @@ def force_single_thread():
     return threadpool_limits(limits=1)
 
 
-def decorrelation_sleep(worker_id: int, cfg, check_alive, beat) -> float:
-    """hardware.decorrelate_experience_max_seconds: a random pause (seeded by the run's seed and
-    the worker) before the first rollout, so workers hand in trajectories at spread-out times.
-    The worker stays responsive: it stops when asked, and beats so it is not taken for stuck."""
+def decorrelation_delay(cfg, worker_id: int) -> float:
+    """hardware.decorrelate_experience_max_seconds: worker `worker_id`'s pause before its first
+    rollout, uniform in [0, max] (seeded by the run's seed and the worker; 0 when max is 0)."""
     limit = float(cfg.hardware.decorrelate_experience_max_seconds)
     if limit <= 0:
         return 0.0
     seed = None if cfg.seed is None else [int(cfg.seed), worker_id, 4_242]
-    delay = float(np.random.default_rng(seed).uniform(0.0, limit))
+    return float(np.random.default_rng(seed).uniform(0.0, limit))
+
+
+def decorrelation_sleep(worker_id: int, cfg, check_alive, beat) -> float:
+    """Sleeps `decorrelation_delay`, so workers hand in trajectories at spread-out times. The
+    worker stays responsive: it stops when asked, and beats so it is not taken for stuck."""
+    delay = decorrelation_delay(cfg, worker_id)
     end = time.monotonic() + delay
     while time.monotonic() < end:
         beat(-1)
