@@ -130,19 +130,22 @@ def test_episode_counter_numbers_each_envs_episodes(tmp_path):
 
 
 def test_hwc_images_reach_the_learner_channels_first(tmp_path):
-    cfg = make_cfg(tmp_path, *HWC, "hardware.num_workers=1", "hardware.num_envs_per_worker=1", "algo.batch_size=16",
+    cfg = make_cfg(tmp_path, *HWC, "hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=32",
                    "model.use_rnn=false")
     env = make_env(cfg.env)
     assert env.observation_space.shape == (3, 84, 84)
-    out = collect(cfg, min_slots=1)
+    out = collect(cfg, min_slots=6)
     obs = out.batch[obs_field_name("obs")]
     assert obs.shape[2:] == (3, 84, 84)
     expected = torch.from_numpy(np.ascontiguousarray(hwc_frame().transpose(2, 0, 1)))
     assert torch.equal(obs[0, 0], expected)
+    # Its episodes all last 20 steps; env 1 began 16 random steps into one (decorrelation): unreported.
+    assert len(out.episodes) >= 3 and all(e.length == 20 for e in out.episodes), out.episodes
 
 
 @pytest.mark.parametrize("overrides, key", [
     (("hardware.decorrelate_experience_max_seconds=-1",), "hardware.decorrelate_experience_max_seconds"),
+    (("hardware.decorrelate_experience_max_seconds=300",), "hardware.decorrelate_experience_max_seconds"),
     (("logger.flush_summaries_interval=0",), "logger.flush_summaries_interval"),
     (("benchmark=true", "pbt.with_pbt=true", "algo.num_policies=2"), "pbt.with_pbt"),
     (("env.episode_counter=true", "hardware.batched_sampling=true"), "env.episode_counter"),

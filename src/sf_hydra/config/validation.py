@@ -124,6 +124,10 @@ def _check_sampling(cfg) -> None:
     if not 0 <= hw.worker_nice <= 19:
         raise ConfigError("hardware.worker_nice", hw.worker_nice,
                           "a nice level from 0 (the learner's priority) to 19 (lowest)")
+    if hw.decorrelate_experience_max_seconds >= hw.worker_stall_timeout_sec:
+        raise ConfigError("hardware.decorrelate_experience_max_seconds", hw.decorrelate_experience_max_seconds,
+                          f"less than hardware.worker_stall_timeout_sec={hw.worker_stall_timeout_sec:g} (the learner "
+                          "gives up on workers silent that long)")
     micro = hw.learner_micro_batch
     if micro < -1 or (micro > 0 and micro % recurrence):
         raise ConfigError("hardware.learner_micro_batch", micro,

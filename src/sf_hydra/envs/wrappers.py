@@ -79,9 +79,11 @@ class ChannelsFirst(gym.ObservationWrapper):
             if self.keys is None:
                 self.observation_space = _chw_space(space)
 
+    # A view, not a copy: the rollout worker copies each observation into its arrays anyway, and
+    # that one copy does the transpose (no extra pass over the pixels).
     def observation(self, obs):
         if self.keys is None:
-            return np.ascontiguousarray(np.moveaxis(obs, 2, 0))
+            return np.moveaxis(obs, 2, 0)
         if not self.keys:
             return obs
-        return {k: np.ascontiguousarray(np.moveaxis(v, 2, 0)) if k in self.keys else v for k, v in obs.items()}
+        return {k: np.moveaxis(v, 2, 0) if k in self.keys else v for k, v in obs.items()}

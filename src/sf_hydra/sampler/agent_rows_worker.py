@@ -118,6 +118,7 @@ class AgentRowsWorker(WorkerBase):
             steps = self.decorrelation_steps(i)
             if steps and not isinstance(group, VectorEnvGroup):  # a vector env's sub-envs start together
                 obs, active = group.random_steps(steps, env_seed(cfg, worker_id, i))
+                self.dropping.update(range(r.start, r.stop))  # their episodes in progress are partial: unreported
             self._store_obs(r, obs)
             self.active[r] = active
 

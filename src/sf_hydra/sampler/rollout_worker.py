@@ -225,10 +225,12 @@ class WorkerBase:
 
     def _episode_end(self, row: int, game_continues: bool, episodes: list, stats=None) -> None:
         """A done of `row`: its game is reported and, at a game's end, its next policy drawn
-        (a game cut short by re-creating its env is dropped, unreported)."""
+        (a game cut short by re-creating its env, or started by decorrelation's random steps, is
+        dropped unreported, up to its end: a done whose game goes on keeps dropping)."""
         dropping = getattr(self, "dropping", None)
         if dropping and row in dropping:
-            dropping.discard(row)
+            if not game_continues:
+                dropping.discard(row)
             self.games.drop(row)
             return
         policy = 0 if self.single_policy else int(self.mapping.policy[row])

@@ -37,6 +37,8 @@ class SingleAgentWorker(WorkerBase):
         for i, env in enumerate(self.envs):
             seed = env_seed(cfg, worker_id, i)
             self._store_obs(i, random_steps(env, self.decorrelation_steps(i), seed, env.reset(seed=seed)[0]))
+        # An episode that random steps started is not reported: its return and length would be partial.
+        self.dropping = {i for i in range(n) if self.decorrelation_steps(i) > 0}
 
     # -- small helpers ---------------------------------------------------------------------
     def _store_obs(self, i: int, obs) -> None:
