@@ -3,8 +3,11 @@ counted and dropped, nothing learned or saved); and, on real runs, the env info 
 start-up and the summaries' x-axis (logger.summaries_use_frameskip)."""
 
 import json
+import logging
 import os
 import re
+
+import pytest
 
 from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
@@ -13,7 +16,24 @@ from tests.faults.runs import train_py
 from tests.helpers.probe_envs import read_log
 
 
-def test_benchmark_samples_without_learning(tmp_path):
+def test_benchmark_samples_without_learning(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="sf_hydra")
+    cfg = make_cfg(tmp_path, "benchmark=true", "train_for_env_steps=6000", "hardware.num_workers=1")
+    summary = train(cfg)
+    run = tmp_path / "test"
+    assert json.loads((run / "summary.json").read_text()) == summary
+    assert summary["env_steps"] >= 6000 and summary["fps"] > 0 and summary["episodes"] > 0
+    assert summary["policy_version"] == 0  # no optimizer step: the workers act with the initial weights
+    assert any(r.getMessage().startswith("benchmark stopped (train_for_env_steps=6000 reached)") and
+               f"FPS {summary['fps']:.0f}" in r.getMessage() for r in caplog.records)
+    assert not list(run.rglob("*.ckpt")), "a benchmark saves no checkpoint"
+    scalars = read_scalars(run)
+    assert scalars["perf/fps"] and scalars["perf/env_steps"][-1].value == summary["env_steps"]
+    assert "loss/policy" not in scalars  # nothing was trained
+
+
+@pytest.mark.slow
+def test_train_py_benchmark_true(tmp_path):
     proc = train_py(tmp_path, "benchmark=true", "train_for_env_steps=6000")
     assert proc.returncode == 0, proc.out
     run = tmp_path / "run"
