@@ -30,7 +30,9 @@ def build_loggers(cfg, run_dir: Path, resuming: bool) -> list:
     if cfg.logger.tensorboard:
         from lightning.pytorch.loggers import TensorBoardLogger
 
-        loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version=""))
+        # flush_secs: the writer's own flush thread; Summaries also flushes on this interval (send_scalars)
+        loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version="",
+                                         flush_secs=cfg.logger.flush_summaries_interval))
     if cfg.logger.get("with_wandb", False):
         wandb_logger = start_wandb(cfg, run_dir, resuming)
         if wandb_logger is not None:

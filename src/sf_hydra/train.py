@@ -81,7 +81,8 @@ def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
     loggers = build_loggers(cfg, run_dir, resuming=resuming)
     summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval,
                           cfg.logger.progress, cfg.train_for_env_steps, cfg.train_for_seconds)
-    callbacks = [PublishPolicy(), stop, summaries, checkpoints]
+    # benchmark: nothing is learned, so nothing is saved (no checkpoint to resume from or play)
+    callbacks = [PublishPolicy(), stop, summaries] + ([] if cfg.benchmark else [checkpoints])
     if cfg.selfplay.pool_size > 0:
         from sf_hydra.learner.opponent_pool import OpponentPool
 
@@ -166,12 +167,11 @@ def _train_in(cfg, run_dir: Path) -> dict:
     seed_everything(cfg.seed)
 
     from sf_hydra.models.actor_critic import check_model_for_env
-    from sf_hydra.sampler.env_info import describe_env
+    from sf_hydra.sampler.env_info import env_info
     from sf_hydra.sampler.sampler import SamplerError, check_sampling_options
 
-    log.info("building env %s to read its spaces", cfg.env.name)
     try:
-        env = describe_env(cfg.env, seed=cfg.seed)  # one env build: its spaces and agent count
+        env = env_info(cfg)  # one env build (or the cache): its spaces and agent count
     except Exception as e:
         raise EnvStartError(cfg.env, e) from e
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
@@ -195,12 +195,14 @@ def _train_in(cfg, run_dir: Path) -> dict:
                             weights_only=True)  # sf_hydra's part of a checkpoint holds only plain types
             finally:
                 signals.catch_again()  # the stop signals were held over Lightning's teardown
-            last = checkpoints.save(trainer, module.env_steps)
+            last = None if cfg.benchmark else checkpoints.save(trainer, module.env_steps)
             failed = False
         except (SamplerError, NonFiniteTraining) as e:
             # The learner's state is whole (the failure came from the data side, or its non-finite
             # updates were skipped): keep it.
             what = "sampling failed" if isinstance(e, SamplerError) else "training diverged"
+            if cfg.benchmark:
+                raise
             last = checkpoints.save(trainer, module.env_steps)
             log.error("%s; the learner state was saved to %s", what, last)
             raise
@@ -212,6 +214,10 @@ def _train_in(cfg, run_dir: Path) -> dict:
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
     for line in profile_lines(summary["profile"]):
         log.info("%s", line)
-    log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps,
-             summary["avg_return"], last)
+    if cfg.benchmark:
+        log.info("benchmark stopped (%s): %d env steps sampled in %.1f s, FPS %.0f (no learning, no checkpoint)",
+                 stop.reason, module.env_steps, elapsed, summary["fps"])
+    else:
+        log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps,
+                 summary["avg_return"], last)
     return summary

@@ -14,7 +14,6 @@ from sf_hydra.sample_factory.flags import (
     FLAGS,
     GROUPS,
     MAPPED,
-    PENDING_KEYS,
     from_ours,
     literal,
     ours,
@@ -57,7 +56,7 @@ def test_mapped_keys_exist_in_the_composed_config():
     by_family = {"": default, "atari": compose_cfg("env=atari/pong")}
     missing = []
     for row in FLAGS:
-        if row.kind != MAPPED or row.key in PENDING_KEYS:
+        if row.kind != MAPPED:
             continue
         cfg = by_family[row.family]
         if row.key in GROUPS:
@@ -66,10 +65,6 @@ def test_mapped_keys_exist_in_the_composed_config():
         if OmegaConf.select(cfg, row.key, default="<absent>", throw_on_missing=False) == "<absent>":
             missing.append(row.key)
     assert missing == []
-
-
-def test_pending_keys_are_mapped_keys():
-    assert PENDING_KEYS <= {row.key for row in FLAGS if row.kind == MAPPED}
 
 
 @pytest.mark.parametrize("row", [r for r in FLAGS if r.kind == MAPPED and r.name != "env"], ids=lambda r: r.name)

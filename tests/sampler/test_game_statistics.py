@@ -28,6 +28,7 @@ def breakout_cfg(tmp_path, *overrides):
     return make_cfg(
         tmp_path, "env=atari/breakout", "env.resolution=42x42", "env.reward_clip=100", "env.reward_scale=1",
         "algo.async_rl=true", "hardware.num_workers=1", "algo.rollout=64", "algo.batch_size=64",
+        "hardware.decorrelate_envs_on_one_worker=false",  # games are replayed from each env's seeded reset
         "model.encoder_conv_mlp_layers=[32]",
         *overrides,
     )

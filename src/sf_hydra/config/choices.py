@@ -76,6 +76,13 @@ class NonFinite(Choice):
     replace = "replace"  # replace it by 0 and count it (TensorBoard env/nonfinite_values)
 
 
+class PixelFormat(Choice):
+    """The layout of an env's image observations (env.pixel_format); the conv encoder takes CHW."""
+
+    CHW = "CHW"  # channels first, as the atari, doom and dmlab families emit them: used as they are
+    HWC = "HWC"  # channels last (most gymnasium pixel envs): transposed to CHW as they leave the env
+
+
 class RnnType(Choice):
     gru = "gru"
     lstm = "lstm"

@@ -24,6 +24,7 @@ from sf_hydra.config.choices import (
     NonFinite,
     Nonlinearity,
     OptimizerType,
+    PixelFormat,
     PolicyInitialization,
     Precision,
     ProgressStyle,
@@ -52,6 +53,10 @@ class EnvConfig:
     kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to the env's constructor
     # a NaN or infinite reward or observation: error (stop, naming env, field and step) or replace (by 0, counted)
     nonfinite: NonFinite = NonFinite.error
+    # layout of the env's image observations: CHW (used as they are) or HWC (transposed to CHW in the worker)
+    pixel_format: PixelFormat = PixelFormat.CHW
+    # each env counts its episodes: a finished episode's statistics get episode_number (0, 1, ... per env)
+    episode_counter: bool = False
 
 
 @dataclass
@@ -181,6 +186,16 @@ class HardwareConfig:
     # also interrupt a hung env step (SIGALRM after worker_stall_timeout_sec) and re-create the env; it arms a
     # timer per env call (measured ~20% of CartPole FPS), so off by default: a hang is then named and stops the run
     restart_hung_envs: bool = False
+    # each worker sleeps a random time up to this before its first rollout, so workers do not run in lockstep
+    decorrelate_experience_max_seconds: float = 0.0
+    # env i of a worker first steps rollout x i random actions, so its envs' episodes do not end together
+    decorrelate_envs_on_one_worker: bool = True
+    # each rollout worker is pinned to one core (round robin over the cores this run may use)
+    set_workers_cpu_affinity: bool = True
+    # envs run with one thread in OpenMP/BLAS libraries (threadpoolctl and OMP/MKL variables in each worker)
+    force_envs_single_thread: bool = False
+    # keep the env's spaces in <train_dir>/.env_info_cache (keyed by the env node): start-up builds no probe env
+    use_env_info_cache: bool = False
 
 
 @dataclass
@@ -193,6 +208,9 @@ class LoggerConfig:
     # auto: a live progress bar on a terminal (frames, FPS over 10/60/300 s, return, policy lag, ETA), lines elsewhere
     progress: ProgressStyle = ProgressStyle.auto
     experiment_summaries_interval: float = 10.0  # seconds between scalars (TensorBoard, W&B)
+    flush_summaries_interval: float = 30.0  # seconds between flushes of the TensorBoard event file
+    # summaries' x-axis in frames (env steps x env.frameskip); false: agent steps (frames / frameskip)
+    summaries_use_frameskip: bool = True
     stats_avg: int = 100  # episodes averaged for reward/length statistics
     with_wandb: bool = False  # also log to W&B: the same scalars and the resolved config
     wandb_user: Optional[str] = None  # W&B entity (user or team); None: your default entity
@@ -275,6 +293,8 @@ class TrainConfig:
     save_best_after: int = 100_000  # a policy's own env steps before its best checkpoints start (skips lucky starts)
     # a resume starts from latest (last.ckpt) or best (policy 0's best checkpoint)
     load_checkpoint_kind: CheckpointKind = CheckpointKind.latest
+    # the sampler's ceiling: workers sample, trajectories are dropped unlearned (weights fixed), no checkpoints
+    benchmark: bool = False
 
 
 @dataclass

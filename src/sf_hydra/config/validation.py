@@ -19,14 +19,14 @@ POSITIVE = (
     "algo.learning_rate", "algo.ppo_clip_ratio", "algo.ppo_clip_value", "algo.adam_eps", "train_for_seconds",
     "save_every_sec", "env.obs_scale", "env.reward_clip", "hardware.worker_start_timeout_sec",
     "hardware.worker_stall_timeout_sec", "logger.log_interval_sec", "logger.experiment_summaries_interval",
-    "save_best_every_sec",
+    "save_best_every_sec", "logger.flush_summaries_interval",
     "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
     "algo.vtrace_rho", "algo.vtrace_c",  # truncation levels of importance weights (<= 0 would zero every trace)
 )
 
 NON_NEGATIVE = (
     "algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale",
-    "algo.kl_loss_coeff",
+    "algo.kl_loss_coeff", "hardware.decorrelate_experience_max_seconds",
 )
 
 UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda", "selfplay.latest_prob")
@@ -124,6 +124,10 @@ def _check_sampling(cfg) -> None:
     if not 0 <= hw.worker_nice <= 19:
         raise ConfigError("hardware.worker_nice", hw.worker_nice,
                           "a nice level from 0 (the learner's priority) to 19 (lowest)")
+    if hw.decorrelate_experience_max_seconds >= hw.worker_stall_timeout_sec:
+        raise ConfigError("hardware.decorrelate_experience_max_seconds", hw.decorrelate_experience_max_seconds,
+                          f"less than hardware.worker_stall_timeout_sec={hw.worker_stall_timeout_sec:g} (the learner "
+                          "gives up on workers silent that long)")
     micro = hw.learner_micro_batch
     if micro < -1 or (micro > 0 and micro % recurrence):
         raise ConfigError("hardware.learner_micro_batch", micro,
@@ -147,11 +151,27 @@ def _check_sampling(cfg) -> None:
                 f"{algo.batch_size} x {algo.num_batches_per_epoch} = {per_iteration}",
             )
     _check_policy_mapping(cfg)
+    _check_env_wrappers(cfg)
     if hw.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
+
+
+def _check_env_wrappers(cfg) -> None:
+    """env.episode_counter and env.pixel_format=HWC wrap each env that make_env builds: a vector
+    env of the family's own (batched sampling, a backend other than sync) is not built by it,
+    and vector envs report no episode statistics."""
+    hw, env = cfg.hardware, cfg.env
+    if not hw.batched_sampling:
+        return
+    if env.get("episode_counter", False):
+        raise ConfigError("env.episode_counter", True, "false with hardware.batched_sampling=true (a vector env "
+                          "reports no episode statistics)")
+    if str(env.get("pixel_format", "CHW")) == "HWC" and hw.vector_backend != "sync":
+        raise ConfigError("env.pixel_format", "HWC", "CHW with hardware.batched_sampling=true, unless "
+                          "hardware.vector_backend=sync (whose envs are wrapped one by one)")
 
 
 def _check_policy_mapping(cfg) -> None:
@@ -208,6 +228,13 @@ def _check_pbt(cfg) -> None:
                                   + ", or reward_shaping.<name>.up|down of the env's shaped quantities")
 
 
+def _check_benchmark(cfg) -> None:
+    """benchmark=true learns nothing: population-based training would rank and copy untrained policies."""
+    if cfg.get("benchmark", False) and cfg.pbt.with_pbt:
+        raise ConfigError("pbt.with_pbt", True, "false with benchmark=true (no policy learns, there is nothing to "
+                          "rank)")
+
+
 def check_pbt_against_env(cfg, reported, shaping) -> None:
     """`pbt.target_objective` is true_objective or a statistic the env declares it reports
     (`reported`: the env family's episode_stats); a reward_shaping.* name in
@@ -256,3 +283,4 @@ def validate(cfg) -> None:
     _check_losses(cfg)
     _check_sampling(cfg)
     _check_pbt(cfg)
+    _check_benchmark(cfg)

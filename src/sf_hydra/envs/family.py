@@ -35,6 +35,8 @@ class EnvFamily:
 
     # Vector backends besides `auto` and `sync` that `make_vector` builds (e.g. "envpool").
     vector_backends: Tuple[str, ...] = ()
+    # What env.pixel_format may say of its envs' images; a family that always emits CHW says ("CHW",).
+    pixel_formats: Tuple[str, ...] = ("CHW", "HWC")
 
     def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
         """One env, reset with `seed` when it is not None."""
@@ -90,13 +92,29 @@ def make_env(env_cfg: Any, seed: Optional[int] = None, render_mode: Optional[str
     """One env of the family `env_cfg.factory` names. `env_cfg` is the `env` node: a DictConfig,
     or the plain dict a spawned worker re-creates its config from."""
     env_cfg = _as_node(env_cfg)
-    return env_family(env_cfg).make(env_cfg, seed=seed, render_mode=render_mode)
+    env = env_family(env_cfg).make(env_cfg, seed=seed, render_mode=render_mode)
+    return _wrapped(env, env_cfg)
+
+
+def _wrapped(env, env_cfg):
+    """The wrappers the `env` node's common keys ask for (single-agent envs; a multi-agent env
+    with them is refused before any process starts: sampler.check_sampling_options)."""
+    from sf_hydra.envs.multi_agent.protocol import is_multi_agent
+    from sf_hydra.envs.wrappers import ChannelsFirst, EpisodeCounter
+
+    hwc, counter = str(env_cfg.get("pixel_format", "CHW")) == "HWC", env_cfg.get("episode_counter", False)
+    if not (hwc or counter) or is_multi_agent(env):
+        return env
+    if hwc:
+        env = ChannelsFirst(env)
+    return EpisodeCounter(env) if counter else env
 
 
 def episode_stats(env_cfg) -> Tuple[str, ...]:
     """The end-of-episode statistics the env's family declares (EnvFamily.episode_stats)."""
     env_cfg = _as_node(env_cfg)
-    return tuple(env_family(env_cfg).episode_stats(env_cfg))
+    counted = ("episode_number",) if env_cfg.get("episode_counter", False) else ()
+    return tuple(env_family(env_cfg).episode_stats(env_cfg)) + counted
 
 
 def reward_shaping(env_cfg) -> Dict[str, Tuple[float, float]]:
@@ -108,4 +126,9 @@ def reward_shaping(env_cfg) -> Dict[str, Tuple[float, float]]:
 def check_env(env_cfg) -> None:
     """The family's own validation of the `env` node (before any process starts)."""
     env_cfg = _as_node(env_cfg)
-    env_family(env_cfg).validate(env_cfg)
+    family = env_family(env_cfg)
+    pixel_format = str(env_cfg.get("pixel_format", "CHW"))
+    if pixel_format not in family.pixel_formats:
+        raise ConfigError("env.pixel_format", pixel_format,
+                          f"{' or '.join(family.pixel_formats)} (the {env_cfg.get('family')!r} family's images)")
+    family.validate(env_cfg)

@@ -191,7 +191,7 @@ class Summaries(L.Callback):
     def _write_scalars(self, trainer, m) -> None:
         if trainer.logger is None:
             return
-        step = m.env_steps
+        step = summary_step(m)
         scalars = dict(m.last_metrics)
         for k, stats in enumerate(m.stats):  # one policy: its tags unprefixed; several: policy_<k>/...
             prefix = "" if len(m.stats) == 1 else f"policy_{k}/"
@@ -213,14 +213,24 @@ class Summaries(L.Callback):
         for agent, stats in m.avg_agent_stats().items():  # multi-agent envs: each agent besides the pool
             scalars[f"episode/agent_{agent}/return"] = stats["return"]
             scalars[f"episode/agent_{agent}/length"] = stats["length"]
-        send_scalars(trainer.loggers, scalars, step)
+        send_scalars(trainer.loggers, scalars, step, m.cfg.logger.flush_summaries_interval)
 
 
-def send_scalars(loggers, scalars: dict, step: int) -> None:
-    """The same scalars, indexed by env steps, to every logger of the run (TensorBoard, W&B)."""
+def summary_step(m) -> int:
+    """The summaries' x-axis: frames, or agent steps with logger.summaries_use_frameskip=false."""
+    if m.cfg.logger.summaries_use_frameskip:
+        return m.env_steps
+    return m.env_steps // m.cfg.env.frameskip
+
+
+def send_scalars(loggers, scalars: dict, step: int, flush_every: float = 0.0) -> None:
+    """The same scalars, indexed by `step`, to every logger of the run (TensorBoard, W&B). The
+    TensorBoard file is flushed when `flush_every` seconds passed since its last flush (0: always)."""
     from lightning.pytorch.loggers import TensorBoardLogger
 
+    now = time.monotonic()
     for logger in loggers:
         logger.log_metrics(scalars, step)
-        if isinstance(logger, TensorBoardLogger):
+        if isinstance(logger, TensorBoardLogger) and now - getattr(logger, "_sf_flushed", -1e18) >= flush_every:
             logger.experiment.flush()  # on disk now, for a reader while the run goes on
+            logger._sf_flushed = now

@@ -320,6 +320,12 @@ class PPOLearner(L.LightningModule):
         meta = batch.pop("meta")
         self._record_meta(meta)
         k = meta["policy"]
+        if self.cfg.get("benchmark", False):  # the sampler's ceiling: counted, not learned from
+            self.last_policy = k
+            self.last_metrics = {"learner/wait_for_data_sec": float(meta["wait_seconds"]),
+                                 **worker_shares(meta["worker_seconds"])}
+            self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
+            return
         model, stats, opt = self.policies[k], self.stats[k], self.optimizer_of(k)
         hyper = self.hyperparams[k]
         with self.profile.part("prepare_batch"):

@@ -12,7 +12,7 @@ import typing
 from enum import Enum
 from typing import Any, Optional, Tuple
 
-from sf_hydra.sample_factory.flags import FLAGS, MAPPED, NA, PENDING_KEYS, REPLACED, Flag, counts
+from sf_hydra.sample_factory.flags import FLAGS, MAPPED, NA, REPLACED, Flag, counts
 
 GROUP_DEFAULTS = {"env": "gym/cartpole", "algo": "appo"}  # conf/train.yaml's defaults list
 TRAIN_YAML = {"experiment": "${env.name}"}  # keys conf/train.yaml sets
@@ -102,8 +102,7 @@ def row_cells(row: Flag) -> Tuple[str, str, str, str, str]:
         return name, sf_default, key, f"`{GROUP_DEFAULTS[row.key]}`", f"{GROUP_DOCS[row.key]}; {row.note}"
     found = schema_field(row.key, row.family)
     if found is None:
-        pending = " (being added, #14)" if row.key in PENDING_KEYS else " (not in the schema)"
-        return name, sf_default, key + pending, "", row.note
+        return name, sf_default, key + " (not in the schema)", "", row.note
     default, doc = found
     default = TRAIN_YAML.get(row.key, default)
     family = f" ({row.family} envs)" if row.family else ""

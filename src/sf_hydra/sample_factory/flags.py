@@ -27,22 +27,6 @@ MAPPED, REPLACED, NA = "mapped", "replaced", "n/a"
 GROUPS = ("env", "algo")  # keys that are config groups: `env=doom/basic`, not `env.x=...`
 ANY = object()  # `inert=ANY`: every value is dropped
 
-# Keys that other work adds to the schema now (issue #14); the merge removes this set. The
-# test that every mapped key exists in the composed config skips these.
-PENDING_KEYS = frozenset({
-    "hardware.decorrelate_experience_max_seconds",
-    "hardware.decorrelate_envs_on_one_worker",
-    "hardware.set_workers_cpu_affinity",
-    "hardware.force_envs_single_thread",
-    "hardware.use_env_info_cache",
-    "logger.summaries_use_frameskip",
-    "logger.flush_summaries_interval",
-    "env.pixel_format",
-    "env.episode_counter",
-    "benchmark",
-})
-
-
 def flag_error(name: str, value, allowed: str) -> ConfigError:
     """A ConfigError that names the flag as it is written: `--num_workers=x is not allowed: ...`."""
     error = ConfigError(f"--{name}", value, allowed)

@@ -115,6 +115,10 @@ class AgentRowsWorker(WorkerBase):
         self.dropping = set()  # rows whose env was re-created: the done that follows ends no reported game
         for i, (group, r) in enumerate(zip(self.groups, group_rows)):
             obs, active = group.reset(seed=env_seed(cfg, worker_id, i))
+            steps = self.decorrelation_steps(i)
+            if steps and not isinstance(group, VectorEnvGroup):  # a vector env's sub-envs start together
+                obs, active = group.random_steps(steps, env_seed(cfg, worker_id, i))
+                self.dropping.update(range(r.start, r.stop))  # their episodes in progress are partial: unreported
             self._store_obs(r, obs)
             self.active[r] = active
 

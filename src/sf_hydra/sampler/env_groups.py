@@ -51,6 +51,20 @@ def shaping_units(infos) -> Optional[np.ndarray]:
     return np.stack([zeros if u is None else np.asarray(u, dtype=np.float64) for u in found])
 
 
+def random_steps(env, steps: int, seed, first_obs):
+    """`steps` random actions (the action space's sampler, seeded with `seed`) in a single-agent
+    env, resetting it at each episode's end; returns the observation to act on next."""
+    obs = first_obs
+    if steps <= 0:
+        return obs
+    env.action_space.seed(seed)
+    for _ in range(steps):
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            obs, _ = env.reset()
+    return obs
+
+
 class ProtocolEnvGroup:
     """One env following `sf_hydra.envs.multi_agent.protocol`."""
 
@@ -78,6 +92,14 @@ class ProtocolEnvGroup:
         obs, infos = self.env.reset(seed=seed)
         return obs_rows(obs), self._active(infos)
 
+    def random_steps(self, steps: int, seed):
+        """hardware.decorrelate_envs_on_one_worker: `steps` random actions for every agent (the
+        env restarts agents itself); returns what `reset` does, for the last step."""
+        self.action_space.seed(seed)
+        for _ in range(steps):
+            obs, _, _, _, infos = self.env.step([self.action_space.sample() for _ in range(self.num_agents)])
+        return obs_rows(obs), self._active(infos)
+
     def step(self, actions: np.ndarray) -> StepBatch:
         obs, rewards, terminated, truncated, infos = self.env.step(
             [to_env_action(self.action_space, a) for a in actions])
@@ -102,6 +124,10 @@ class SingleEnvGroup:
     def reset(self, seed=None):
         obs, _ = self.env.reset(seed=seed)
         return obs_rows([obs]), self._active
+
+    def random_steps(self, steps: int, seed):
+        """hardware.decorrelate_envs_on_one_worker: `steps` random actions, reset at episode ends."""
+        return obs_rows([random_steps(self.env, steps, seed, None)]), self._active
 
     def step(self, actions: np.ndarray) -> StepBatch:
         obs, reward, terminated, truncated, info = self.env.step(to_env_action(self.action_space, actions[0]))

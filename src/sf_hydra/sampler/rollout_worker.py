@@ -115,6 +115,13 @@ class WorkerBase:
         self.mapping.start(self._filled_snapshots)
         self.single_policy = self.mapping.trivial
 
+    def decorrelation_steps(self, env_index: int) -> int:
+        """hardware.decorrelate_envs_on_one_worker: random actions env `env_index` of this worker
+        takes after its first reset (rollout x its index, as Sample Factory does), so that the
+        envs of a worker do not end their episodes in the same rollout. Those steps are neither
+        recorded nor counted."""
+        return self.rollout * env_index if self.cfg.hardware.decorrelate_envs_on_one_worker else 0
+
     def _filled_snapshots(self) -> List[int]:
         """The opponent pool's slots that hold a snapshot (its version counts generations from 1)."""
         return [j for j, v in enumerate(self.versions[self.num_policies:]) if v > 0]
@@ -218,10 +225,12 @@ class WorkerBase:
 
     def _episode_end(self, row: int, game_continues: bool, episodes: list, stats=None) -> None:
         """A done of `row`: its game is reported and, at a game's end, its next policy drawn
-        (a game cut short by re-creating its env is dropped, unreported)."""
+        (a game cut short by re-creating its env, or started by decorrelation's random steps, is
+        dropped unreported, up to its end: a done whose game goes on keeps dropping)."""
         dropping = getattr(self, "dropping", None)
         if dropping and row in dropping:
-            dropping.discard(row)
+            if not game_continues:
+                dropping.discard(row)
             self.games.drop(row)
             return
         policy = 0 if self.single_policy else int(self.mapping.policy[row])
@@ -333,6 +342,54 @@ def close_all(envs) -> None:
             pass
 
 
+def pin_to_core(worker_id: int) -> Optional[int]:
+    """hardware.set_workers_cpu_affinity: this process (and the env processes it starts) runs
+    on one core, worker i on the i-th (round robin) of the cores this process may use. Returns
+    the core, or None where affinity cannot be set (not Linux)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[worker_id % len(cores)]
+    os.sched_setaffinity(0, {core})
+    return core
+
+
+SINGLE_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def force_single_thread():
+    """hardware.force_envs_single_thread: OpenMP and BLAS libraries already loaded here get one
+    thread (threadpoolctl), and the variables make those loaded later, and env processes, start
+    with one. Returns the threadpoolctl limiter (kept alive: the limits hold while it does)."""
+    from threadpoolctl import threadpool_limits
+
+    for var in SINGLE_THREAD_VARS:
+        os.environ[var] = "1"
+    return threadpool_limits(limits=1)
+
+
+def decorrelation_delay(cfg, worker_id: int) -> float:
+    """hardware.decorrelate_experience_max_seconds: worker `worker_id`'s pause before its first
+    rollout, uniform in [0, max] (seeded by the run's seed and the worker; 0 when max is 0)."""
+    limit = float(cfg.hardware.decorrelate_experience_max_seconds)
+    if limit <= 0:
+        return 0.0
+    seed = None if cfg.seed is None else [int(cfg.seed), worker_id, 4_242]
+    return float(np.random.default_rng(seed).uniform(0.0, limit))
+
+
+def decorrelation_sleep(worker_id: int, cfg, check_alive, beat) -> float:
+    """Sleeps `decorrelation_delay`, so workers hand in trajectories at spread-out times. The
+    worker stays responsive: it stops when asked, and beats so it is not taken for stuck."""
+    delay = decorrelation_delay(cfg, worker_id)
+    end = time.monotonic() + delay
+    while time.monotonic() < end:
+        beat(-1)
+        check_alive()
+        time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+    return delay
+
+
 def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, stores, free_slots, out_queue,
                         stop_flag, sync_round, heartbeats, parent_pid: int) -> None:
     """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
@@ -343,11 +400,17 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     cfg = OmegaConf.create(cfg_container)
     torch.set_num_threads(cfg.hardware.torch_threads)
     os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it
+    hw = cfg.hardware
+    core = pin_to_core(worker_id) if hw.set_workers_cpu_affinity else None
+    limiter = force_single_thread() if hw.force_envs_single_thread else None  # noqa: F841 (held for the process)
     worker = None
     try:
         worker = worker_cls(worker_id, cfg, buffers, stores, free_slots, out_queue, stop_flag, sync_round,
                             heartbeats, parent_pid)
         out_queue.put(WorkerReady(worker_id))
+        if core is not None:
+            log.debug("rollout worker %d pinned to core %d", worker_id, core)
+        decorrelation_sleep(worker_id, cfg, worker._check_alive, worker._beat)
         while True:
             worker.collect()
     except StopRequested:

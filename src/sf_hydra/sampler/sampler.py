@@ -59,6 +59,11 @@ def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
     if num_agents is not None and cfg.hardware.batched_sampling:
         raise ConfigError("hardware.batched_sampling", True,
                           f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
+    for key, on in (("env.episode_counter", cfg.env.get("episode_counter", False)),
+                    ("env.pixel_format", str(cfg.env.get("pixel_format", "CHW")) == "HWC")):
+        if num_agents is not None and on:
+            raise ConfigError(key, cfg.env.get(key.split(".")[1]),
+                              f"its default for a multi-agent env ({cfg.env.id!r}): it wraps single-agent envs")
     if cfg.selfplay.pool_size > 0 and (num_agents or 1) < 2:
         raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size,
                           f"0 for env {cfg.env.id!r}: it seats {num_agents or 1} agent, and snapshots need opponent "

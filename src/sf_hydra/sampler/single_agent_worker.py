@@ -14,6 +14,7 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.envs.episode_info import SHAPING_UNITS, episode_stats, game_continues
+from sf_hydra.sampler.env_groups import random_steps
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
@@ -34,7 +35,10 @@ class SingleAgentWorker(WorkerBase):
         self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         self.games = EpisodeTracker(n)
         for i, env in enumerate(self.envs):
-            self._store_obs(i, env.reset(seed=env_seed(cfg, worker_id, i))[0])
+            seed = env_seed(cfg, worker_id, i)
+            self._store_obs(i, random_steps(env, self.decorrelation_steps(i), seed, env.reset(seed=seed)[0]))
+        # An episode that random steps started is not reported: its return and length would be partial.
+        self.dropping = {i for i in range(n) if self.decorrelation_steps(i) > 0}
 
     # -- small helpers ---------------------------------------------------------------------
     def _store_obs(self, i: int, obs) -> None:

@@ -73,6 +73,7 @@ class TrainingBatches(IterableDataset):
         self.round_size = sampler.rows_total
         self.num_policies = cfg.algo.num_policies
         self.frameskip = cfg.env.frameskip
+        self.benchmark = bool(cfg.get("benchmark", False))
         self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
 
     def __len__(self) -> int:
@@ -108,7 +109,8 @@ class TrainingBatches(IterableDataset):
             take = min(self.traj_per_batch, len(pending[policy]))
             slots = [pending[policy].popleft() for _ in range(take)]
             t1 = time.monotonic()
-            batch = self.sampler.buffers.gather(torch.tensor(slots, dtype=torch.int64))
+            # benchmark: the trajectories are dropped uncopied; the batch is only what the workers reported
+            batch = {} if self.benchmark else self.sampler.buffers.gather(torch.tensor(slots, dtype=torch.int64))
             self._release(slots)
             received.gather += time.monotonic() - t1
             batch["meta"] = received.meta(policy)

@@ -68,6 +68,8 @@ def make_atari_env(env_cfg, seed: Optional[int] = None, render_mode: Optional[st
 class AtariFamily(EnvFamily):
     """`env.id`: an ALE ROM id (`pong`, `space_invaders`, ...)."""
 
+    pixel_formats = ("CHW",)  # its frames are channels first already
+
     def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
         return make_atari_env(env_cfg, seed=seed, render_mode=render_mode)
 

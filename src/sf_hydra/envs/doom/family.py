@@ -113,6 +113,8 @@ def validate_doom_config(env_cfg) -> None:
 class DoomFamily(EnvFamily):
     """`env.id`: a scenario shipped with ViZDoom, one of our generated maps, or a .cfg path."""
 
+    pixel_formats = ("CHW",)  # its frames are channels first already
+
     def make(self, env_cfg, seed: Optional[int] = None, render_mode: Optional[str] = None):
         return make_doom_env(env_cfg, seed=seed, render_mode=render_mode)
 
