@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("ale_py", reason="the atari env family needs ale-py (pip install 'sf_hydra[atari]')")
 pytest.importorskip("cv2", reason="gymnasium's AtariPreprocessing needs OpenCV (pip install opencv-python-headless)")
 
-from sf_hydra.enjoy import obs_batch, play_episode  # noqa: E402
+from sf_hydra.enjoy import Seat, SingleAgent, obs_batch, play_episode  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.episode_info import GAME_CONTINUES  # noqa: E402
 from sf_hydra.models import build_model  # noqa: E402
@@ -101,9 +101,9 @@ def test_enjoy_plays_whole_games(tmp_path):
     env = make_env(cfg.env, seed=0)
     model = build_model(cfg, env.observation_space, env.action_space).eval()
     torch.manual_seed(0)
-    ret, steps, _ = play_episode(env, model, obs_specs(env.observation_space), False, seed=0, record=False,
-                                 max_steps=None)
-    assert env.unwrapped.ale.game_over() and env.unwrapped.ale.lives() == 0
+    seats, _ = play_episode(SingleAgent(env), [Seat(model, 0)], obs_specs(env.observation_space), False, seed=0,
+                            max_steps=None)
+    ret, steps = seats[0].total, seats[0].steps  # (enjoy resets the env at once: the plain loop checks the end)
     torch.manual_seed(0)  # the same game again in a plain loop that stops at the ALE's game over only
     obs, _ = env.reset(seed=0)
     total, length = 0.0, 0

@@ -28,23 +28,26 @@ def test_a_reader_sees_one_whole_publish():
     models = [filled(float(v)) for v in range(1, 4)]
     stop = threading.Event()
 
-    def write():
+    def write():  # as fast as a learner could: a publish, then a pause far shorter than any SGD step
         i = 0
         while not stop.is_set():
             store.publish(models[i % 3], version=i + 1)
             i += 1
+            time.sleep(0.0002)
 
     writer = threading.Thread(target=write)
     writer.start()
     reader = filled(-1.0)
+    versions = set()
     try:
         for _ in range(300):
-            store.load_into(reader)
+            versions.add(store.load_into(reader))
             values = torch.cat([p.detach().reshape(-1) for p in reader.parameters()]).unique()
             assert len(values) == 1, values  # every tensor from the same publish
     finally:
         stop.set()
         writer.join()
+    assert len(versions) > 10  # the reads did overlap the writer's work
 
 
 def _read_forever(store: PolicyStore) -> None:

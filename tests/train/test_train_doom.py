@@ -65,9 +65,11 @@ def test_doom_configs_train_in_serial_mode(tmp_path, name):
 
 def test_duel_trains_two_agents_per_env(tmp_path):
     """Two of our players per game (host + join on loopback), through the sampler's
-    multi-agent path: every agent's transitions are trained on."""
+    multi-agent path: every agent's transitions are trained on. (Without decorrelation: the
+    second env's random start steps would leave its first, unreported match the only one.)"""
     cfg = make_cfg(tmp_path, "env=doom/duel", "env.episode_timeout=420", "hardware.num_workers=1",
-                   "hardware.num_envs_per_worker=2", "algo.batch_size=64", *SMALL_MODEL, "train_for_env_steps=3000")
+                   "hardware.num_envs_per_worker=2", "hardware.decorrelate_envs_on_one_worker=false",
+                   "algo.batch_size=64", *SMALL_MODEL, "train_for_env_steps=3000")
     summary = train(cfg)
     assert summary["env_steps"] >= 3000 and summary["policy_version"] >= 5
     assert summary["episodes"] >= 4  # 105-step matches, two agents each

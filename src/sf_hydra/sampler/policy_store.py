@@ -48,23 +48,28 @@ class PolicyStore:
             self.version[0] = version
             self.sequence[0] += 1
 
-    def load_into(self, model: nn.Module, max_tries: int = 1000) -> int:
-        """Copies the latest whole weights into `model`; returns their version."""
+    def load_into(self, model: nn.Module, patience: float = 30.0) -> int:
+        """Copies the latest whole weights into `model`; returns their version. A torn copy is
+        retried after a pause that grows (up to 10 ms), so a writer publishing back to back still
+        leaves a reader a window; only `patience` seconds without one whole copy is an error."""
+        deadline, pause = time.monotonic() + patience, 0.0001
         with torch.no_grad():
-            for _ in range(max_tries):
+            while True:
                 before = int(self.sequence[0])
-                if before % 2:
-                    time.sleep(0.0005)  # being written
-                    continue
-                offset = 0
-                for t in _tensors(model):
-                    n = t.numel()
-                    t.data.copy_(self.flat[offset : offset + n].reshape(t.shape))
-                    offset += n
-                version = int(self.version[0])
-                if int(self.sequence[0]) == before:
-                    return version
-        raise RuntimeError(f"the policy store was being written through {max_tries} reads: is the learner stuck?")
+                if before % 2 == 0:
+                    offset = 0
+                    for t in _tensors(model):
+                        n = t.numel()
+                        t.data.copy_(self.flat[offset : offset + n].reshape(t.shape))
+                        offset += n
+                    version = int(self.version[0])
+                    if int(self.sequence[0]) == before:
+                        return version
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the policy store was being written through {patience:.0f} s of reads: "
+                                       "is the learner stuck in the middle of publishing its weights?")
+                time.sleep(pause)
+                pause = min(2 * pause, 0.01)
 
     def current_version(self) -> int:
         return int(self.version[0])
