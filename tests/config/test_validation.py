@@ -193,11 +193,13 @@ def test_choice_rejects_unknown_value_at_compose(key):
 @pytest.mark.parametrize(
     "key,option",
     [(k, m.name) for k, enum in sorted(CHOICE_KEYS.items()) for m in enum
-     if not (k == "hardware.device" and m.name == "cuda" and not torch.cuda.is_available())
+     if not (k in ("hardware.device", "hardware.inference_device") and m.name == "cuda"
+             and not torch.cuda.is_available())
      and m.name != "envpool"],  # needs batched_sampling and the envpool package: tests/sampler/test_batched_sampling.py
 )
 def test_choice_accepts_every_option(base, key, option):
-    cfg = edited(base, {key: option})
+    needs = {"hardware.inference_device": {"hardware.inference": "server"}}  # meaningful only with it
+    cfg = edited(base, {key: option, **needs.get(key, {})})
     validate(cfg)
     assert OmegaConf.select(cfg, key) == option and str(OmegaConf.select(cfg, key)) == option
 

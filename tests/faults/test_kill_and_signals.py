@@ -83,6 +83,21 @@ def test_a_stop_signal_leaves_no_process_and_no_shared_memory(tmp_path, sig, whe
         assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
 
 
+def test_ctrl_c_with_inference_servers_leaves_no_process_and_keeps_the_checkpoint(tmp_path):
+    proc = _start(tmp_path, "train_for_env_steps=100000000", "hardware.inference=server",
+                  "hardware.worker_num_splits=2")
+    _wait_for(proc, "env steps")
+    time.sleep(0.3)
+    pids = _tree(proc)
+    assert len(pids) >= 4  # the learner, 2 rollout workers, the inference server
+    os.kill(proc.pid, signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, output[-2000:]
+    assert _gone(pids)
+    assert not _shared_memory_of(pids)
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_the_final_save_does_not_lose_it(tmp_path, monkeypatch, sig):
     """The run has reached its budget and is writing its final checkpoint when a stop signal

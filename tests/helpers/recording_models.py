@@ -50,3 +50,11 @@ class TaggedActorCritic(ActorCritic):
     def act(self, obs, rnn_states, deterministic: bool = False) -> StepOutput:
         out = super().act(obs, rnn_states, deterministic)
         return out._replace(extras={"acting_tag": self.tag.expand(out.actions.shape[0]).clone()})
+
+
+class FailingToActActorCritic(ActorCritic):
+    """Raises whenever it acts: where it acts (an inference server) fails, and says so."""
+
+    @torch.no_grad()
+    def act(self, obs, rnn_states, deterministic: bool = False) -> StepOutput:
+        raise RuntimeError("the policy cannot act (a test model that always fails)")

@@ -46,10 +46,11 @@ def _stream(cfg, batches: int, bumps=None, before_start=None):
     return learner, got
 
 
-@pytest.mark.parametrize("mode", ["async", "sync", "serial"])
+@pytest.mark.parametrize("mode", ["async", "sync", "serial", "server"])
 @pytest.mark.parametrize("env", ["cartpole", "toy"])
 def test_each_learner_trains_only_on_what_its_policy_acted(tmp_cfg, mode, env):
-    overrides = {"async": [], "sync": ["algo=ppo"], "serial": ["hardware.serial_mode=true"]}[mode]
+    overrides = {"async": [], "sync": ["algo=ppo"], "serial": ["hardware.serial_mode=true"],
+                 "server": ["hardware.inference=server", "hardware.worker_num_splits=2"]}[mode]
     env_overrides = TOY_2 if env == "toy" else ()
     cfg = tmp_cfg(*env_overrides, TAGGED, "algo.num_policies=2", *overrides)
     _, batches = _stream(cfg, 12)

@@ -48,10 +48,18 @@ class CheckpointKind(Choice):
 
 
 class Device(Choice):
-    """Where the learner trains."""
+    """Where the learner trains (hardware.device), or where the inference server acts (inference_device)."""
 
     cpu = "cpu"
     cuda = "cuda"
+
+
+class InferencePlacement(Choice):
+    """Where the policy acts for the rollout workers: a copy inside each worker, or batched in
+    inference server processes that serve every worker (sampler/inference_server.py)."""
+
+    in_worker = "in_worker"
+    server = "server"
 
 
 # Lightning's own precision names, passed to its Trainer as they are; they are not Python

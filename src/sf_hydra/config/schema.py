@@ -20,6 +20,7 @@ from sf_hydra.config.choices import (
     ConvArchitecture,
     Device,
     ExplorationLoss,
+    InferencePlacement,
     LrSchedule,
     NonFinite,
     Nonlinearity,
@@ -196,6 +197,11 @@ class HardwareConfig:
     force_envs_single_thread: bool = False
     # keep the env's spaces in <train_dir>/.env_info_cache (keyed by the env node): start-up builds no probe env
     use_env_info_cache: bool = False
+    # where the policy acts: in_worker (a copy in each rollout worker: best on few cores) or server (inference
+    # processes batch the requests of all workers, e.g. on a GPU; the workers' splits then step while one waits)
+    inference: InferencePlacement = InferencePlacement.in_worker
+    inference_workers: int = 1  # inference server processes with inference=server (worker w uses server w mod n)
+    inference_device: Device = Device.cpu  # where the inference servers act (cuda: a GPU shared with the learner)
 
 
 @dataclass

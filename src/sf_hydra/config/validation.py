@@ -152,11 +152,37 @@ def _check_sampling(cfg) -> None:
             )
     _check_policy_mapping(cfg)
     _check_env_wrappers(cfg)
+    _check_inference(cfg)
     if hw.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
+
+
+def _check_inference(cfg) -> None:
+    """hardware.inference=server: server processes, so not in serial mode; at most one server per
+    worker; a CUDA server needs CUDA. The server keys mean nothing with inference=in_worker."""
+    hw = cfg.hardware
+    server = str(hw.get("inference", "in_worker")) == "server"
+    if not server:
+        for key, default in (("inference_workers", 1), ("inference_device", "cpu")):
+            if str(hw.get(key, default)) != str(default):
+                raise ConfigError(f"hardware.{key}", hw.get(key), f"{default} (its default) unless "
+                                  "hardware.inference=server: the policy acts inside each rollout worker")
+        return
+    if hw.serial_mode:
+        raise ConfigError("hardware.inference", "server", "in_worker with hardware.serial_mode=true (serial mode "
+                          "runs the workers in the learner's process, with no inference processes)")
+    if not 1 <= hw.inference_workers <= hw.num_workers:
+        raise ConfigError("hardware.inference_workers", hw.inference_workers,
+                          f"an integer from 1 to hardware.num_workers={hw.num_workers} (each serves >= 1 worker)")
+    if hw.inference_device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("hardware.inference_device", "cuda",
+                              "'cpu': no CUDA device is visible on this machine")
 
 
 def _check_env_wrappers(cfg) -> None:

@@ -149,7 +149,9 @@ def _na(name, default, note, type_="str", inert=ANY) -> Flag:
     return Flag(name, default, NA, "", type_, note, inert=inert)
 
 
-INFERENCE = "the inference-server work (issue #16), not yet: the policy runs inside each rollout worker"
+INFERENCE = ("hardware.inference=server with hardware.inference_workers=N (by default, in_worker: a policy copy in "
+             "each rollout worker, faster on few cores)")
+GPU_ACTING = "hardware.inference=server hardware.inference_device=cuda (the servers act on the GPU; envs stay on CPUs)"
 STALL = "hardware.worker_stall_timeout_sec"
 _B, _I, _F, _S = "bool", "int", "float", "str"
 
@@ -170,7 +172,7 @@ FLAGS: Tuple[Flag, ...] = (
     _m("batched_sampling", False, "hardware.batched_sampling", _B),
     _m("num_batches_to_accumulate", 2, "algo.num_batches_to_accumulate", _I),
     _m("worker_num_splits", 2, "hardware.worker_num_splits", _I),
-    _r("policy_workers_per_policy", 1, INFERENCE, "no policy workers (yet)", _I, inert=(1,)),
+    _r("policy_workers_per_policy", 1, INFERENCE, "each server holds every policy", _I, inert=(1,)),
     _m("max_policy_lag", 1000, "algo.max_policy_lag", _I),
     _m("num_workers", 4, "hardware.num_workers", _I),
     _m("num_envs_per_worker", 2, "hardware.num_envs_per_worker", _I),
@@ -211,7 +213,7 @@ FLAGS: Tuple[Flag, ...] = (
     _m("normalize_input_keys", None, "algo.normalize_input_keys", "strs?"),
     _m("decorrelate_experience_max_seconds", 0, "hardware.decorrelate_experience_max_seconds", _I),
     _m("decorrelate_envs_on_one_worker", True, "hardware.decorrelate_envs_on_one_worker", _B),
-    _r("actor_worker_gpus", [], INFERENCE, "rollout workers use CPUs only (yet)", "ints", inert=([],)),
+    _r("actor_worker_gpus", [], GPU_ACTING, "rollout workers use CPUs", "ints", inert=([],)),
     _m("set_workers_cpu_affinity", True, "hardware.set_workers_cpu_affinity", _B),
     _m("force_envs_single_thread", False, "hardware.force_envs_single_thread", _B),
     _r("default_niceness", 0, "hardware.worker_nice",
@@ -254,8 +256,8 @@ FLAGS: Tuple[Flag, ...] = (
     _m("continuous_tanh_scale", 0.0, "model.continuous_tanh_scale", _F),
     _m("initial_stddev", 1.0, "model.initial_stddev", _F),
     _m("use_env_info_cache", False, "hardware.use_env_info_cache", _B),
-    _r("env_gpu_actions", False, INFERENCE, "actions are CPU arrays (yet)", _B, inert=(False,)),
-    _r("env_gpu_observations", True, INFERENCE, "without actor_worker_gpus it changes nothing", _B,
+    _r("env_gpu_actions", False, GPU_ACTING, "actions reach envs as CPU arrays", _B, inert=(False,)),
+    _r("env_gpu_observations", True, GPU_ACTING, "without actor_worker_gpus it changes nothing", _B,
        inert=(True, False)),
     _m("env_frameskip", 1, "env.frameskip", _I),
     _m("env_framestack", 1, "env.frame_stack", _I, "the atari family stacks frames; elsewhere 1 only",

@@ -102,7 +102,7 @@ class AgentRowsWorker(WorkerBase):
                                      [self.groups[i] for i in members], [group_rows[i] for i in members],
                                      list(members)))
         self.obs = self._obs_arrays(rows)
-        self.rnn = torch.zeros(rows, self.model.rnn_state_size)
+        self.rnn = self._rnn_states(rows)
         self.active = np.ones(rows, dtype=bool)  # the row's next transition is trained on
         self.slot = None  # [rows] slot each row writes into (taken at the first collect)
         self.cursor = np.zeros(rows, dtype=np.int64)  # next write position in that slot
@@ -179,6 +179,7 @@ class AgentRowsWorker(WorkerBase):
         if out.rnn_states is not None:
             self._update_rnn(rows, out.rnn_states.float(), rnn_before, active, done)
         self.active[rows] = cat("active")
+        self._request(rows)
         return sum(b.frames for b in batches)
 
     def _restart_group(self, split: Split, k: int, error: Exception) -> StepBatch:

@@ -22,6 +22,14 @@ class WorkerFailed:
     traceback: str
 
 
+@dataclass
+class ServerFailed:
+    """An inference server raised (hardware.inference=server); `traceback` is its formatted traceback."""
+
+    server_id: int
+    traceback: str
+
+
 class Episode(NamedTuple):
     """A game that ended: its return and length, the agent's index in a multi-agent env (None
     for single-agent envs), the policy that played it (>= num_policies: a snapshot) and the

@@ -48,7 +48,8 @@ class EnvHung(Exception):
 
 # Heartbeat columns (one row per worker in a shared float64 tensor, read by the sampler):
 BEAT_TIME, BEAT_ENV, BEAT_STEP = 0, 1, 2  # time.time() of the last progress; the env being stepped (-1:
-# none, the worker waits for slots or the learner) and that env's step in its episode
+# none, the worker waits for slots or the learner; -2: it waits for its inference server) and that env's step
+BEAT_WAITING_FOR_SERVER = -2
 
 
 def env_seed(cfg, worker_id: int, env_index: int):
@@ -63,11 +64,13 @@ class WorkerBase:
 
     def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, stores: List[PolicyStore],
                  free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, heartbeats: torch.Tensor,
-                 parent_pid):
+                 parent_pid, channel=None):
         """stores: the trained policies' weights, then the opponent pool's snapshots (policy ids
         in that order). parent_pid: the learner's pid, watched so that we exit if it dies (None
-        in serial mode)."""
+        in serial mode). channel: this worker's InferenceChannel with hardware.inference=server
+        (its observations and RNN states then live there), else None."""
         self.id, self.cfg = worker_id, cfg
+        self.channel, self.client, self.acted_versions = channel, None, None
         self.buffers, self.stores = buffers, stores
         # Each policy's reward-shaping difference (PolicyStore.reward_shaping); None: no shaping to adjust.
         self.shaping = [s.reward_shaping.numpy() for s in stores] if stores[0].reward_shaping.numel() else None
@@ -105,7 +108,14 @@ class WorkerBase:
         self.model = self.models[0]
         # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
         self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.hardware.precision == "bf16-mixed")
-        self.versions = np.array([store.load_into(m) for store, m in zip(self.stores, self.models)], dtype=np.int64)
+        if self.channel is None:
+            self.versions = np.array([store.load_into(m) for store, m in zip(self.stores, self.models)], np.int64)
+        else:  # the server acts: the worker follows the versions only (the opponent pool's filled slots)
+            from sf_hydra.sampler.inference_server import InferenceClient
+
+            self.versions = np.array([store.current_version() for store in self.stores], dtype=np.int64)
+            self.client = InferenceClient(self.channel, self.model.core is not None, self._check_alive,
+                                          self.cfg.hardware.worker_stall_timeout_sec)
         self.version = int(self.versions[0])
         cfg = self.cfg
         seed = None if cfg.seed is None else [int(cfg.seed), self.id, 31_337]
@@ -122,13 +132,21 @@ class WorkerBase:
         recorded nor counted."""
         return self.rollout * env_index if self.cfg.hardware.decorrelate_envs_on_one_worker else 0
 
+    def _rnn_states(self, rows: int) -> torch.Tensor:
+        """The rows' RNN states (in the inference channel with a server), zero at the start."""
+        return self.channel.rnn if self.channel is not None else torch.zeros(rows, self.model.rnn_state_size)
+
     def _filled_snapshots(self) -> List[int]:
         """The opponent pool's slots that hold a snapshot (its version counts generations from 1)."""
         return [j for j, v in enumerate(self.versions[self.num_policies:]) if v > 0]
 
     def _obs_arrays(self, rows: int) -> Dict[str, np.ndarray]:
-        arrays = {k: np.zeros((rows, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
-                  for k, (shape, dt) in obs_specs(self.obs_space).items()}
+        """The rows' current observations (in the inference channel's shared memory with a server)."""
+        if self.channel is not None:
+            arrays = {k: t.numpy() for k, t in self.channel.obs.items()}
+        else:
+            arrays = {k: np.zeros((rows, *shape), dtype=torch.empty(0, dtype=dt).numpy().dtype)
+                      for k, (shape, dt) in obs_specs(self.obs_space).items()}
         self.float_obs_keys = [k for k, a in arrays.items() if np.issubdtype(a.dtype, np.floating)]
         return arrays
 
@@ -169,7 +187,10 @@ class WorkerBase:
         if len(self.obs_fields) != len(obs):
             self.obs_fields = {k: obs_field_name(k) for k in obs}
         record = {self.obs_fields[k]: v for k, v in obs.items()}
-        versions = self.version if policies is None else torch.from_numpy(self.versions[policies])
+        if self.acted_versions is not None:  # the server's: each row's acting version
+            versions = self.acted_versions
+        else:
+            versions = self.version if policies is None else torch.from_numpy(self.versions[policies])
         record.update(actions=out.actions, log_probs=out.log_probs, values=out.values, policy_versions=versions)
         if self.records_policy_ids:
             record["policy_ids"] = torch.from_numpy(policies)
@@ -188,31 +209,27 @@ class WorkerBase:
     def _act(self, rows):
         """The policy step for these rows (a slice or an index array) of `self.obs` and
         `self.rnn`; returns the inputs it used, its output and each row's policy id (None when
-        there is one policy)."""
+        there is one policy). With an inference server, the server's answer (see `_request`)."""
         obs = {k: torch.from_numpy(v[rows]) for k, v in self.obs.items()}
         rnn_before = self.rnn[rows]
         t0 = time.perf_counter()
         policies = None if self.single_policy else self.mapping.policy[rows]
+        if self.client is not None:  # hardware.inference=server: the answer to this split's request
+            self._beat(BEAT_WAITING_FOR_SERVER)
+            out, self.acted_versions, policies = self.client.act(rows, policies)
+            self.timing["inference"] += time.perf_counter() - t0
+            return obs, rnn_before, out, policies
         with self.autocast:
-            if policies is None:
-                out = self.model.act(obs, rnn_before if self.model.core is not None else None)
-            else:
-                out = self._act_mapped(obs, rnn_before, policies)
+            rnn = rnn_before if self.model.core is not None else None
+            out = self.model.act(obs, rnn) if policies is None else act_per_policy(self.models, obs, rnn, policies)
         self.timing["inference"] += time.perf_counter() - t0
         return obs, rnn_before, out, policies
 
-    def _act_mapped(self, obs: Dict[str, torch.Tensor], rnn: torch.Tensor, policies: np.ndarray) -> StepOutput:
-        """Each policy acts for its rows (one forward per policy present); outputs in row order."""
-        present = np.unique(policies)
-        recurrent = self.model.core is not None
-        if len(present) == 1:
-            return self.models[present[0]].act(obs, rnn if recurrent else None)
-        parts = []
-        for p in present:
-            sel = torch.from_numpy(np.flatnonzero(policies == p))
-            part_obs = {k: v.index_select(0, sel) for k, v in obs.items()}
-            parts.append((sel, self.models[p].act(part_obs, rnn.index_select(0, sel) if recurrent else None)))
-        return merge_outputs(parts, len(policies))
+    def _request(self, rows: slice) -> None:
+        """hardware.inference=server: these rows stepped and their observations and RNN states are in
+        place, so their next policy step is asked for now; the worker steps its other splits meanwhile."""
+        if self.client is not None:
+            self.client.submit(rows, None if self.single_policy else self.mapping.policy[rows])
 
     def _shaping_bonus(self, units: np.ndarray, policies) -> Optional[np.ndarray]:
         """[R] what the rows' policies' own reward-shaping weights add to the env's rewards,
@@ -303,17 +320,38 @@ class WorkerBase:
         return torch.tensor(taken, dtype=torch.int64)
 
     def _maybe_sync_weights(self) -> None:
+        if self.client is not None:  # the server loads the weights; the worker follows the versions
+            self.versions[:] = [store.current_version() for store in self.stores]
+            self.version = int(self.versions[0])
+            return
         for p, store in enumerate(self.stores):
             if store.current_version() != self.versions[p]:
                 self.versions[p] = store.load_into(self.models[p])
         self.version = int(self.versions[0])
 
     def _wait_for_learner_round(self) -> None:
-        """Synchronous PPO: the next rollout starts only once the learner trained on this one."""
+        """Synchronous PPO: the next rollout starts only once the learner trained on this one (and
+        acts with its new weights: a server's answers from before are dropped)."""
         while int(self.sync_round[0]) < self.round:
             self._beat(-1)
             self._check_alive()
             time.sleep(0.0005)
+        if self.client is not None:
+            self.client.drop_answers()
+
+
+def act_per_policy(models, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor],
+                   policies: np.ndarray) -> StepOutput:
+    """Each policy (`models[p]`) acts for its rows (one forward per policy present); outputs in row order."""
+    present = np.unique(policies)
+    if len(present) == 1:
+        return models[present[0]].act(obs, rnn)
+    parts = []
+    for p in present:
+        sel = torch.from_numpy(np.flatnonzero(policies == p))
+        part_obs = {k: v.index_select(0, sel) for k, v in obs.items()}
+        parts.append((sel, models[p].act(part_obs, None if rnn is None else rnn.index_select(0, sel))))
+    return merge_outputs(parts, len(policies))
 
 
 def merge_outputs(parts, rows: int) -> StepOutput:
@@ -391,7 +429,7 @@ def decorrelation_sleep(worker_id: int, cfg, check_alive, beat) -> float:
 
 
 def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, stores, free_slots, out_queue,
-                        stop_flag, sync_round, heartbeats, parent_pid: int) -> None:
+                        stop_flag, sync_round, heartbeats, parent_pid: int, channel=None) -> None:
     """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
     Ctrl+C is the learner's to handle: it stops us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -406,7 +444,7 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     worker = None
     try:
         worker = worker_cls(worker_id, cfg, buffers, stores, free_slots, out_queue, stop_flag, sync_round,
-                            heartbeats, parent_pid)
+                            heartbeats, parent_pid, channel)
         out_queue.put(WorkerReady(worker_id))
         if core is not None:
             log.debug("rollout worker %d pinned to core %d", worker_id, core)
@@ -418,5 +456,7 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     except BaseException:
         out_queue.put(WorkerFailed(worker_id, traceback.format_exc()))
     finally:
+        if channel is not None:
+            channel.requests.cancel_join_thread()  # exit without waiting for a server that may be gone
         if worker is not None:
             worker.close()

@@ -25,9 +25,10 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import reward_shaping
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
-from sf_hydra.sampler.messages import Trajectories, WorkerFailed, WorkerReady
+from sf_hydra.sampler.inference_server import InferenceChannel, server_process_main
+from sf_hydra.sampler.messages import ServerFailed, Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.sampler.rollout_worker import WorkerBase, worker_process_main
+from sf_hydra.sampler.rollout_worker import BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
 from sf_hydra.sampler.vector_envs import check_batched_sampling
 from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
@@ -88,6 +89,9 @@ class Sampler:
         with mp.signals_deferred():  # see there: a stop signal must not land inside share_memory_()
             self._allocate(cfg, obs_space, action_space, model)
         self.serial = cfg.hardware.serial_mode
+        self.obs_space, self.action_space = obs_space, action_space
+        self.server_queues: list = []  # hardware.inference=server: each server's request queue
+        self.channels = self._inference_channels(cfg, obs_space, model)
         self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
         self.free_queues = [queue.Queue() if self.serial else self.ctx.Queue() for _ in range(self.num_workers)]
         self.processes: list = []
@@ -111,6 +115,17 @@ class Sampler:
         self._next_watch = 0.0
         self.sync_round = torch.zeros(1, dtype=torch.int64).share_memory_()
 
+    def _inference_channels(self, cfg, obs_space, model) -> Dict[int, InferenceChannel]:
+        """hardware.inference=server: a channel per worker; worker w is served by server w mod n."""
+        if str(cfg.hardware.get("inference", "in_worker")) != "server":
+            return {}
+        servers = cfg.hardware.inference_workers
+        self.server_queues = [self.ctx.Queue() for _ in range(servers)]
+        with mp.signals_deferred():
+            return {w: InferenceChannel(w, w % servers, self.rows_per_worker, obs_space, self.buffers.spec,
+                                        model.rnn_state_size, self.server_queues[w % servers], self.ctx.Queue())
+                    for w in range(self.num_workers)}
+
     @property
     def rows_total(self) -> int:
         """Trajectory rows over all workers: the slots of one synchronous round."""
@@ -124,9 +139,16 @@ class Sampler:
         if self.serial or self.processes:
             return
         plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
+        for k, requests in enumerate(self.server_queues):
+            served = {w: ch for w, ch in self.channels.items() if ch.server_id == k}
+            args = (k, plain_cfg, self.obs_space, self.action_space, self.stores, served, requests, self.out_queue,
+                    self.stop_flag, os.getpid())
+            p = self.ctx.Process(target=server_process_main, args=args, name=f"inference-server-{k}", daemon=True)
+            p.start()
+            self.processes.append(p)
         for w in range(self.num_workers):
             args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
-                    self.stop_flag, self.sync_round, self.heartbeats, os.getpid())
+                    self.stop_flag, self.sync_round, self.heartbeats, os.getpid(), self.channels.get(w))
             p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
             p.start()
             self.processes.append(p)
@@ -205,6 +227,9 @@ class Sampler:
     def _checked(msg):
         if isinstance(msg, WorkerFailed):
             raise SamplerError(f"rollout worker {msg.worker_id} failed:\n{msg.traceback}")
+        if isinstance(msg, ServerFailed):
+            raise SamplerError(f"inference server {msg.server_id} (hardware.inference=server) failed:\n"
+                               f"{msg.traceback}")
         return msg
 
     def _check_processes(self) -> None:
@@ -226,7 +251,9 @@ class Sampler:
         for w, (beat, env, step) in enumerate(self.heartbeats.tolist()):
             age = time.time() - beat
             if beat > 0 and age > limit:
-                where = ("waiting for free slots or the learner" if env < 0
+                where = (f"waiting for inference server {w % max(1, len(self.server_queues))}"
+                         if env == BEAT_WAITING_FOR_SERVER
+                         else "waiting for free slots or the learner" if env < 0
                          else f"in env {int(env)} ({self.cfg.env.id!r}) at step {int(step) + 1} of its episode")
                 raise SamplerError(f"rollout worker {w} made no progress for {age:.0f} s "
                                    f"(hardware.worker_stall_timeout_sec={hw.worker_stall_timeout_sec:g}): "

@@ -30,7 +30,7 @@ class SingleAgentWorker(WorkerBase):
         self.envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
         self._init_policy(self.envs[0].observation_space, self.envs[0].action_space, [1] * n)
         self.obs = self._obs_arrays(n)
-        self.rnn = torch.zeros(n, self.model.rnn_state_size)
+        self.rnn = self._rnn_states(n)
         bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
         self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         self.games = EpisodeTracker(n)
@@ -90,6 +90,7 @@ class SingleAgentWorker(WorkerBase):
         if out.rnn_states is not None:
             alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)
             self.rnn[split] = out.rnn_states.float() * alive
+        self._request(split)
 
     def _restart_env(self, i: int, error: Exception):
         """Re-creates env i after `error` (within hardware.max_env_restarts), returning its first

@@ -1,0 +1,247 @@
+"""Batched inference for the rollout workers (hardware.inference=server).
+
+Each rollout worker shares an `InferenceChannel` with one server process: its rows'
+observations, RNN states and acting policy ids (written by the worker, read by the server)
+and the policy step's outputs (written by the server into the same rows). Queues carry only
+`(worker, rows)` requests and the rows back as the answer; the data stays in shared memory.
+A server drains every request waiting, acts once per policy on all their rows together, and
+answers each worker. It re-reads a policy's weights from its `PolicyStore` when the version
+changes, as in-worker copies do, and records per row the version that acted.
+
+A worker submits a split's next request as soon as that split's envs have stepped, then
+steps its other split while the server computes: with worker_num_splits=2 one half of the
+envs steps while the other waits for actions (double buffering).
+
+This module must not import lightning: it is loaded in every server process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import time
+import traceback
+from typing import Dict, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+
+from sf_hydra.models.actor_critic import StepOutput
+from sf_hydra.spaces import obs_specs
+from sf_hydra.trajectory import TrajectorySpec
+
+log = logging.getLogger(__name__)
+
+Rows = Union[slice, np.ndarray]
+
+# Trajectory fields a policy step does not fill (the env step's, the worker's own records).
+NOT_POLICY_OUTPUTS = ("rewards", "dones", "time_outs", "policy_ids", "rnn_states")
+
+
+def policy_output_fields(spec: TrajectorySpec) -> List:
+    """The fields one policy step fills, as the spec declares them: the action, its log-prob, the
+    value, the acting version, and any extras the model records (action_dist_params, its own)."""
+    return [f for f in spec if not f.name.startswith("obs.") and f.name not in NOT_POLICY_OUTPUTS]
+
+
+class InferenceChannel:
+    """What one rollout worker and its server share, allocated once for the worker's `rows`.
+    Invariant: between a request for some rows and its answer the worker does not touch those
+    rows' `obs`, `rnn` or `policies`, and the server writes only those rows of `out`."""
+
+    def __init__(self, worker_id: int, server_id: int, rows: int, obs_space, spec: TrajectorySpec,
+                 rnn_state_size: int, requests, responses):
+        self.worker_id, self.server_id = worker_id, server_id
+        self.obs = {k: torch.zeros((rows, *shape), dtype=dtype).share_memory_()
+                    for k, (shape, dtype) in obs_specs(obs_space).items()}
+        self.rnn = torch.zeros(rows, rnn_state_size).share_memory_()
+        self.policies = torch.zeros(rows, dtype=torch.int64).share_memory_()
+        self.out = {f.name: torch.zeros((rows, *f.shape), dtype=f.dtype).share_memory_()
+                    for f in policy_output_fields(spec)}
+        self.next_rnn = torch.zeros(rows, rnn_state_size).share_memory_()
+        self.requests, self.responses = requests, responses  # the server's queue (shared), this worker's
+
+    def output(self, rows: Rows, recurrent: bool) -> Tuple[StepOutput, torch.Tensor]:
+        """The answer for `rows` (views of the shared outputs) and each row's acting version."""
+        index = rows if isinstance(rows, slice) else torch.from_numpy(rows)
+        out = {name: t[index] for name, t in self.out.items()}
+        versions = out.pop("policy_versions")
+        core = {k: out.pop(k) for k in ("actions", "log_probs", "values")}
+        step = StepOutput(**core, rnn_states=self.next_rnn[index] if recurrent else None, extras=out or None)
+        return step, versions
+
+
+class InferenceClient:
+    """A rollout worker's side: `submit` rows (their observations and RNN states are already in the
+    channel), `answer` waits for them. Requests are keyed by the rows' slice (a worker's splits);
+    an answer stays valid for its rows until they step again (`invalidate`)."""
+
+    def __init__(self, channel: InferenceChannel, recurrent: bool, alive_check, server_wait_limit: float):
+        self.channel, self.recurrent = channel, recurrent
+        self.check_alive, self.wait_limit = alive_check, server_wait_limit
+        self.pending: Dict[Tuple[int, int], np.ndarray] = {}  # rows -> the policy ids they were asked with
+        self.answered: Dict[Tuple[int, int], np.ndarray] = {}
+
+    @staticmethod
+    def key(rows: Rows) -> Tuple[int, int]:
+        return (rows.start, rows.stop) if isinstance(rows, slice) else (-1, -1)
+
+    def submit(self, rows: slice, policies: Optional[np.ndarray]) -> None:
+        key = self.key(rows)
+        self.answered.pop(key, None)
+        if policies is not None:
+            self.channel.policies[rows] = torch.from_numpy(policies)
+        self.pending[key] = policies
+        self.channel.requests.put((self.channel.worker_id, key))
+
+    def invalidate(self, rows: slice) -> None:
+        """These rows stepped (or their RNN state changed): their answer is stale."""
+        self.answered.pop(self.key(rows), None)
+
+    def act(self, rows: Rows, policies: Optional[np.ndarray]):
+        """The policy step for `rows`: a pending or still valid answer when there is one, else a new
+        request. An index array (a bootstrap over some rows) is answered from the valid answers of
+        the splits that hold them, asking for the rest first. Returns (output, versions, policies)."""
+        key = self.key(rows)
+        if key == (-1, -1):
+            return self._act_on_index(rows, policies)
+        if key not in self.pending and key not in self.answered:
+            self.submit(rows, policies)
+        self._wait_for(key)
+        step, versions = self.channel.output(rows, self.recurrent)
+        return step, versions, self.answered[key]
+
+    def _act_on_index(self, rows: np.ndarray, policies: Optional[np.ndarray]):
+        for key in list(self.pending):
+            self._wait_for(key)
+        covered = np.zeros(len(self.channel.policies), dtype=bool)
+        for start, stop in self.answered:
+            covered[start:stop] = True
+        if not covered[rows].all():  # rows that no split's answer holds: ask for exactly them
+            self.answered.clear()
+            if policies is not None:
+                self.channel.policies[torch.from_numpy(rows)] = torch.from_numpy(policies)
+            self.pending[(-1, -1)] = policies
+            self.channel.requests.put((self.channel.worker_id, rows.tolist()))
+            self._wait_for((-1, -1))
+            self.answered.pop((-1, -1))
+        step, versions = self.channel.output(rows, self.recurrent)
+        return step, versions, policies
+
+    def drop_answers(self) -> None:
+        """Waits out any request in flight and forgets every answer (new weights must act next)."""
+        for key in list(self.pending):
+            self._wait_for(key)
+        self.answered.clear()
+
+    def _wait_for(self, key) -> None:
+        if key not in self.pending:
+            return
+        deadline = time.monotonic() + self.wait_limit
+        while key in self.pending:
+            try:
+                got = self.channel.responses.get(timeout=0.5)
+            except queue.Empty:
+                self.check_alive()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"inference server {self.channel.server_id} did not answer rollout worker "
+                                       f"{self.channel.worker_id} for {self.wait_limit:.0f} s "
+                                       "(hardware.worker_stall_timeout_sec)") from None
+                continue
+            done = got if isinstance(got, tuple) else (-1, -1)  # a split's (start, stop), else an index list
+            self.answered[done] = self.pending.pop(done)
+
+
+class InferenceServer:
+    """One server: a model per policy store, the channels of the workers it serves."""
+
+    def __init__(self, cfg, obs_space, action_space, stores, channels: Dict[int, InferenceChannel]):
+        from sf_hydra.models import build_model
+
+        self.cfg, self.stores, self.channels = cfg, stores, channels
+        self.device = torch.device(str(cfg.hardware.inference_device))
+        self.models = [build_model(cfg, obs_space, action_space).eval() for _ in stores]
+        self.versions = np.array([s.load_into(m) for s, m in zip(stores, self.models)], dtype=np.int64)
+        self.models = [m.to(self.device) for m in self.models]
+        self.recurrent = self.models[0].core is not None
+        self.single_policy = len(stores) == 1
+        self.autocast = torch.autocast(self.device.type, dtype=torch.bfloat16,
+                                       enabled=cfg.hardware.precision == "bf16-mixed")
+        self.batches, self.rows_served = 0, 0
+
+    def sync_weights(self) -> None:
+        for p, store in enumerate(self.stores):
+            if store.current_version() != self.versions[p]:
+                if self.device.type == "cpu":
+                    self.versions[p] = store.load_into(self.models[p])
+                else:  # the store is in host memory: read it whole on the host, then one copy to the device
+                    host = self.models[p].to("cpu")
+                    self.versions[p] = store.load_into(host)
+                    self.models[p] = host.to(self.device)
+
+    def serve(self, requests: List[Tuple[int, object]]) -> None:
+        """Acts once per policy present on the rows of all `requests`; writes the outputs into each
+        worker's channel and answers it."""
+        self.sync_weights()
+        parts = [(self.channels[w], slice(*rows) if isinstance(rows, tuple) else torch.tensor(rows))
+                 for w, rows in requests]
+        obs = {k: torch.cat([ch.obs[k][r] for ch, r in parts]) for k in parts[0][0].obs}
+        rnn = torch.cat([ch.rnn[r] for ch, r in parts]) if self.recurrent else None
+        policies = None if self.single_policy else torch.cat([ch.policies[r] for ch, r in parts]).numpy()
+        with torch.no_grad(), self.autocast:
+            out = self._act(obs, rnn, policies)
+        versions = (torch.full((len(out.actions),), int(self.versions[0]), dtype=torch.int64) if policies is None
+                    else torch.from_numpy(self.versions[policies]))
+        fields = {"actions": out.actions, "log_probs": out.log_probs, "values": out.values,
+                  "policy_versions": versions, **(out.extras or {})}
+        start = 0
+        for (ch, r), (w, rows) in zip(parts, requests):
+            n = (r.stop - r.start) if isinstance(r, slice) else len(r)
+            for name, t in fields.items():
+                ch.out[name][r] = t[start:start + n].to(ch.out[name].dtype)
+            if out.rnn_states is not None:
+                ch.next_rnn[r] = out.rnn_states[start:start + n].float()
+            start += n
+            ch.responses.put(rows)
+        self.batches, self.rows_served = self.batches + 1, self.rows_served + start
+
+    def _act(self, obs, rnn, policies) -> StepOutput:
+        from sf_hydra.sampler.rollout_worker import act_per_policy
+
+        if self.device.type != "cpu":
+            obs = {k: v.to(self.device, non_blocking=True) for k, v in obs.items()}
+            rnn = None if rnn is None else rnn.to(self.device, non_blocking=True)
+        out = (self.models[0].act(obs, rnn) if policies is None else act_per_policy(self.models, obs, rnn, policies))
+        if self.device.type != "cpu":
+            out = StepOutput(*(None if t is None else t.cpu() for t in out[:4]),
+                             {k: v.cpu() for k, v in out.extras.items()} if out.extras else None)
+        return out
+
+
+def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_space, stores,
+                        channels: Dict[int, InferenceChannel], requests, out_queue, stop_flag, parent_pid: int) -> None:
+    """Entry point of an inference server process. Ctrl+C is the learner's to handle: it stops us."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from omegaconf import OmegaConf
+
+    from sf_hydra.sampler.messages import ServerFailed
+
+    cfg = OmegaConf.create(cfg_container)
+    torch.set_num_threads(cfg.hardware.torch_threads)
+    try:
+        server = InferenceServer(cfg, obs_space, action_space, stores, channels)
+        while not bool(stop_flag[0]) and os.getppid() == parent_pid:
+            try:
+                batch = [requests.get(timeout=0.2)]
+            except queue.Empty:
+                continue
+            while True:  # every request already waiting joins this batch
+                try:
+                    batch.append(requests.get_nowait())
+                except queue.Empty:
+                    break
+            server.serve(batch)
+    except BaseException:
+        out_queue.put(ServerFailed(server_id, traceback.format_exc()))

@@ -1,0 +1,175 @@
+"""hardware.inference=server: batched inference processes serve the rollout workers through
+shared channels. The server answers exactly what the policy acting in a worker would (same
+weights, observations, RNN states and random draws); through the real sampler every recorded
+step is the server's answer for that row; several policies act for their own rows; a
+dead or failing server is a clear error; bad keys are refused before any process starts."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from sf_hydra.config import validate
+from sf_hydra.config.errors import ConfigError
+from sf_hydra.models import build_model
+from sf_hydra.sampler.env_info import describe_env
+from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer
+from sf_hydra.sampler.policy_store import PolicyStore
+from sf_hydra.sampler.rollout_worker import act_per_policy
+from sf_hydra.sampler.sampler import SamplerError
+from sf_hydra.trajectory import model_trajectory_spec
+from tests.sampler.collect import collect, running_sampler
+
+SERVER = ("hardware.inference=server", "hardware.worker_num_splits=2", "hardware.num_envs_per_worker=4")
+GRU = ("model.use_rnn=true", "model.rnn_size=16", "algo.recurrence=8", "algo.rollout=8", "algo.batch_size=64")
+
+
+def _server_and_channel(cfg, rows: int, policies: int = 1):
+    """An in-process server over `policies` stores holding different weights, and one channel."""
+    info = describe_env(cfg.env, seed=0)
+    torch.manual_seed(0)
+    models = [build_model(cfg, info.observation_space, info.action_space).eval() for _ in range(policies)]
+    stores = [PolicyStore(m) for m in models]
+    spec = model_trajectory_spec(info.observation_space, info.action_space, models[0], policies)
+    channel = InferenceChannel(0, 0, rows, info.observation_space, spec, models[0].rnn_state_size, queue.Queue(),
+                               queue.Queue())
+    for k, t in channel.obs.items():
+        t.copy_(torch.randn(t.shape) if t.is_floating_point() else torch.randint(0, 255, t.shape).to(t.dtype))
+    channel.rnn.copy_(torch.randn(channel.rnn.shape))
+    server = InferenceServer(cfg, info.observation_space, info.action_space, stores, {0: channel})
+    return server, channel, models
+
+
+@pytest.mark.parametrize("model", ["mlp", "gru"])
+def test_server_answers_as_the_policy_in_a_worker_would(tmp_cfg, model):
+    cfg = tmp_cfg(*SERVER, *(GRU if model == "gru" else ()))
+    server, channel, (policy,) = _server_and_channel(cfg, rows=8)
+    torch.manual_seed(7)
+    server.serve([(0, (0, 3)), (0, (3, 8))])  # two splits' requests, one forward
+    torch.manual_seed(7)
+    rnn = channel.rnn.clone() if policy.core is not None else None
+    expected = policy.act({k: v.clone() for k, v in channel.obs.items()}, rnn)
+    assert torch.equal(channel.out["actions"], expected.actions)
+    assert torch.equal(channel.out["log_probs"], expected.log_probs)
+    assert torch.equal(channel.out["values"], expected.values)
+    assert torch.equal(channel.out["policy_versions"], torch.zeros(8, dtype=torch.int64))
+    if policy.core is not None:
+        assert torch.equal(channel.next_rnn, expected.rnn_states)
+        assert not torch.equal(channel.next_rnn, channel.rnn)
+    assert [channel.responses.get_nowait() for _ in range(2)] == [(0, 3), (3, 8)]
+
+
+def test_each_row_acts_with_its_own_policy_and_version(tmp_cfg):
+    cfg = tmp_cfg(*SERVER, "algo.num_policies=2")
+    server, channel, models = _server_and_channel(cfg, rows=6, policies=2)
+    server.stores[1].publish(models[1], version=5)
+    ids = np.array([1, 0, 1, 1, 0, 0])
+    channel.policies.copy_(torch.from_numpy(ids))
+    torch.manual_seed(3)
+    server.serve([(0, (0, 6))])
+    torch.manual_seed(3)
+    expected = act_per_policy(models, {k: v.clone() for k, v in channel.obs.items()}, None, ids)
+    assert torch.equal(channel.out["log_probs"], expected.log_probs)
+    assert torch.equal(channel.out["values"], expected.values)
+    assert channel.out["policy_versions"].tolist() == [5, 0, 5, 5, 0, 0]
+    assert not torch.equal(models[0].act({k: v for k, v in channel.obs.items()}, None).values, expected.values)
+
+
+def test_a_new_version_is_loaded_before_the_next_batch(tmp_cfg):
+    cfg = tmp_cfg(*SERVER)
+    server, channel, (policy,) = _server_and_channel(cfg, rows=4)
+    server.serve([(0, (0, 4))])
+    before = channel.out["values"].clone()
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.5)
+    server.stores[0].publish(policy, version=3)
+    server.serve([(0, (0, 4))])
+    assert channel.out["policy_versions"].tolist() == [3] * 4
+    assert not torch.equal(channel.out["values"], before)
+    assert torch.allclose(channel.out["values"], policy.act(dict(channel.obs), None).values)
+
+
+def _replayed_log_probs(model, batch):
+    """The log-probs the acting weights give the recorded actions, from each trajectory's first RNN state."""
+    obs = {k[len("obs."):]: v for k, v in batch.items() if k.startswith("obs.")}
+    rnn = batch["rnn_states"][:, 0] if "rnn_states" in batch else None
+    with torch.no_grad():
+        log_probs, _, values = model.evaluate(obs, batch["actions"], rnn, batch["dones"])
+    return log_probs, values
+
+
+@pytest.mark.parametrize("env", ["cartpole", "cartpole_gru", "toy", "batched"])
+def test_every_recorded_step_is_the_servers_answer_for_its_row(tmp_cfg, env):
+    """Through the real sampler (worker and server processes): with fixed weights, the recorded
+    log-probs and values are what the model gives the recorded observations and actions, so
+    each row got its own answer, for both worker kinds and a recurrent model."""
+    extra = {"cartpole": (), "cartpole_gru": GRU, "toy": ("env=gym/multi_agent_toy", "env.kwargs.num_agents=2"),
+             "batched": ("hardware.batched_sampling=true",)}[env]
+    cfg = tmp_cfg(*SERVER, "hardware.inference_workers=2", *extra)
+    got = collect(cfg, min_slots=40)
+    recorded_rows = got.batch["log_probs"].shape[0]
+    assert recorded_rows >= 40 and (got.batch["policy_versions"] == 0).all()
+    log_probs, values = _replayed_log_probs(got.model.eval(), got.batch)
+    assert torch.allclose(log_probs, got.batch["log_probs"], atol=1e-5)
+    assert torch.allclose(values, got.batch["values"][:, :-1], atol=1e-5)
+
+
+def test_a_killed_server_stops_the_run_with_its_name(tmp_cfg):
+    cfg = tmp_cfg(*SERVER)
+    with running_sampler(cfg) as sampler:
+        server = next(p for p in sampler.processes if p.name == "inference-server-0")
+        assert sampler.poll(10.0) is not None  # it serves
+        os.kill(server.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15.0
+        with pytest.raises(SamplerError, match=r"inference-server-0 \(pid \d+\) died with exit code -9"):
+            while time.monotonic() < deadline:
+                traj = sampler.poll(0.5)
+                if traj is not None:
+                    sampler.free(traj.slots)
+
+
+def test_a_server_that_raises_stops_the_run_with_its_traceback(tmp_cfg):
+    cfg = tmp_cfg(*SERVER, "model._target_=tests.helpers.recording_models.FailingToActActorCritic")
+    with pytest.raises(SamplerError, match=r"(?s)inference server 0 .*failed.*the policy cannot act"):
+        with running_sampler(cfg) as sampler:  # (the workers' first requests may fail it during start-up)
+            deadline = time.monotonic() + 30.0
+            while time.monotonic() < deadline:
+                sampler.poll(0.5)
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (("hardware.inference=server", "hardware.serial_mode=true"), "hardware.inference"),
+    (("hardware.inference=server", "hardware.num_workers=2", "hardware.inference_workers=3"),
+     "hardware.inference_workers"),
+    (("hardware.inference_workers=2",), "hardware.inference_workers"),
+    (("hardware.inference_device=cuda",), "hardware.inference_device"),
+])
+def test_bad_inference_keys_are_refused_naming_the_key(tmp_cfg, overrides, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(tmp_cfg(*overrides))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_a_cuda_server_without_cuda_is_refused(tmp_cfg):
+    with pytest.raises(ConfigError, match=r"hardware\.inference_device.*no CUDA device"):
+        validate(tmp_cfg("hardware.inference=server", "hardware.inference_device=cuda"))
+
+
+@pytest.mark.gpu
+def test_a_cuda_server_answers_as_the_cpu_policy(tmp_cfg):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    cfg = tmp_cfg(*SERVER, *GRU, "hardware.inference_device=cuda")
+    server, channel, (policy,) = _server_and_channel(cfg, rows=8)
+    server.serve([(0, (0, 8))])
+    replay, _, values = policy.evaluate({k: v.unsqueeze(1) for k, v in channel.obs.items()},
+                                     channel.out["actions"].unsqueeze(1), channel.rnn, torch.zeros(8, 1))
+    assert torch.allclose(channel.out["log_probs"], replay[:, 0], atol=1e-4)
+    assert torch.allclose(channel.out["values"], values[:, 0], atol=1e-4)
