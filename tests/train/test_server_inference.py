@@ -4,7 +4,10 @@ experience is dropped at max_policy_lag, CartPole learns; the profile counts the
 for answers as inference."""
 
 import pytest
+import torch
 
+from sf_hydra.config import validate
+from sf_hydra.config.errors import ConfigError
 from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import make_cfg
@@ -33,3 +36,17 @@ def test_cartpole_learns_with_two_inference_servers(tmp_path):
     summary = train(make_cfg(tmp_path, *SERVER, "hardware.num_envs_per_worker=8", "hardware.inference_workers=2",
                              "train_for_env_steps=60000"))
     assert summary["avg_return"] > 60, summary["avg_return"]  # random play: ~22; measured 150-290 here
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_the_gpu_preset_is_refused_without_cuda(tmp_path):
+    with pytest.raises(ConfigError, match=r"hardware\.(inference_)?device.*no CUDA device"):
+        validate(make_cfg(tmp_path, "hardware=gpu"))
+
+
+@pytest.mark.gpu
+def test_the_gpu_preset_trains_cartpole(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    summary = train(make_cfg(tmp_path, "hardware=gpu", "hardware.num_workers=2", "train_for_env_steps=60000"))
+    assert summary["avg_return"] > 60, summary["avg_return"]
