@@ -67,7 +67,8 @@ def test_kill_9_of_the_main_process_then_resume(tmp_path):
 
 
 @pytest.mark.parametrize("sig, when", [(signal.SIGTERM, "start-up"), (signal.SIGTERM, "mid-run"),
-                                       (signal.SIGINT, "mid-run")])
+                                       # Ctrl+C mid-run: also test_ctrl_c_with_inference_servers_... in CI
+                                       pytest.param(signal.SIGINT, "mid-run", marks=pytest.mark.long)])
 def test_a_stop_signal_leaves_no_process_and_no_shared_memory(tmp_path, sig, when):
     proc = _start(tmp_path, "train_for_env_steps=100000000")
     _wait_for(proc, "run folder" if when == "start-up" else "env steps")

@@ -74,6 +74,7 @@ def test_lock_in_process_is_reentrant_and_exclusive_across_processes(tmp_path):
         holder.wait(timeout=10)
 
 
+@pytest.mark.long  # kept out of CI's 30 minutes (see pyproject.toml); run with -m long
 def test_each_run_of_a_sweep_locks_its_own_folder(tmp_path):
     holder = _holder(tmp_path / "multirun" / "s" / "seed=2")
     try:

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 
+import pytest
 import torch
 
 from tests.slurm.jobs import slurm, wait_until
@@ -39,6 +40,7 @@ def test_sweep_trains_each_run_as_a_slurm_job(sweep):
     assert len(jobs) == 2 and all("_" in job for job in jobs), jobs
 
 
+@pytest.mark.long  # kept out of CI's 30 minutes (see pyproject.toml); run with -m long
 def test_cancelled_job_fails_the_sweep_and_names_the_job(sweep):
     sweep.start("seed=1", "train_for_env_steps=100000000")
     train_log = sweep.dir / "run" / "train.log"

@@ -32,7 +32,7 @@ def test_benchmark_samples_without_learning(tmp_path, caplog):
     assert "loss/policy" not in scalars  # nothing was trained
 
 
-@pytest.mark.slow
+@pytest.mark.long  # the in-process test above runs in CI; this one adds train.py's own path
 def test_train_py_benchmark_true(tmp_path):
     proc = train_py(tmp_path, "benchmark=true", "train_for_env_steps=6000")
     assert proc.returncode == 0, proc.out

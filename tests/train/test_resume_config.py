@@ -84,6 +84,7 @@ def test_train_py_refuses_before_writing_into_the_run_folder(tmp_path):
     assert (hydra_dir / "overrides.yaml").read_text() == "kept\n"
 
 
+@pytest.mark.long  # kept out of CI's 30 minutes (see pyproject.toml); run with -m long
 def test_each_sweep_run_resumes_with_its_own_config(tmp_path):
     def sweep(*overrides):
         cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", f"train_dir={tmp_path}", "sweep_name=s",

@@ -34,8 +34,8 @@ def test_experience_older_than_max_policy_lag_is_dropped_with_a_server(tmp_path)
 @pytest.mark.slow
 def test_cartpole_learns_with_two_inference_servers(tmp_path):
     summary = train(make_cfg(tmp_path, *SERVER, "hardware.num_envs_per_worker=8", "hardware.inference_workers=2",
-                             "train_for_env_steps=60000"))
-    assert summary["avg_return"] > 60, summary["avg_return"]  # random play: ~22; measured 150-290 here
+                             "train_for_env_steps=40000"))
+    assert summary["avg_return"] > 50, summary["avg_return"]  # random play: ~22; measured 150-290 here
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
@@ -48,5 +48,5 @@ def test_the_gpu_preset_is_refused_without_cuda(tmp_path):
 def test_the_gpu_preset_trains_cartpole(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    summary = train(make_cfg(tmp_path, "hardware=gpu", "hardware.num_workers=2", "train_for_env_steps=60000"))
-    assert summary["avg_return"] > 60, summary["avg_return"]
+    summary = train(make_cfg(tmp_path, "hardware=gpu", "hardware.num_workers=2", "train_for_env_steps=40000"))
+    assert summary["avg_return"] > 50, summary["avg_return"]
