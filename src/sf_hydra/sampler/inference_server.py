@@ -75,8 +75,8 @@ class InferenceChannel:
 
 class InferenceClient:
     """A rollout worker's side: `submit` rows (their observations and RNN states are already in the
-    channel), `answer` waits for them. Requests are keyed by the rows' slice (a worker's splits);
-    an answer stays valid for its rows until they step again (`invalidate`)."""
+    channel), `act` waits for the answer. Requests are keyed by the rows' slice (a worker's splits);
+    an answer stays valid for its rows until they step again and are submitted anew."""
 
     def __init__(self, channel: InferenceChannel, recurrent: bool, alive_check, server_wait_limit: float):
         self.channel, self.recurrent = channel, recurrent
@@ -95,10 +95,6 @@ class InferenceClient:
             self.channel.policies[rows] = torch.from_numpy(policies)
         self.pending[key] = policies
         self.channel.requests.put((self.channel.worker_id, key))
-
-    def invalidate(self, rows: slice) -> None:
-        """These rows stepped (or their RNN state changed): their answer is stale."""
-        self.answered.pop(self.key(rows), None)
 
     def act(self, rows: Rows, policies: Optional[np.ndarray]):
         """The policy step for `rows`: a pending or still valid answer when there is one, else a new
