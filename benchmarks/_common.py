@@ -245,6 +245,16 @@ def read_summary(run_dir: Path) -> dict:
 # ----------------------------------------------------------------------------- printing
 
 
+def add_run_args(parser, timeout: float) -> None:
+    """The options every script that launches runs shares: run timeout, waiting for a quiet machine,
+    where runs are kept, and extra Hydra overrides after `--`."""
+    parser.add_argument("--timeout", type=float, default=timeout, help="seconds before a run is killed")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="before each run, wait up to this long for the machine to be idle (shared machines)")
+    parser.add_argument("--work-dir", type=Path, default=None, help="keep runs here (default: a temp dir, deleted)")
+    parser.add_argument("overrides", nargs="*", help="after `--`: extra Hydra overrides for sf_hydra")
+
+
 def fmt(value, spec: str = ",.0f", none: str = "-") -> str:
     if value is None:
         return none

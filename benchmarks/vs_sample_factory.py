@@ -62,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     REPO,
     Point,
+    add_run_args,
     exit_cleanly_on_signals,
     first_reaching,
     fmt,
@@ -317,11 +318,7 @@ def parse_args(argv=None):
     p.add_argument("--sf-arg", action="append", default=[], metavar="FLAG",
                    help="extra Sample Factory flag, repeatable: --sf-arg=--reward_scale=0.1")
     p.add_argument("--first-seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is killed")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                   help="before each run, wait up to this long for the machine to be idle (shared machines)")
-    p.add_argument("--work-dir", type=Path, default=None, help="keep runs here (default: a temp dir, deleted)")
-    p.add_argument("overrides", nargs="*", help="after `--`: extra Hydra overrides for sf_hydra")
+    add_run_args(p, timeout=1200.0)
     return p.parse_args(argv)
 
 

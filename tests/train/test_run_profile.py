@@ -3,8 +3,11 @@ workers, in summary.json and the log (learner/profile.py)."""
 
 import json
 import logging
+import subprocess
+import sys
 
 from sf_hydra.learner.profile import LEARNER_PARTS, WORKER_PARTS, RunProfile, profile_lines
+from sf_hydra.sampler.training_batches import seconds_since_launch
 from sf_hydra.train import train
 from tests.conftest import make_cfg
 
@@ -41,3 +44,22 @@ def test_a_run_reports_where_its_time_went(tmp_path, caplog):
     assert sum(p["seconds"] for p in learner.values()) <= profile["session_seconds"] + 0.01
     assert abs(sum(p["fraction"] for p in workers.values()) - 1.0) < 1e-3
     assert any(r.getMessage().startswith("profile of this session") for r in caplog.records)
+    startup = profile["startup"]  # from this (pytest) process's launch: the whole test session so far
+    assert 0 < startup["first_trajectory_s"] <= startup["first_update_s"] <= seconds_since_launch(), startup
+    assert any(r.getMessage().startswith("start-up, seconds after launch: first trajectory") for r in caplog.records)
+
+
+def test_seconds_since_launch_counts_from_the_process_start_not_from_the_import():
+    code = ("import time; time.sleep(1.5); from sf_hydra.sampler.training_batches import seconds_since_launch; "
+            "print(seconds_since_launch())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert 1.5 <= float(out) < 1.5 + 10.0, out
+
+
+def test_startup_milestones_keep_the_first_report():
+    profile = RunProfile()
+    profile.mark_startup("first_trajectory_s", None)  # a batch from before the milestone was known
+    profile.mark_startup("first_trajectory_s", 2.5)
+    profile.mark_startup("first_trajectory_s", 9.0)
+    assert profile.report()["startup"] == {"first_trajectory_s": 2.5}
+    assert profile_lines(profile.report())[-1] == "start-up, seconds after launch: first trajectory 2.5 s"

@@ -35,6 +35,7 @@ from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.vtrace import vtrace
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
+from sf_hydra.sampler.training_batches import seconds_since_launch
 from sf_hydra.spaces import ACTION_MASK, is_mixed_tuple
 from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_field_name, obs_fields_of
 
@@ -211,6 +212,7 @@ class PPOLearner(L.LightningModule):
         self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
         self.profile.learner["start_workers"] += meta.get("start_seconds", 0.0)
         self.profile.add_workers(meta["worker_seconds"])
+        self.profile.mark_startup("first_trajectory_s", meta.get("first_trajectory_s"))
         if self.num_policies == 1:
             self.stats[0].env_steps = self.env_steps
         else:
@@ -342,6 +344,7 @@ class PPOLearner(L.LightningModule):
         train_time = time.perf_counter() - t0
         stats.version += 1
         self.last_policy = k
+        self.profile.mark_startup("first_update_s", seconds_since_launch())
         stats.metrics.update({
             "policy_lag/min": lag.min().item(), "policy_lag/avg": lag.mean().item(), "policy_lag/max": lag.max().item(),
             "learner/lr": opt.param_groups[0]["lr"],

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 # The learner's parts, in the order an iteration passes through them.
 LEARNER_PARTS = {
@@ -45,6 +45,9 @@ class RunProfile:
         self.end = None  # stop(): the training loop ended (the final checkpoint and teardown are not profiled)
         self.learner: Dict[str, float] = defaultdict(float)
         self.workers: Dict[str, float] = defaultdict(float)
+        # seconds from the process's launch (interpreter start-up and imports included) to the session's
+        # first trajectory at the learner and to its first finished update; set once each
+        self.startup: Dict[str, float] = {}
 
     @contextmanager
     def part(self, name: str):
@@ -59,13 +62,19 @@ class RunProfile:
         if self.end is None:
             self.end = time.perf_counter()
 
+    def mark_startup(self, name: str, seconds_since_launch: Optional[float]) -> None:
+        """Records a start-up milestone the first time it is reported (later calls keep the first)."""
+        if seconds_since_launch is not None and name not in self.startup:
+            self.startup[name] = float(seconds_since_launch)
+
     def add_workers(self, seconds: Dict[str, float]) -> None:
         for name, value in seconds.items():
             self.workers[name] += value
 
     def report(self) -> dict:
-        """{session_seconds, learner: {part: {seconds, fraction}}, workers: {...}}; learner fractions are of
-        the session (with `other` the rest), worker fractions of the workers' summed seconds."""
+        """{session_seconds, learner: {part: {seconds, fraction}}, workers: {...}, startup: {milestone: s}};
+        learner fractions are of the session (with `other` the rest), worker fractions of the workers'
+        summed seconds; startup's seconds count from the process's launch."""
         session = (self.end or time.perf_counter()) - self.start
         learner = dict(self.learner)
         learner["other"] = max(0.0, session - sum(learner.values()))
@@ -74,6 +83,7 @@ class RunProfile:
             "session_seconds": session,
             "learner": _shares(learner, session),
             "workers": _shares(dict(self.workers), workers_total),
+            "startup": dict(self.startup),
         }
 
 
@@ -91,4 +101,9 @@ def profile_lines(report: dict) -> List[str]:
     lines = [f"profile of this session ({report['session_seconds']:.1f} s): learner: {group(report['learner'])}"]
     if report["workers"]:
         lines.append(f"profile: rollout workers (seconds summed over workers): {group(report['workers'])}")
+    startup = report.get("startup") or {}
+    if startup:
+        names = {"first_trajectory_s": "first trajectory", "first_update_s": "first update"}
+        lines.append("start-up, seconds after launch: " + ", ".join(
+            f"{names.get(k, k)} {v:.1f} s" for k, v in startup.items()))
     return lines

@@ -7,9 +7,10 @@ accounting depend on asking for data only after the weights were published.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 from torch.utils.data import IterableDataset
@@ -17,6 +18,19 @@ from torch.utils.data import IterableDataset
 from sf_hydra.sampler.sampler import Sampler, SamplerError
 
 ENDLESS = 2**62
+_IMPORTED = time.monotonic()
+
+
+def seconds_since_launch() -> float:
+    """Seconds since this process started (Linux: its start time in /proc, so interpreter start-up
+    and imports count); elsewhere, since this module was imported."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: clock ticks after boot
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - _IMPORTED
 
 
 class Received:
@@ -75,6 +89,7 @@ class TrainingBatches(IterableDataset):
         self.frameskip = cfg.env.frameskip
         self.benchmark = bool(cfg.get("benchmark", False))
         self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
+        self.first_trajectory_s: Optional[float] = None  # seconds from launch to the first trajectory
 
     def __len__(self) -> int:
         return ENDLESS
@@ -98,6 +113,8 @@ class TrainingBatches(IterableDataset):
                     self._check_stall(silent_since)
                     continue
                 silent_since = time.monotonic()
+                if self.first_trajectory_s is None:
+                    self.first_trajectory_s = seconds_since_launch()
                 in_round += len(traj.slots)
                 received.add(traj)
                 self._sort(traj.slots, pending, received)
@@ -114,6 +131,7 @@ class TrainingBatches(IterableDataset):
             self._release(slots)
             received.gather += time.monotonic() - t1
             batch["meta"] = received.meta(policy)
+            batch["meta"]["first_trajectory_s"] = self.first_trajectory_s
             yield batch
             if self.sync and in_round >= self.round_size and not any(pending):
                 self.sampler.release_round()

@@ -1,0 +1,86 @@
+"""Start-up: seconds from launching `train.py` to the learner's first trajectory and first update.
+
+    python benchmarks/startup.py --repeats 5
+    python benchmarks/startup.py --repeats 3 --configs doom_basic -- hardware.use_env_info_cache=false
+
+Each run is a fresh `python train.py` process with a small budget; the run writes its start-up
+milestones, counted from its process's start (interpreter start-up and imports included), to
+summary.json (`profile.startup`: `first_trajectory_s`, `first_update_s`; learner/profile.py). Printed
+per run and as medians per config: those two, and the whole command's wall seconds (launch to exit,
+teardown included). Configs alternate (cartpole, doom_basic, cartpole, ...) so a busy machine slows
+them alike; "other CPU" says how busy it was. The bar of the throughput issue: first trajectory
+within 3 s on the 2-core reference machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    exit_cleanly_on_signals,
+    fmt,
+    median,
+    print_table,
+    python_env,
+    read_summary,
+    run_tree,
+    train_py_command,
+    wait_for_quiet,
+)
+
+CONFIGS: Dict[str, List[str]] = {
+    "cartpole": ["env=gym/cartpole", "train_for_env_steps=20000"],
+    "doom_basic": ["env=doom/basic", "train_for_env_steps=8000"],
+}
+
+
+def run_once(name: str, i: int, work: Path, extra: List[str], timeout: float) -> dict:
+    run_dir = work / f"{name}_{i}"
+    overrides = [*CONFIGS[name], f"train_dir={work / 'train'}", f"experiment={name}_{i}", "seed=0",
+                 "train_until_avg_return=null", *extra]
+    proc = run_tree(train_py_command(sys.executable, overrides), run_dir / "stdout.log", cwd=work,
+                    env=python_env(), timeout=timeout)
+    startup = read_summary(work / "train" / f"{name}_{i}").get("profile", {}).get("startup", {})
+    return {"config": name, "ok": proc.returncode == 0, "wall": proc.wall_seconds, "other": proc.other_cpu,
+            "first_trajectory": startup.get("first_trajectory_s"), "first_update": startup.get("first_update_s")}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=sorted(CONFIGS))
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("overrides", nargs="*", help="after `--`: extra Hydra overrides")
+    args = p.parse_args(argv)
+    exit_cleanly_on_signals()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="startup_") as tmp:
+        for i in range(args.repeats):
+            for name in args.configs:
+                wait_for_quiet(args.wait_quiet)
+                r = run_once(name, i, Path(tmp), args.overrides, args.timeout)
+                results.append(r)
+                print(f"[{name} run {i}] first trajectory {fmt(r['first_trajectory'], '.2f')} s, first update "
+                      f"{fmt(r['first_update'], '.2f')} s, wall {r['wall']:.1f} s, other CPU {r['other']:.2f} cores"
+                      f"{'' if r['ok'] else '  FAILED'}", flush=True)
+                if not r["ok"]:
+                    print((Path(tmp) / f"{name}_{i}" / "stdout.log").read_text(errors="replace")[-2000:])
+    rows = []
+    for name in args.configs:
+        mine = [r for r in results if r["config"] == name]
+        rows.append([name, f"{sum(r['ok'] for r in mine)}/{len(mine)}",
+                     fmt(median(r["first_trajectory"] for r in mine), ".2f"),
+                     fmt(median(r["first_update"] for r in mine), ".2f"),
+                     fmt(median(r["wall"] for r in mine), ".1f"), fmt(median(r["other"] for r in mine), ".2f")])
+    print()
+    print_table(["median", "runs ok", "first trajectory s", "first update s", "wall s", "other CPU"], rows)
+
+
+if __name__ == "__main__":
+    main()
