@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.slurm.jobs import slurm, wait_until
 
 
@@ -15,6 +17,7 @@ def events(run_dir):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+@pytest.mark.long  # PBT (tests/train/test_pbt.py) and Slurm sweeps (test_slurm_launcher.py) each run in CI
 def test_two_members_exchange_through_the_workspace(sweep):
     workspace = sweep.train_dir / "population"
     code = sweep.run(
