@@ -89,6 +89,38 @@ def tmp_cfg(tmp_path):
     return factory
 
 
+@pytest.fixture(scope="session")
+def short_cartpole_run(tmp_path_factory):
+    """(train_dir, summary, log messages) of one finished CartPole run (3000 env steps, FAST_OVERRIDES,
+    run folder <train_dir>/test; the messages the `sf_hydra` loggers emitted at INFO and above while it
+    trained), trained once per test session and shared by the tests that only read a run (its summary,
+    scalars, log, checkpoint) or play it. Such a test must not change what others read."""
+    import logging
+
+    from sf_hydra.train import train
+
+    class Collect(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    train_dir, handler = tmp_path_factory.mktemp("short_cartpole_run"), Collect()
+    logger = logging.getLogger("sf_hydra")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        summary = train(make_cfg(train_dir, "train_for_env_steps=3000"))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        GlobalHydra.instance().clear()
+    return train_dir, summary, handler.messages
+
+
 @pytest.fixture(autouse=True)
 def _clear_global_hydra():
     """No test leaks an initialized Hydra into the next (e.g. one that called initialize itself)."""

@@ -45,11 +45,9 @@ def enjoy(tmp_path, *overrides, hide=None):
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
 
 
-@pytest.fixture(scope="module")
-def cartpole_run(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("enjoy")
-    train(make_cfg(tmp_path, "train_for_env_steps=3000"))
-    return tmp_path
+@pytest.fixture
+def cartpole_run(short_cartpole_run):
+    return short_cartpole_run[0]  # the shared run (tests/conftest.py); enjoy writes only under its enjoy/
 
 
 def test_enjoy_plays_episodes_and_records_them(cartpole_run):

@@ -37,7 +37,7 @@ def test_tensorboard_has_per_agent_returns(tmp_path):
     assert summary["episodes"] > 0
 
 
-def test_single_agent_runs_have_no_per_agent_scalars(tmp_path):
-    train(make_cfg(tmp_path, "train_for_env_steps=2000"))
-    scalars = read_scalars(tmp_path / "test")
+def test_single_agent_runs_have_no_per_agent_scalars(short_cartpole_run):
+    train_dir = short_cartpole_run[0]
+    scalars = read_scalars(train_dir / "test")
     assert "episode/return" in scalars and not any(tag.startswith("episode/agent_") for tag in scalars)

@@ -2,14 +2,11 @@
 workers, in summary.json and the log (learner/profile.py)."""
 
 import json
-import logging
 import subprocess
 import sys
 
 from sf_hydra.learner.profile import LEARNER_PARTS, WORKER_PARTS, RunProfile, profile_lines
 from sf_hydra.sampler.training_batches import seconds_since_launch
-from sf_hydra.train import train
-from tests.conftest import make_cfg
 
 
 def test_learner_parts_and_the_rest_make_the_session():
@@ -29,10 +26,9 @@ def test_learner_parts_and_the_rest_make_the_session():
     assert "env_step 4.0 s (80%)" in second
 
 
-def test_a_run_reports_where_its_time_went(tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger="sf_hydra"):
-        summary = train(make_cfg(tmp_path, "train_for_env_steps=3000"))
-    profile = json.loads((tmp_path / "test" / "summary.json").read_text())["profile"]
+def test_a_run_reports_where_its_time_went(short_cartpole_run):
+    train_dir, summary, messages = short_cartpole_run
+    profile = json.loads((train_dir / "test" / "summary.json").read_text())["profile"]
     assert profile == json.loads(json.dumps(summary["profile"]))
     learner, workers = profile["learner"], profile["workers"]
     assert set(LEARNER_PARTS) | {"other"} == set(learner), learner
@@ -43,10 +39,10 @@ def test_a_run_reports_where_its_time_went(tmp_path, caplog):
         assert workers[part]["seconds"] > 0, (part, workers)
     assert sum(p["seconds"] for p in learner.values()) <= profile["session_seconds"] + 0.01
     assert abs(sum(p["fraction"] for p in workers.values()) - 1.0) < 1e-3
-    assert any(r.getMessage().startswith("profile of this session") for r in caplog.records)
-    startup = profile["startup"]  # from this (pytest) process's launch: the whole test session so far
+    assert any(m.startswith("profile of this session") for m in messages)
+    startup = profile["startup"]  # from this (pytest) process's launch: the whole test session until then
     assert 0 < startup["first_trajectory_s"] <= startup["first_update_s"] <= seconds_since_launch(), startup
-    assert any(r.getMessage().startswith("start-up, seconds after launch: first trajectory") for r in caplog.records)
+    assert any(m.startswith("start-up, seconds after launch: first trajectory") for m in messages)
 
 
 def test_seconds_since_launch_counts_from_the_process_start_not_from_the_import():
