@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from sf_hydra.models.actor_critic import StepOutput
+from sf_hydra.sampler import mp
 from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectorySpec
 
@@ -241,3 +242,5 @@ def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_s
             server.serve(batch)
     except BaseException:
         out_queue.put(ServerFailed(server_id, traceback.format_exc()))
+    finally:
+        mp.exit_without_teardown(out_queue)

@@ -25,6 +25,7 @@ import torch
 
 from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import StepOutput
+from sf_hydra.sampler import mp
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_mapping import PolicyMapping
 from sf_hydra.sampler.policy_store import PolicyStore
@@ -460,3 +461,5 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
             channel.requests.cancel_join_thread()  # exit without waiting for a server that may be gone
         if worker is not None:
             worker.close()
+        mp.exit_without_teardown(out_queue)
+
