@@ -10,7 +10,8 @@ What is compared, per env (`ENVS` below):
   (`train_for_env_steps`, which also sets the length of a decaying learning-rate schedule),
   no early stop (`train_until_avg_return=null`) and the seed;
 - Sample Factory: its example entry point for the family with its defaults for the env (for
-  gym envs, the recipe in `sf_examples/train_gym_env.py`'s docstring, the only one it ships),
+  gym envs, the recipe in `sf_examples/train_gym_env.py`'s docstring, the only one it ships, run
+  through `benchmarks/sf_gym_env.py`, which registers any gym id as that example does CartPole),
   at the same budget and seed;
 - on both sides the same sampling hardware: our config's `num_workers` x `num_envs_per_worker`
   (Sample Factory's per-family defaults assume 8+ cores) and the CPU as device.
@@ -51,7 +52,9 @@ from _common import (  # noqa: E402
 )
 from vs_sample_factory import Preset, RunResult, run_ours  # noqa: E402
 
-GYM_RECIPE = ["-m", "sf_examples.train_gym_env", "--algo=APPO", "--use_rnn=False", "--recurrence=1",
+# SF's gym example (its docstring's CartPole recipe) through our launcher, which registers any gym id
+GYM_RECIPE = [str(Path(__file__).resolve().parent / "sf_gym_env.py"), "--algo=APPO", "--use_rnn=False",
+              "--recurrence=1",
               "--with_vtrace=False", "--batch_size=512", "--reward_scale=0.1"]
 DOOM = ["-m", "sf_examples.vizdoom.train_vizdoom"]
 
