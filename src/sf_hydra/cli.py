@@ -44,8 +44,8 @@ register_configs()
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
 def _train(cfg: DictConfig):
-    from sf_hydra.learner.ppo_learner import NonFiniteTraining
-    from sf_hydra.sampler.sampler import SamplerError
+    from sf_hydra.faults import NonFiniteTraining  # not from the learner: that would import Lightning before
+    from sf_hydra.sampler.sampler import SamplerError  # train() launched the workers (they start meanwhile)
     from sf_hydra.train import train
 
     in_sweep = use_sweep_folder(cfg)

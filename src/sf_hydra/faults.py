@@ -12,6 +12,11 @@ EXIT_BAD_CONFIG = 2
 EXIT_BUSY = 3
 
 
+class NonFiniteTraining(RuntimeError):
+    """The learner's updates keep coming out NaN or infinite, or its weights are not finite (declared
+    here, not beside the learner, so that catching it does not import Lightning)."""
+
+
 class Fault(RuntimeError):
     """A failure whose message says what happened and where; printed as is, no traceback."""
 

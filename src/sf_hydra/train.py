@@ -18,7 +18,7 @@ from sf_hydra import run_dir as rd
 from sf_hydra.config import validate
 from sf_hydra.config.validation import check_pbt_against_env
 from sf_hydra.envs import check_env, episode_stats, reward_shaping
-from sf_hydra.faults import EnvStartError
+from sf_hydra.faults import EnvStartError, NonFiniteTraining
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
@@ -179,7 +179,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
     sampler = launch_sampler(cfg, env)  # the workers start up while this process imports Lightning
     failed = True
     try:
-        from sf_hydra.learner.ppo_learner import NonFiniteTraining, PPOLearner
+        from sf_hydra.learner.ppo_learner import PPOLearner
         from sf_hydra.sampler.datamodule import SamplerDataModule
 
         module = PPOLearner(cfg, env.observation_space, env.action_space)

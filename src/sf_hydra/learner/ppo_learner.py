@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from sf_hydra.envs import reward_shaping
+from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import (
     approx_kl,
@@ -38,10 +39,6 @@ from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
 from sf_hydra.sampler.training_batches import seconds_since_launch
 from sf_hydra.spaces import ACTION_MASK, is_mixed_tuple
 from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_field_name, obs_fields_of
-
-
-class NonFiniteTraining(RuntimeError):
-    """The learner's updates keep coming out NaN or infinite, or its weights are not finite."""
 
 
 class PolicyStats:
