@@ -80,9 +80,10 @@ def test_preempted_job_is_requeued_and_resumes_its_run(sweep):
     saved_at = int(re.search(r"stopped \(signal SIGUSR2\): (\d+) env steps", first).group(1))
     assert saved_at >= 3000
     assert env_steps_in(run_dir / "checkpoints" / f"checkpoint_{saved_at:012d}.ckpt") == saved_at
-    # The second session counts on from the saved steps (a fresh start would log ~128 first).
+    # The second session counts on from the saved steps (a fresh start would log ~128 first); how far it
+    # got before its first progress line depends on how fast it started.
     steps_after = logged_steps(resumed)
-    assert saved_at < steps_after[0] <= saved_at + 2000, (saved_at, steps_after[:3])
+    assert saved_at < steps_after[0] < budget, (saved_at, steps_after[:3])
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= budget
     # Only training took the signal: no rollout worker or helper process died of it.
     job_errors = (sweep.dir / ".submitit" / job / f"{job}_0_log.err").read_text()
