@@ -48,6 +48,7 @@ its figures are divided by 0.01 here.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -113,6 +114,15 @@ def _preset_table() -> dict:
         ["-m", "sf_examples.vizdoom.train_vizdoom", "--env=doom_basic"] + sf_w + COMMON_SF,
         ["env=doom/basic", "algo.batch_size=1024", "algo.num_batches_per_epoch=1", "algo.rollout=32"] + ours_w,
         env_steps=300_000, sf_reward_scale=0.01)  # SF's doom_basic spec scales rewards by 0.01
+    # A GPU machine with 16 cores (the lent H100 machine): SF's batched inference and learner on
+    # the GPU, ours with the learner on CUDA; how ours acts is chosen per --variant.
+    sf_w, ours_w = _workers(16, 8)
+    presets["doom_battle_gpu_16x8"] = Preset(
+        ["-m", "sf_examples.vizdoom.train_vizdoom", "--env=doom_battle", "--device=gpu", "--with_wandb=False",
+         "--worker_num_splits=2", "--batch_size=1024", "--rollout=32"] + sf_w,
+        ["env=doom/battle", "algo.batch_size=1024", "algo.num_batches_per_epoch=1", "algo.rollout=32",
+         "hardware.device=cuda"] + ours_w,
+        env_steps=1_000_000)
     return presets
 
 
@@ -187,18 +197,41 @@ def parse_sf_log(text: str) -> tuple:
     return progress, returns, final
 
 
-def sf_command(venv: Path, preset: Preset, train_dir: Path, seed: int, env_steps: int,
+@dataclass
+class SfPython:
+    """The interpreter that runs Sample Factory and its environment: the venv's python, or
+    (a machine where SF's packages were unpacked into a folder, as on a lent GPU machine)
+    another python with that folder as its whole PYTHONPATH."""
+
+    python: str
+    pythonpath: Optional[str] = None
+
+    @classmethod
+    def from_args(cls, args) -> "SfPython":
+        python = args.sf_python or str(args.venv / "bin" / "python")
+        return cls(python, args.sf_pythonpath)
+
+    def env(self) -> Optional[dict]:
+        if self.pythonpath is None:
+            return None  # inherit
+        return {**os.environ, "PYTHONPATH": self.pythonpath}
+
+    def exists(self) -> bool:
+        return shutil.which(self.python) is not None or Path(self.python).exists()
+
+
+def sf_command(python: str, preset: Preset, train_dir: Path, seed: int, env_steps: int,
                extra: Sequence[str] = ()) -> List[str]:
-    return [str(venv / "bin" / "python"), *preset.sf_args, f"--experiment=sf_{seed}",
+    return [python, *preset.sf_args, f"--experiment=sf_{seed}",
             f"--train_dir={train_dir}", f"--seed={seed}", f"--train_for_env_steps={env_steps}", *extra]
 
 
-def run_sf(venv: Path, preset: Preset, work: Path, seed: int, env_steps: int, extra: Sequence[str],
+def run_sf(sf: SfPython, preset: Preset, work: Path, seed: int, env_steps: int, extra: Sequence[str],
            timeout: float) -> RunResult:
     run_dir = work / f"sf_{seed}"
     log = run_dir / "stdout.log"
-    proc = run_tree(sf_command(venv, preset, work / "sf_train", seed, env_steps, extra), log, cwd=_fresh(run_dir),
-                    timeout=timeout)
+    proc = run_tree(sf_command(sf.python, preset, work / "sf_train", seed, env_steps, extra), log,
+                    cwd=_fresh(run_dir), env=sf.env(), timeout=timeout)
     progress, returns, final = parse_sf_log(log.read_text(errors="replace"))
     returns = [(wall, steps, value / preset.sf_reward_scale) for wall, steps, value in returns]
     return _result("SF", seed, proc, progress, returns, final, preset.target, log)
@@ -265,44 +298,53 @@ def print_run(r: RunResult, target: Optional[float]) -> None:
           flush=True)
 
 
-def summarize(results: List[RunResult], target: Optional[float], baseline: Optional[str] = None) -> None:
-    """Medians per system, the ratio ours / SF and, with a baseline revision, ours / baseline."""
-    sf = [r for r in results if r.system == "SF"]
-    ours = [r for r in results if r.system == "ours"]
-    base = [r for r in results if r.system == "base"]
+def summarize(results: List[RunResult], target: Optional[float], systems: Sequence[str]) -> None:
+    """Medians per system (columns in run order: SF, a baseline revision, our variants), each
+    one's ratio to SF and, with a baseline revision, ours / base."""
+    groups = {name: [r for r in results if r.system == name] for name in systems}
+    ratios = [(n, "SF") for n in systems if n != "SF" and "SF" in systems]
+    if "base" in systems:
+        ratios += [(n, "base") for n in systems if n not in ("SF", "base")]
     rows = []
 
-    def add(name, getter, spec=",.0f"):
-        a, b = median(getter(r) for r in sf), median(getter(r) for r in ours)
-        row = [name, fmt(a, spec), fmt(b, spec), fmt(ratio(b, a), ".2f")]
-        if baseline:
-            c = median(getter(r) for r in base)
-            row[2:2] = [fmt(c, spec)]
-            row.append(fmt(ratio(b, c), ".2f"))
+    def add(name, getter, spec=",.0f", with_ratios=True):
+        medians = {n: median(getter(r) for r in runs) for n, runs in groups.items()}
+        row = [name, *(fmt(medians[n], spec) for n in systems)]
+        row += [fmt(ratio(medians[a], medians[b]), ".2f") if with_ratios else "" for a, b in ratios]
         rows.append(row)
+
+    def counts(name, counter):
+        rows.append([name, *(counter(groups[n]) for n in systems), *([""] * len(ratios))])
 
     add("FPS (steady)", lambda r: r.fps)
     add("wall seconds", lambda r: r.wall_seconds, ".1f")
-    add("last avg return", lambda r: r.last_return, ".2f")
-    rows[-1][3 + bool(baseline):] = [""] * (1 + bool(baseline))  # a ratio of returns means nothing
+    add("last avg return", lambda r: r.last_return, ".2f", with_ratios=False)  # a ratio of returns means nothing
     if target is not None:
         add(f"steps to {target:g}", lambda r: r.steps_to_target)
         add(f"seconds to {target:g}", lambda r: r.secs_to_target, ".1f")
-        counts = [_count(sf), *([_count(base)] if baseline else []), _count(ours)]
-        rows.append([f"runs reaching {target:g}", *counts, "", *([""] if baseline else [])])
+        counts(f"runs reaching {target:g}", _count)
     add("peak RSS MB (tree)", lambda r: r.peak_rss_mb)
     add("peak PSS MB (tree)", lambda r: r.peak_pss_mb)
     add("processes (peak)", lambda r: r.procs)
     add("other CPU (cores)", lambda r: r.other_cpu, ".2f")
-    oks = [f"{sum(r.ok for r in runs)}/{len(runs)}" for runs in (sf, *([base] if baseline else []), ours)]
-    rows.append(["runs ok", *oks, "", *([""] if baseline else [])])
-    headers = ["median", "Sample Factory", *([f"sf_hydra@{baseline}"] if baseline else []), "sf_hydra", "ours/SF"]
+    counts("runs ok", lambda runs: f"{sum(r.ok for r in runs)}/{len(runs)}")
+    names = {"SF": "Sample Factory", "ours": "sf_hydra", "base": "sf_hydra@base"}
+    headers = ["median", *(names.get(n, n) for n in systems), *(f"{a}/{b}" for a, b in ratios)]
     print()
-    print_table(headers + (["ours/base"] if baseline else []), rows)
+    print_table(headers, rows)
 
 
 def _count(runs: List[RunResult]) -> str:
     return f"{sum(r.steps_to_target is not None for r in runs)}/{len(runs)}"
+
+
+def parse_variant(text: str) -> tuple:
+    """'LABEL=override override ...' -> (LABEL, [overrides])."""
+    label, sep, overrides = text.partition("=")
+    if not sep or not label.strip() or label.strip() in ("SF", "base"):
+        raise argparse.ArgumentTypeError(
+            f"--variant {text!r}: expected LABEL=OVERRIDES (a label other than SF and base, then Hydra overrides)")
+    return label.strip(), overrides.split()
 
 
 def parse_args(argv=None):
@@ -317,6 +359,13 @@ def parse_args(argv=None):
                    help="also run sf_hydra as of this git revision (before/after a change), alternating")
     p.add_argument("--sf-arg", action="append", default=[], metavar="FLAG",
                    help="extra Sample Factory flag, repeatable: --sf-arg=--reward_scale=0.1")
+    p.add_argument("--variant", action="append", type=parse_variant, default=[], metavar="LABEL=OVERRIDES",
+                   help="an sf_hydra variant with its own extra overrides, repeatable (default: one, 'ours'): "
+                        "--variant 'server=hardware.inference=server' --variant in_worker=")
+    p.add_argument("--sf-python", default=None, metavar="PATH",
+                   help="run Sample Factory with this interpreter instead of the venv's")
+    p.add_argument("--sf-pythonpath", default=None, metavar="DIRS",
+                   help="PYTHONPATH for Sample Factory's runs only (its packages unpacked into a folder)")
     p.add_argument("--first-seed", type=int, default=0)
     add_run_args(p, timeout=1200.0)
     return p.parse_args(argv)
@@ -331,8 +380,12 @@ def main(argv=None) -> None:
     preset = PRESETS[args.preset]
     env_steps = args.env_steps or preset.env_steps
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if "sf" in systems and not (args.venv / "bin" / "python").exists():
-        sys.exit(f"no venv at {args.venv}: run with --setup first")
+    sf = SfPython.from_args(args)
+    if "sf" in systems and not sf.exists():
+        sys.exit(f"no Sample Factory python at {sf.python}: run with --setup first (or pass --sf-python)")
+    variants = args.variant or [("ours", [])]
+    labels = (["SF"] if "sf" in systems else []) + (["base"] if args.baseline else []) + \
+        ([label for label, _ in variants] if "ours" in systems else [])
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="vs_sf_"))
     print(f"preset {args.preset}, {env_steps:,} env steps, {args.repeats} repeats, runs in {work}", flush=True)
     results = []
@@ -342,23 +395,24 @@ def main(argv=None) -> None:
             seed = args.first_seed + i
             if "sf" in systems:
                 wait_for_quiet(args.wait_quiet)
-                results.append(run_sf(args.venv, preset, work, seed, env_steps, args.sf_arg, args.timeout))
+                results.append(run_sf(sf, preset, work, seed, env_steps, args.sf_arg, args.timeout))
                 print_run(results[-1], preset.target)
             if base_repo is not None:
                 wait_for_quiet(args.wait_quiet)
                 results.append(run_ours(preset, work, seed, env_steps, args.overrides, args.timeout,
                                         base_repo, "base"))
                 print_run(results[-1], preset.target)
-            if "ours" in systems:
+            for label, overrides in (variants if "ours" in systems else []):
                 wait_for_quiet(args.wait_quiet)
-                results.append(run_ours(preset, work, seed, env_steps, args.overrides, args.timeout))
+                results.append(run_ours(preset, work, seed, env_steps, [*args.overrides, *overrides], args.timeout,
+                                        system=label))
                 print_run(results[-1], preset.target)
     finally:
         if base_repo is not None:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base_repo)], check=False)
         if args.work_dir is None and all(r.ok for r in results):
             shutil.rmtree(work, ignore_errors=True)
-    summarize(results, preset.target, args.baseline)
+    summarize(results, preset.target, labels)
 
 
 def checkout(rev: str, work: Path) -> Path:

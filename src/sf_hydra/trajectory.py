@@ -139,10 +139,20 @@ class TrajectoryBuffers:
     def __getitem__(self, name: str) -> torch.Tensor:
         return self.tensors[name]
 
-    def gather(self, slots: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def gather(self, slots: torch.Tensor, out: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
         """Copies the given slots out into one batch, a tensor per field (the slots can be
-        reused at once)."""
-        return {name: t.index_select(0, slots) for name, t in self.tensors.items()}
+        reused at once). `out`: per field a tensor of at least len(slots) slots to copy into
+        (pinned staging memory for a CUDA learner); the batch is then views of its first rows."""
+        if out is None:
+            return {name: t.index_select(0, slots) for name, t in self.tensors.items()}
+        n = len(slots)
+        return {name: torch.index_select(t, 0, slots, out=out[name][:n]) for name, t in self.tensors.items()}
+
+    def staging(self, num_slots: int, pin: bool) -> Dict[str, torch.Tensor]:
+        """Empty per-field tensors of num_slots slots to gather into (`gather(out=...)`); pinned
+        (page-locked) when `pin`, so a copy to CUDA is one non-blocking DMA transfer."""
+        return {name: torch.empty((num_slots, *t.shape[1:]), dtype=t.dtype, pin_memory=pin)
+                for name, t in self.tensors.items()}
 
 
 class TrajectoryWriter:

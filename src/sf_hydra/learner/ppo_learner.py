@@ -142,6 +142,14 @@ class PPOLearner(L.LightningModule):
         self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
         self.profile = RunProfile()  # seconds per component, this session (learner/profile.py)
 
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        """Every field to the learner's device, each one copy (non-blocking from the pinned
+        staging memory TrainingBatches gathers into for CUDA); `meta` stays on the host."""
+        with self.profile.part("to_device"):
+            if device.type == "cpu":
+                return batch
+            return {k: v if k == "meta" else v.to(device, non_blocking=True) for k, v in batch.items()}
+
     def on_train_start(self) -> None:
         self.profile = RunProfile()  # the session's clock starts with training, not with building the model
 
@@ -365,7 +373,9 @@ class PPOLearner(L.LightningModule):
         sums: Dict[str, float] = {}
         count = 0
         for _ in range(self.algo.num_epochs):
-            order = torch.randperm(n_chunks) if self.algo.shuffle_minibatches else torch.arange(n_chunks)
+            device = data["actions"].device  # indices on the data's device: no host round trip per minibatch
+            order = (torch.randperm(n_chunks, device=device) if self.algo.shuffle_minibatches
+                     else torch.arange(n_chunks, device=device))
             for start in range(0, n_chunks, per_minibatch):
                 idx = order[start : start + per_minibatch]
                 mb = {k: v[idx] for k, v in data.items()}

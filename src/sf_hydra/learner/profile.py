@@ -21,6 +21,7 @@ LEARNER_PARTS = {
     "start_workers": "starting the rollout worker processes and their envs (the session's first seconds)",
     "wait_for_data": "waiting for trajectories from the rollout workers",
     "gather_batch": "copying a batch's trajectories out of the shared slots",
+    "to_device": "moving the batch to the learner's device (CUDA: queued non-blocking copies from pinned memory)",
     "prepare_batch": "normalizer updates, advantages and value targets (GAE or V-trace), minibatch layout",
     "forward_backward": "the losses' forward and backward passes",
     "optimizer": "gradient norm, clipping and the optimizer step",

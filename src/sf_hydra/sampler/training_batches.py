@@ -18,6 +18,7 @@ from torch.utils.data import IterableDataset
 from sf_hydra.sampler.sampler import Sampler, SamplerError
 
 ENDLESS = 2**62
+STAGING_RING = 2
 _IMPORTED = time.monotonic()
 
 
@@ -90,6 +91,12 @@ class TrainingBatches(IterableDataset):
         self.benchmark = bool(cfg.get("benchmark", False))
         self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
         self.first_trajectory_s: Optional[float] = None  # seconds from launch to the first trajectory
+        # A CUDA learner: batches are gathered into pinned staging memory, so that moving one to
+        # the device is a non-blocking DMA copy. A set is reused STAGING_RING batches later: its
+        # copy to the device finished long before (the training step in between synchronizes).
+        self.pin = cfg.hardware.device == "cuda"
+        self.staging: List[Dict[str, torch.Tensor]] = []
+        self.batches_gathered = 0
 
     def __len__(self) -> int:
         return ENDLESS
@@ -127,7 +134,7 @@ class TrainingBatches(IterableDataset):
             slots = [pending[policy].popleft() for _ in range(take)]
             t1 = time.monotonic()
             # benchmark: the trajectories are dropped uncopied; the batch is only what the workers reported
-            batch = {} if self.benchmark else self.sampler.buffers.gather(torch.tensor(slots, dtype=torch.int64))
+            batch = {} if self.benchmark else self._gather(torch.tensor(slots, dtype=torch.int64))
             self._release(slots)
             received.gather += time.monotonic() - t1
             batch["meta"] = received.meta(policy)
@@ -136,6 +143,18 @@ class TrainingBatches(IterableDataset):
             if self.sync and in_round >= self.round_size and not any(pending):
                 self.sampler.release_round()
                 in_round = 0
+
+    def _gather(self, slots: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """The slots' trajectories as one batch: a fresh tensor per field, or (CUDA learner)
+        views of the next pinned staging set."""
+        buffers = self.sampler.buffers
+        if not self.pin:
+            return buffers.gather(slots)
+        if len(self.staging) < STAGING_RING:
+            self.staging.append(buffers.staging(self.traj_per_batch, pin=True))
+        out = self.staging[self.batches_gathered % len(self.staging)]
+        self.batches_gathered += 1
+        return buffers.gather(slots, out=out)
 
     def _ready(self, pending, in_round: int) -> bool:
         if self.sync:

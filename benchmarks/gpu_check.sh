@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The checks that need an NVIDIA GPU, as one script for a lent GPU machine (16 cores, one GPU,
+# PyTorch and Lightning installed, nothing fetchable): the `gpu`-marked tests, then Doom battle
+# frames/s of Sample Factory 2.1.1 (batched inference + learner on the GPU) against ours with
+# the learner on CUDA, acting through an inference server on CUDA and in the rollout workers.
+#
+# Packages the machine lacks travel as wheels (Python 3.12): ours in .whl/, Sample Factory's
+# in .whl_sf/ (it wants gymnasium<1, so it gets a folder of its own and vizdoom twice):
+#   P="--no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
+#   pip download $P -d .whl hydra-core==1.3.8 omegaconf==2.3.1 gymnasium==1.4.0 farama-notifications \
+#       multiprocess==0.70.19 dill vizdoom==1.3.2 submitit hydra-submitit-launcher
+#   pip wheel --no-deps -w .whl antlr4-python3-runtime==4.9.3     # an sdist only: built here
+#   pip download $P -d .whl_sf sample-factory==2.1.1 faster-fifo signal-slot-mp colorlog tensorboardX \
+#       gymnasium==0.29.1
+# then, from the repository root: bash benchmarks/gpu_check.sh  (results under $OUT)
+set -u
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+ENV_STEPS=${ENV_STEPS:-300000}
+REPEATS=${REPEATS:-2}
+ulimit -n 65536 2>/dev/null
+mount -o remount,size=16G /dev/shm 2>/dev/null  # shared trajectory buffers live there
+
+install() {  # install(target, wheels...)
+    local target=$1; shift
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$target" "$@"
+}
+install /tmp/site .whl/*.whl || exit 1
+install /tmp/sfsite .whl_sf/*.whl .whl/vizdoom-*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/src:$PWD
+
+{
+    nvidia-smi -L
+    echo "cores: $(nproc), memory: $(free -g | awk '/Mem/ {print $2}') GiB, /dev/shm: $(df -h /dev/shm | awk 'NR==2 {print $2}')"
+    python3 -c "import torch, lightning, sys; print('python', sys.version.split()[0], 'torch', torch.__version__,
+'lightning', lightning.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name())"
+    PYTHONPATH=/tmp/sfsite python3 -c "from importlib.metadata import version as v; print('sample-factory',
+v('sample-factory'), 'gymnasium', v('gymnasium'), 'numpy', v('numpy'))"
+} 2>&1 | tee "$OUT/machine.txt"
+
+timeout 150 python3 -m pytest -p no:cacheprovider -q -rs -m gpu -o addopts="" \
+    tests/learner/test_cuda_learner.py tests/train/test_server_inference.py tests/sampler/test_inference_server.py \
+    2>&1 | tee "$OUT/gpu_tests.log"
+
+timeout 330 python3 benchmarks/vs_sample_factory.py --preset doom_battle_gpu_16x8 --repeats "$REPEATS" \
+    --env-steps "$ENV_STEPS" --timeout 90 --work-dir /tmp/vs --sf-python python3 --sf-pythonpath /tmp/sfsite \
+    --variant "server=hardware.inference=server hardware.inference_device=cuda hardware.worker_num_splits=2" \
+    --variant "in_worker=hardware.inference=in_worker" 2>&1 | tee "$OUT/doom_battle.log"
+
+# Each run's summary (ours: profile per component) and log, in one archive (few files come back).
+(cd /tmp/vs && tar czf "$OUT/runs.tgz" --exclude='*.pt' --exclude='*.pth' --exclude='checkpoint*' \
+    $(find . -name summary.json -o -name stdout.log -o -name 'train.log' | head -200)) 2>/dev/null
+ls -la "$OUT"
