@@ -1,12 +1,13 @@
-"""Start-up: seconds from launching `train.py` to the learner's first trajectory and first update.
+"""Start-up: seconds from launching `train.py` to the first rollout, the learner's first trajectory and first update.
 
     python benchmarks/startup.py --repeats 5
     python benchmarks/startup.py --repeats 3 --configs doom_basic -- hardware.use_env_info_cache=false
 
 Each run is a fresh `python train.py` process with a small budget; the run writes its start-up
 milestones, counted from its process's start (interpreter start-up and imports included), to
-summary.json (`profile.startup`: `first_trajectory_s`, `first_update_s`; learner/profile.py). Printed
-per run and as medians per config: those two, and the whole command's wall seconds (launch to exit,
+summary.json (`profile.startup`; learner/profile.py): `first_rollout_s` (a worker reported its first
+trajectory), `first_trajectory_s` (the learner took it from the queue), `first_update_s`. Printed
+per run and as medians per config: those three, and the whole command's wall seconds (launch to exit,
 teardown included). Configs alternate (cartpole, doom_basic, cartpole, ...) so a busy machine slows
 them alike; "other CPU" says how busy it was. The bar of the throughput issue: first trajectory
 within 3 s on the 2-core reference machine.
@@ -47,7 +48,8 @@ def run_once(name: str, i: int, work: Path, extra: List[str], timeout: float) ->
                     env=python_env(), timeout=timeout)
     startup = read_summary(work / "train" / f"{name}_{i}").get("profile", {}).get("startup", {})
     return {"config": name, "ok": proc.returncode == 0, "wall": proc.wall_seconds, "other": proc.other_cpu,
-            "first_trajectory": startup.get("first_trajectory_s"), "first_update": startup.get("first_update_s")}
+            "first_rollout": startup.get("first_rollout_s"), "first_trajectory": startup.get("first_trajectory_s"),
+            "first_update": startup.get("first_update_s")}
 
 
 def main(argv=None) -> None:
@@ -66,7 +68,8 @@ def main(argv=None) -> None:
                 wait_for_quiet(args.wait_quiet)
                 r = run_once(name, i, Path(tmp), args.overrides, args.timeout)
                 results.append(r)
-                print(f"[{name} run {i}] first trajectory {fmt(r['first_trajectory'], '.2f')} s, first update "
+                print(f"[{name} run {i}] first rollout {fmt(r['first_rollout'], '.2f')} s, "
+                      f"first trajectory {fmt(r['first_trajectory'], '.2f')} s, first update "
                       f"{fmt(r['first_update'], '.2f')} s, wall {r['wall']:.1f} s, other CPU {r['other']:.2f} cores"
                       f"{'' if r['ok'] else '  FAILED'}", flush=True)
                 if not r["ok"]:
@@ -75,11 +78,13 @@ def main(argv=None) -> None:
     for name in args.configs:
         mine = [r for r in results if r["config"] == name]
         rows.append([name, f"{sum(r['ok'] for r in mine)}/{len(mine)}",
+                     fmt(median(r["first_rollout"] for r in mine), ".2f"),
                      fmt(median(r["first_trajectory"] for r in mine), ".2f"),
                      fmt(median(r["first_update"] for r in mine), ".2f"),
                      fmt(median(r["wall"] for r in mine), ".1f"), fmt(median(r["other"] for r in mine), ".2f")])
     print()
-    print_table(["median", "runs ok", "first trajectory s", "first update s", "wall s", "other CPU"], rows)
+    print_table(["median", "runs ok", "first rollout s", "first trajectory s", "first update s", "wall s",
+                 "other CPU"], rows)
 
 
 if __name__ == "__main__":

@@ -105,6 +105,9 @@ def _train_main() -> None:
         cfg = check_command_line(sys.argv[1:], CONFIG_DIR)
         if cfg is not None:  # a single run: its folder is ours until this process ends
             RunLock(Path(cfg.run_dir).absolute()).acquire()
+            from sf_hydra.sampler import mp
+
+            mp.warm_up()  # the config is good: the fork server imports torch for the workers meanwhile
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)

@@ -47,21 +47,37 @@ def quiet_lightning() -> None:
         logger.setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*IterableDataset. has .__len__. defined.*")
     warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+    # Batches come from the sampler's processes, not from DataLoader workers (num_workers=0 on purpose).
+    warnings.filterwarnings("ignore", message=".*does not have many workers which may be a bottleneck.*")
+    # The learner moves batches itself (PPOLearner.transfer_batch_to_device); the data module has no say.
+    warnings.filterwarnings("ignore", message=".*overridden `transfer_batch_to_device` in `LightningModule`.*")
     # Printed on any machine with Slurm installed; inside a job our launcher handles Slurm.
     warnings.filterwarnings("ignore", message=".*`srun` command is available.*")
 
 
-def launch_sampler(cfg, env):
-    """The sampler for the env's spaces, its worker processes started (sampler/sampler.py Sampler.launch).
-    Its shared weights' layout comes from a model built like the learner's, under a forked RNG: the
-    learner's initial weights stay what the seed alone makes them."""
+def initial_policies(cfg, env) -> list:
+    """Models of the learner's policies as it will build them (PPOLearner builds its
+    `algo.num_policies` models first, from the same random state), under a forked RNG: what they
+    draw leaves the learner's own draws unchanged, so the learner's initial weights are these."""
     from sf_hydra.models import build_model
-    from sf_hydra.sampler.sampler import Sampler
 
     with torch.random.fork_rng():
-        layout = build_model(cfg, env.observation_space, env.action_space)
-    sampler = Sampler(cfg, env.observation_space, env.action_space, layout, env.num_agents)
-    sampler.launch()
+        return [build_model(cfg, env.observation_space, env.action_space) for _ in range(cfg.algo.num_policies)]
+
+
+def launch_sampler(cfg, env, fresh_run: bool = True):
+    """The sampler for the env's spaces, its worker processes started (sampler/sampler.py Sampler.launch),
+    each policy's store holding the learner's initial weights (`initial_policies`). A fresh run's workers get
+    their slots at once and collect while this process imports Lightning and builds the learner; a resumed
+    run's (or a PBT run's, whose policies start from perturbed settings) wait for the learner's first
+    publish, so that nobody acts with weights the learner will not train."""
+    from sf_hydra.sampler.sampler import Sampler
+
+    policies = initial_policies(cfg, env)
+    sampler = Sampler(cfg, env.observation_space, env.action_space, policies[0], env.num_agents)
+    for k, model in enumerate(policies):
+        sampler.publish(k, model, 0)
+    sampler.launch(hand_out_slots=fresh_run and not cfg.pbt.with_pbt)
     return sampler
 
 
@@ -176,7 +192,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
         raise EnvStartError(cfg.env, e) from e
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
-    sampler = launch_sampler(cfg, env)  # the workers start up while this process imports Lightning
+    sampler = launch_sampler(cfg, env, fresh_run=ckpt is None)  # the workers start while this process imports
     failed = True
     try:
         from sf_hydra.learner.ppo_learner import PPOLearner

@@ -18,6 +18,7 @@ from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.sampler.sampler import SamplerError
 from sf_hydra.train import train
 from tests.conftest import make_cfg
+from tests.helpers.processes import sampler_processes
 
 REPO = Path(__file__).resolve().parents[2]
 FLAKY = ("env=gym/any", "env.id=tests.helpers.flaky_envs:FlakyCartPole-v0")
@@ -25,7 +26,7 @@ FLAKY = ("env=gym/any", "env.id=tests.helpers.flaky_envs:FlakyCartPole-v0")
 
 def _no_worker_left():
     time.sleep(0.5)
-    return not [p for p in psutil.Process().children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+    return not sampler_processes()
 
 
 def test_one_hung_env_in_one_worker_is_named(tmp_path):
@@ -71,8 +72,7 @@ def test_a_killed_worker_is_noticed_within_seconds(tmp_path):
         for line in proc.stdout:
             if "env steps" in line:
                 break
-        workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                   if "spawn_main" in " ".join(p.cmdline())]
+        workers = sampler_processes(psutil.Process(proc.pid))
         assert workers
         os.kill(workers[0].pid, signal.SIGKILL)
         killed = time.monotonic()

@@ -14,12 +14,9 @@ import torch
 from sf_hydra.sampler.sampler import SamplerError
 from sf_hydra.train import train
 from tests.conftest import make_cfg
+from tests.helpers.processes import sampler_processes
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _children_of_this_process():
-    return psutil.Process().children(recursive=True)
 
 
 def test_env_crash_names_the_worker_and_keeps_the_checkpoint(tmp_path):
@@ -30,7 +27,7 @@ def test_env_crash_names_the_worker_and_keeps_the_checkpoint(tmp_path):
     ckpt = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["sf_hydra"]["env_steps"] > 0
     time.sleep(0.5)
-    assert not [p for p in _children_of_this_process() if "spawn_main" in " ".join(p.cmdline())]
+    assert not sampler_processes()
 
 
 @pytest.mark.long  # kept out of CI's 30 minutes (see pyproject.toml); run with -m long
@@ -42,7 +39,7 @@ def test_hanging_env_is_reported_not_waited_on_forever(tmp_path):
     with pytest.raises(SamplerError, match=r"rollout worker \d made no progress for \d+ s .*stuck in env \d"):
         train(cfg)
     assert time.monotonic() - start < 60
-    assert not [p for p in _children_of_this_process() if "spawn_main" in " ".join(p.cmdline())]
+    assert not sampler_processes()
 
 
 def test_ctrl_c_saves_a_loadable_checkpoint_and_leaves_no_orphans(tmp_path):

@@ -41,8 +41,9 @@ def test_a_run_reports_where_its_time_went(short_cartpole_run):
     assert abs(sum(p["fraction"] for p in workers.values()) - 1.0) < 1e-3
     assert any(m.startswith("profile of this session") for m in messages)
     startup = profile["startup"]  # from this (pytest) process's launch: the whole test session until then
-    assert 0 < startup["first_trajectory_s"] <= startup["first_update_s"] <= seconds_since_launch(), startup
-    assert any(m.startswith("start-up, seconds after launch: first trajectory") for m in messages)
+    assert 0 < startup["first_rollout_s"] <= startup["first_trajectory_s"] + 0.01, startup  # reported, then taken
+    assert startup["first_trajectory_s"] <= startup["first_update_s"] <= seconds_since_launch(), startup
+    assert any(m.startswith("start-up, seconds after launch: first rollout reported") for m in messages)
 
 
 def test_seconds_since_launch_counts_from_the_process_start_not_from_the_import():
@@ -58,4 +59,4 @@ def test_startup_milestones_keep_the_first_report():
     profile.mark_startup("first_trajectory_s", 2.5)
     profile.mark_startup("first_trajectory_s", 9.0)
     assert profile.report()["startup"] == {"first_trajectory_s": 2.5}
-    assert profile_lines(profile.report())[-1] == "start-up, seconds after launch: first trajectory 2.5 s"
+    assert profile_lines(profile.report())[-1] == "start-up, seconds after launch: learner's first trajectory 2.5 s"

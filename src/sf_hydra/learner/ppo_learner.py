@@ -217,6 +217,7 @@ class PPOLearner(L.LightningModule):
         self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
         self.profile.learner["start_workers"] += meta.get("start_seconds", 0.0)
         self.profile.add_workers(meta["worker_seconds"])
+        self.profile.mark_startup("first_rollout_s", meta.get("first_rollout_s"))
         self.profile.mark_startup("first_trajectory_s", meta.get("first_trajectory_s"))
         if self.num_policies == 1:
             self.stats[0].env_steps = self.env_steps

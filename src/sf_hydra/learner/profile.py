@@ -104,7 +104,8 @@ def profile_lines(report: dict) -> List[str]:
         lines.append(f"profile: rollout workers (seconds summed over workers): {group(report['workers'])}")
     startup = report.get("startup") or {}
     if startup:
-        names = {"first_trajectory_s": "first trajectory", "first_update_s": "first update"}
+        names = {"first_rollout_s": "first rollout reported", "first_trajectory_s": "learner's first trajectory",
+                 "first_update_s": "first update"}
         lines.append("start-up, seconds after launch: " + ", ".join(
             f"{names.get(k, k)} {v:.1f} s" for k, v in startup.items()))
     return lines

@@ -18,7 +18,6 @@ This module must not import lightning: it is loaded in every server process.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import signal
 import time
@@ -218,9 +217,14 @@ class InferenceServer:
 
 
 def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_space, stores,
-                        channels: Dict[int, InferenceChannel], requests, out_queue, stop_flag, parent_pid: int) -> None:
-    """Entry point of an inference server process. Ctrl+C is the learner's to handle: it stops us."""
+                        channels: Dict[int, InferenceChannel], requests, out_queue, stop_flag, parent_pid: int,
+                        parent_state: Optional[dict] = None) -> None:
+    """Entry point of an inference server process. Ctrl+C is the learner's to handle: it stops us.
+    parent_state: the learner's environment, folder and import path (mp.parent_state), taken over first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_state is not None:
+        mp.adopt(parent_state)
+    parent = mp.ParentWatch(parent_pid)
     from omegaconf import OmegaConf
 
     from sf_hydra.sampler.messages import ServerFailed
@@ -229,7 +233,7 @@ def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_s
     torch.set_num_threads(cfg.hardware.torch_threads)
     try:
         server = InferenceServer(cfg, obs_space, action_space, stores, channels)
-        while not bool(stop_flag[0]) and os.getppid() == parent_pid:
+        while not bool(stop_flag[0]) and parent.alive():
             try:
                 batch = [requests.get(timeout=0.2)]
             except queue.Empty:

@@ -3,6 +3,7 @@ trajectory data stays in the shared buffers and only slot indices travel."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional
 
@@ -58,3 +59,4 @@ class Trajectories:
     outcomes: List[tuple] = field(default_factory=list)
     nonfinite_replaced: int = 0
     env_restarts: int = 0
+    sent_at: float = field(default_factory=time.time)  # the worker's wall clock when it reported them

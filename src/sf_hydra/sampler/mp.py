@@ -1,4 +1,4 @@
-"""The process context for the sampler: `multiprocess` with spawn, taught to share torch
+"""The process context for the sampler: `multiprocess` with a fork server, taught to share torch
 tensors by handle (its own pickler does not know torch and would copy them)."""
 
 from __future__ import annotations
@@ -36,9 +36,69 @@ def register_torch_reducers() -> None:
     _registered = True
 
 
+# What the fork server imports once, before it forks any sampler process: each worker or inference
+# server then starts with torch and its own module already loaded (spawned, each imported them
+# itself: about 2-3 s of CPU per process here, more while the learner imports Lightning beside it).
+FORKSERVER_PRELOAD = ["torch", "sf_hydra.sampler.rollout_worker", "sf_hydra.sampler.inference_server"]
+
+
 def context():
+    """`multiprocess`'s forkserver context: a clean server process (it imports, never runs torch ops,
+    so forking it is safe) forks each sampler process. The children take the learner's environment,
+    working folder and import path from their arguments (`parent_state` / `adopt`), since a fork
+    server's are those of when it started."""
     register_torch_reducers()
-    return multiprocess.get_context("spawn")
+    ctx = multiprocess.get_context("forkserver")
+    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return ctx
+
+
+def warm_up() -> None:
+    """Starts the fork server now, so that it imports its preload while this process does other
+    start-up work (train.py calls it before composing the config)."""
+    context()
+    from multiprocess import forkserver
+
+    forkserver.ensure_running()
+
+
+def parent_state() -> dict:
+    """What a sampler process takes over from the learner at its start (see `adopt`)."""
+    return {"environ": dict(os.environ), "cwd": os.getcwd(), "sys_path": list(sys.path)}
+
+
+def adopt(state: dict) -> None:
+    """Makes this (forked-by-the-server) process see the learner's environment variables, working
+    folder and import path as they were when it was started."""
+    os.environ.clear()
+    os.environ.update(state["environ"])
+    with contextlib.suppress(OSError):  # the folder may be gone; the run folders are absolute paths
+        os.chdir(state["cwd"])
+    sys.path[:] = state["sys_path"]
+
+
+class ParentWatch:
+    """Whether the learner that started this sampler process still lives. Forked by the fork server,
+    the process's parent is that server, which exits when the learner does (its lifeline to the
+    learner closes); spawned or forked directly, the parent is the learner. Either way the parent it
+    had at start changes (re-parented) when the learner dies; the learner's pid is probed too."""
+
+    def __init__(self, learner_pid: int):
+        self.learner_pid = learner_pid
+        self.parent_at_start = os.getppid()
+
+    def alive(self) -> bool:
+        if os.getppid() != self.parent_at_start:
+            return False
+        if self.parent_at_start == self.learner_pid:
+            return True
+        try:
+            os.kill(self.learner_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # a live process of another user (the pid was reused): not ours
+            return False
+        return True
 
 
 @contextlib.contextmanager

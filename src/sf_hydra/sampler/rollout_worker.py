@@ -81,6 +81,7 @@ class WorkerBase:
         self.obs_fields: Dict[str, str] = {}  # observation key -> its field name, filled at the first step
         self.free_slots, self.out_queue = free_slots, out_queue
         self.stop_flag, self.sync_round, self.parent_pid = stop_flag, sync_round, parent_pid
+        self.parent_watch = mp.ParentWatch(parent_pid) if parent_pid is not None else None
         self.rollout = cfg.algo.rollout
         self.reward_scale, self.reward_clip = cfg.env.reward_scale, cfg.env.reward_clip
         self.frameskip = cfg.env.frameskip
@@ -306,7 +307,7 @@ class WorkerBase:
             pass
 
     def _check_alive(self) -> None:
-        if bool(self.stop_flag[0]) or (self.parent_pid is not None and os.getppid() != self.parent_pid):
+        if bool(self.stop_flag[0]) or (self.parent_watch is not None and not self.parent_watch.alive()):
             raise StopRequested()
 
     def _acquire_slots(self, n: int) -> torch.Tensor:
@@ -430,10 +431,14 @@ def decorrelation_sleep(worker_id: int, cfg, check_alive, beat) -> float:
 
 
 def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, stores, free_slots, out_queue,
-                        stop_flag, sync_round, heartbeats, parent_pid: int, channel=None) -> None:
+                        stop_flag, sync_round, heartbeats, parent_pid: int, channel=None,
+                        parent_state: Optional[dict] = None) -> None:
     """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
-    Ctrl+C is the learner's to handle: it stops us."""
+    Ctrl+C is the learner's to handle: it stops us. parent_state: the learner's environment,
+    folder and import path (mp.parent_state), taken over first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_state is not None:
+        mp.adopt(parent_state)
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create(cfg_container)

@@ -99,6 +99,9 @@ class Sampler:
         self._next_serial = 0
         self._backlog: list = []
         self.started = False
+        self.slots_handed_out = False
+        self.ready_workers = set()  # launch(hand_out_slots=True) gave the workers their slots already
+        self.ready_workers: set = set()  # workers that reported WorkerReady (start waits for all)
 
     def _allocate(self, cfg, obs_space, action_space, model) -> None:
         """Everything the processes share, in shared memory: buffers, weights, signals."""
@@ -132,23 +135,29 @@ class Sampler:
         return self.num_workers * self.rows_per_worker
 
     # -- life cycle ----------------------------------------------------------------------------
-    def launch(self) -> None:
+    def launch(self, hand_out_slots: bool = False) -> None:
         """Starts the worker processes: each imports, builds its envs and its policy copy, then waits for its
-        slots (`start`), so none acts before the learner's weights are published. train.py launches them
-        before its own slow imports (Lightning), so both go on at once."""
+        slots. train.py launches them before its own slow imports (Lightning), so both go on at once.
+        By default the slots come with `start`, after the learner published its weights. With
+        `hand_out_slots` they come now, and the workers collect with the weights the stores hold already: the
+        caller's promise that those are the learner's initial weights (train.py: a fresh run, whose models it
+        built from the same random state as the learner's)."""
         if self.serial or self.processes:
             return
+        if hand_out_slots:
+            self._hand_out_slots()
         plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
+        state = mp.parent_state()
         for k, requests in enumerate(self.server_queues):
             served = {w: ch for w, ch in self.channels.items() if ch.server_id == k}
             args = (k, plain_cfg, self.obs_space, self.action_space, self.stores, served, requests, self.out_queue,
-                    self.stop_flag, os.getpid())
+                    self.stop_flag, os.getpid(), state)
             p = self.ctx.Process(target=server_process_main, args=args, name=f"inference-server-{k}", daemon=True)
             p.start()
             self.processes.append(p)
         for w in range(self.num_workers):
             args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
-                    self.stop_flag, self.sync_round, self.heartbeats, os.getpid(), self.channels.get(w))
+                    self.stop_flag, self.sync_round, self.heartbeats, os.getpid(), self.channels.get(w), state)
             p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
             p.start()
             self.processes.append(p)
@@ -156,8 +165,7 @@ class Sampler:
     def start(self) -> None:
         """Hands every worker its slots, starts them (unless `launch` did) and waits until each has built its
         envs."""
-        for w in range(self.num_workers):
-            self.free_queues[w].put(list(range(w * self.per_worker, (w + 1) * self.per_worker)))
+        self._hand_out_slots()
         if self.serial:
             cfg = OmegaConf.create(OmegaConf.to_container(self.cfg, resolve=True))
             self.serial_workers = [
@@ -170,12 +178,20 @@ class Sampler:
             self._wait_ready()
         self.started = True
 
+    def _hand_out_slots(self) -> None:
+        """Each worker's own slots, once per sampler (twice would let two rollouts write one slot)."""
+        if self.slots_handed_out:
+            return
+        for w in range(self.num_workers):
+            self.free_queues[w].put(list(range(w * self.per_worker, (w + 1) * self.per_worker)))
+        self.slots_handed_out = True
+
     def _wait_ready(self) -> None:
-        ready, deadline = set(), time.monotonic() + self.cfg.hardware.worker_start_timeout_sec
-        while len(ready) < self.num_workers:
+        deadline = time.monotonic() + self.cfg.hardware.worker_start_timeout_sec
+        while len(self.ready_workers) < self.num_workers:
             msg = self._get(deadline - time.monotonic(), during="start-up")
             if isinstance(msg, WorkerReady):
-                ready.add(msg.worker_id)
+                self.ready_workers.add(msg.worker_id)
             else:  # a fast worker's first trajectories: keep them for poll()
                 self._backlog.append(msg)
         log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.cfg.hardware.num_envs_per_worker)
@@ -198,6 +214,8 @@ class Sampler:
                 p.join(timeout=5.0)
         self.processes = []
         self.started = False
+        self.slots_handed_out = False
+        self.ready_workers = set()
 
     def _drain(self) -> None:
         try:
@@ -276,6 +294,8 @@ class Sampler:
             self._check_processes()
             return None
         msg = self._checked(msg)
+        if isinstance(msg, WorkerReady):  # polled before start(): start must not wait for it again
+            self.ready_workers.add(msg.worker_id)
         return msg if isinstance(msg, Trajectories) else None
 
     def _collect_serial(self) -> Trajectories:

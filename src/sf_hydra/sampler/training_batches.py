@@ -90,7 +90,8 @@ class TrainingBatches(IterableDataset):
         self.frameskip = cfg.env.frameskip
         self.benchmark = bool(cfg.get("benchmark", False))
         self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
-        self.first_trajectory_s: Optional[float] = None  # seconds from launch to the first trajectory
+        self.first_trajectory_s: Optional[float] = None  # seconds from launch to the learner's first trajectory
+        self.first_rollout_s: Optional[float] = None  # ... to a worker reporting that trajectory
         # A CUDA learner: batches are gathered into pinned staging memory, so that moving one to
         # the device is a non-blocking DMA copy. A set is reused STAGING_RING batches later: its
         # copy to the device finished long before (the training step in between synchronizes).
@@ -122,6 +123,8 @@ class TrainingBatches(IterableDataset):
                 silent_since = time.monotonic()
                 if self.first_trajectory_s is None:
                     self.first_trajectory_s = seconds_since_launch()
+                    # when a worker reported it (it may have waited in the queue while the learner started)
+                    self.first_rollout_s = traj.sent_at - (time.time() - self.first_trajectory_s)
                 in_round += len(traj.slots)
                 received.add(traj)
                 self._sort(traj.slots, pending, received)
@@ -138,6 +141,7 @@ class TrainingBatches(IterableDataset):
             self._release(slots)
             received.gather += time.monotonic() - t1
             batch["meta"] = received.meta(policy)
+            batch["meta"]["first_rollout_s"] = self.first_rollout_s
             batch["meta"]["first_trajectory_s"] = self.first_trajectory_s
             yield batch
             if self.sync and in_round >= self.round_size and not any(pending):

@@ -1,0 +1,73 @@
+"""A fresh run's rollout workers collect while the learner is still being built (train.py
+launch_sampler): they act with the weights the learner starts from, each slot is handed out once,
+and a resumed run's workers wait for the learner's first publish."""
+
+import time
+
+import torch
+
+from sf_hydra.config import validate
+from sf_hydra.learner.ppo_learner import PPOLearner
+from sf_hydra.sampler.env_info import describe_env
+from sf_hydra.train import initial_policies, launch_sampler, seed_everything
+
+
+def test_the_learner_starts_from_the_weights_the_workers_act_with(tmp_cfg):
+    cfg = tmp_cfg("algo.num_policies=2", "model.use_rnn=true", "model.rnn_size=16")
+    env = describe_env(cfg.env, seed=0)
+    seed_everything(0)
+    early = initial_policies(cfg, env)
+    learner = PPOLearner(cfg, env.observation_space, env.action_space)
+    assert len(early) == 2
+    for k, model in enumerate(early):
+        built = learner.policies[k].state_dict()
+        for name, tensor in model.state_dict().items():
+            assert torch.equal(tensor, built[name]), (k, name)
+    first, second = (dict(m.named_parameters()) for m in early)
+    assert any(not torch.equal(first[n], second[n]) for n in first)  # each policy its own draw, as the learner's
+
+
+def _poll_for(sampler, seconds: float) -> list:
+    got, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        traj = sampler.poll(0.2)
+        if traj is not None:
+            got.append(traj)
+    return got
+
+
+def test_a_fresh_runs_workers_collect_before_the_learner_starts_and_use_each_slot_once(tmp_cfg):
+    cfg = tmp_cfg("hardware.num_workers=2", "hardware.num_envs_per_worker=4", "algo.rollout=16")
+    validate(cfg)
+    env = describe_env(cfg.env, seed=0)
+    sampler = launch_sampler(cfg, env, fresh_run=True)
+    try:
+        early = []
+        deadline = time.monotonic() + 60
+        while not early and time.monotonic() < deadline:  # no start(): nobody handed slots out but the launch
+            early += _poll_for(sampler, 0.5)
+        assert early, "no trajectory from a fresh run's workers before start()"
+        assert all(int(v) == 0 for t in early for v in sampler.buffers["policy_versions"][t.slots].flatten())
+        sampler.start()
+        in_use = set()
+        for traj in early + _poll_for(sampler, 2.0):
+            assert not in_use & set(traj.slots), "a slot reported twice before it was freed"
+            in_use |= set(traj.slots)
+        assert len(in_use) <= sampler.num_workers * sampler.per_worker
+        sampler.free(sorted(in_use))
+        assert _poll_for(sampler, 2.0), "the workers stopped after their slots came back"
+    finally:
+        sampler.stop()
+
+
+def test_a_resumed_runs_workers_wait_for_the_learners_weights(tmp_cfg):
+    cfg = tmp_cfg("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=8")
+    validate(cfg)
+    env = describe_env(cfg.env, seed=0)
+    sampler = launch_sampler(cfg, env, fresh_run=False)
+    try:
+        assert not _poll_for(sampler, 4.0)  # built and ready, but no slots until start()
+        sampler.start()
+        assert _poll_for(sampler, 2.0)
+    finally:
+        sampler.stop()
