@@ -6,8 +6,8 @@ calls the result. So a family, an encoder, an RNN core, an action head, the netw
 the optimizer of a user is a dotted path in the user's own yaml; nothing is registered.
 
 User code is found on sys.path or under the current directory, which is appended to sys.path
-once here (as `python -m` would). Worker processes are spawned with a copy of the parent's
-sys.path, so what the main process resolved before starting them, they resolve too.
+once here (as `python -m` would). Worker processes start with a copy of the parent's sys.path
+(sampler/mp.py), so what the main process resolved before starting them, they resolve too.
 
 Invariant: a path that cannot be imported is a `ConfigError` naming the config key (e.g.
 `env.factory._target_`) and the dotted path, never a raw Hydra traceback; `check_targets`

@@ -7,7 +7,7 @@ allowed names. Invariants every choice keeps:
 - a member's name is its value, so the spelling a user types, the one `config.yaml` saves
   (OmegaConf writes enums by name) and the one code compares with are the same text;
 - members are `str`: `cfg.model.rnn_type == "gru"`, dict lookups by the plain string, `str()`
-  and f-strings all behave as with the plain string. This holds in spawned workers too,
+  and f-strings all behave as with the plain string. This holds in worker processes too,
   which receive `OmegaConf.to_container(cfg, resolve=True)` (the members themselves,
   pickled by value) and re-create an untyped config from it.
 """

@@ -90,7 +90,7 @@ def env_family(env_cfg) -> EnvFamily:
 
 def make_env(env_cfg: Any, seed: Optional[int] = None, render_mode: Optional[str] = None) -> gym.Env:
     """One env of the family `env_cfg.factory` names. `env_cfg` is the `env` node: a DictConfig,
-    or the plain dict a spawned worker re-creates its config from."""
+    or the plain dict a worker process re-creates its config from."""
     env_cfg = _as_node(env_cfg)
     env = env_family(env_cfg).make(env_cfg, seed=seed, render_mode=render_mode)
     return _wrapped(env, env_cfg)
