@@ -13,6 +13,7 @@ continues its W&B run; in a `--multirun` sweep the runs are grouped under the sw
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from pathlib import Path
 from typing import List, Optional
@@ -97,12 +98,10 @@ def start_wandb(cfg, run_dir: Path, resuming: bool):
 
 
 def finish_wandb(failed: bool) -> None:
-    """Closes this process's W&B run (flushing it to disk or the server), if one is open."""
-    try:
-        import wandb
-    except ImportError:
-        return
-    if wandb.run is None:
+    """Closes this process's W&B run (flushing it to disk or the server), if one is open. A run
+    that never imported wandb has none open: it is not imported just to ask (0.8 s here)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is None or getattr(wandb, "run", None) is None:
         return
     try:
         wandb.finish(exit_code=1 if failed else 0)
