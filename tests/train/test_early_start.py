@@ -3,6 +3,7 @@ launch_sampler): they act with the weights the learner starts from, each slot is
 and a resumed run's workers wait for the learner's first publish."""
 
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -36,12 +37,21 @@ def _poll_for(sampler, seconds: float) -> list:
     return got
 
 
-def test_a_fresh_runs_workers_collect_before_the_learner_starts_and_use_each_slot_once(tmp_cfg):
-    cfg = tmp_cfg("hardware.num_workers=2", "hardware.num_envs_per_worker=4", "algo.rollout=16")
+@contextmanager
+def _launched(tmp_cfg, fresh_run: bool, *overrides: str):
+    """A sampler launched as train.py launches it (no learner); stopped on exit."""
+    cfg = tmp_cfg(*overrides)
     validate(cfg)
-    env = describe_env(cfg.env, seed=0)
-    sampler = launch_sampler(cfg, env, fresh_run=True)
+    sampler = launch_sampler(cfg, describe_env(cfg.env, seed=0), fresh_run=fresh_run)
     try:
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+def test_a_fresh_runs_workers_collect_before_the_learner_starts_and_use_each_slot_once(tmp_cfg):
+    overrides = ("hardware.num_workers=2", "hardware.num_envs_per_worker=4", "algo.rollout=16")
+    with _launched(tmp_cfg, True, *overrides) as sampler:
         early = []
         deadline = time.monotonic() + 60
         while not early and time.monotonic() < deadline:  # no start(): nobody handed slots out but the launch
@@ -56,18 +66,11 @@ def test_a_fresh_runs_workers_collect_before_the_learner_starts_and_use_each_slo
         assert len(in_use) <= sampler.num_workers * sampler.per_worker
         sampler.free(sorted(in_use))
         assert _poll_for(sampler, 2.0), "the workers stopped after their slots came back"
-    finally:
-        sampler.stop()
 
 
 def test_a_resumed_runs_workers_wait_for_the_learners_weights(tmp_cfg):
-    cfg = tmp_cfg("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=8")
-    validate(cfg)
-    env = describe_env(cfg.env, seed=0)
-    sampler = launch_sampler(cfg, env, fresh_run=False)
-    try:
+    overrides = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=8")
+    with _launched(tmp_cfg, False, *overrides) as sampler:
         assert not _poll_for(sampler, 4.0)  # built and ready, but no slots until start()
         sampler.start()
         assert _poll_for(sampler, 2.0)
-    finally:
-        sampler.stop()
