@@ -55,7 +55,7 @@ def context():
 
 def warm_up() -> None:
     """Starts the fork server now, so that it imports its preload while this process does other
-    start-up work (train.py calls it before composing the config)."""
+    start-up work (train.py calls it as soon as the command line's config is checked)."""
     context()
     from multiprocess import forkserver
 

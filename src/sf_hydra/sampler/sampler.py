@@ -99,8 +99,7 @@ class Sampler:
         self._next_serial = 0
         self._backlog: list = []
         self.started = False
-        self.slots_handed_out = False
-        self.ready_workers = set()  # launch(hand_out_slots=True) gave the workers their slots already
+        self.slots_handed_out = False  # launch(hand_out_slots=True) gave the workers their slots already
         self.ready_workers: set = set()  # workers that reported WorkerReady (start waits for all)
 
     def _allocate(self, cfg, obs_space, action_space, model) -> None:
