@@ -50,7 +50,7 @@ from _common import (  # noqa: E402
     steady_fps,
     wait_for_quiet,
 )
-from vs_sample_factory import Preset, RunResult, run_ours  # noqa: E402
+from vs_sample_factory import Preset, RunResult, SfPython, run_ours  # noqa: E402
 
 # SF's gym example (its docstring's CartPole recipe) through our launcher, which registers any gym id
 GYM_RECIPE = [str(Path(__file__).resolve().parent / "sf_gym_env.py"), "--algo=APPO", "--use_rnn=False",
@@ -107,19 +107,20 @@ def read_sf_scalars(summary_dir: Path, tag: str) -> List[Point]:
     return sorted((e.wall_time, float(e.step), e.value) for e in acc.Scalars(tag))
 
 
-def sf_command(venv: Path, case: EnvCase, train_dir: Path, seed: int, env_steps: int) -> List[str]:
+def sf_command(python: str, case: EnvCase, train_dir: Path, seed: int, env_steps: int) -> List[str]:
     n, k = case.workers
-    return [str(venv / "bin" / "python"), *case.sf_args, *case.sf_extra, "--device=cpu", "--with_wandb=False",
+    return [python, *case.sf_args, *case.sf_extra, "--device=cpu", "--with_wandb=False",
             "--experiment_summaries_interval=5", f"--num_workers={n}", f"--num_envs_per_worker={k}",
             f"--experiment=sf_{seed}", f"--train_dir={train_dir}", f"--seed={seed}",
             f"--train_for_env_steps={env_steps}"]
 
 
-def run_sf(venv: Path, case: EnvCase, work: Path, seed: int, env_steps: int, timeout: float) -> RunResult:
+def run_sf(sf: SfPython, case: EnvCase, work: Path, seed: int, env_steps: int, timeout: float) -> RunResult:
     run_dir = _fresh(work / f"sf_{seed}")
     log = run_dir / "stdout.log"
     train_dir = work / "sf_train"
-    proc = run_tree(sf_command(venv, case, train_dir, seed, env_steps), log, cwd=run_dir, timeout=timeout)
+    proc = run_tree(sf_command(sf.python, case, train_dir, seed, env_steps), log, cwd=run_dir, env=sf.env(),
+                    timeout=timeout)
     summary = train_dir / f"sf_{seed}" / ".summary" / "0"
     returns = [(w, s, v / case.sf_reward_scaling) for w, s, v in
                read_sf_scalars(summary, "policy_stats/avg_true_objective")]
@@ -192,6 +193,10 @@ def parse_args(argv=None):
     p.add_argument("--env-steps", type=int, default=None, help="frame budget (default: the env's)")
     p.add_argument("--systems", default="sf,ours", help="comma list: sf, ours")
     p.add_argument("--venv", type=Path, default=Path("/work/sf_venv"))
+    p.add_argument("--sf-python", default=None, metavar="PATH",
+                   help="run Sample Factory with this interpreter instead of the venv's")
+    p.add_argument("--sf-pythonpath", default=None, metavar="DIRS",
+                   help="PYTHONPATH for Sample Factory's runs only (its packages unpacked into a folder)")
     add_run_args(p, timeout=3600.0)
     return p.parse_args(argv)
 
@@ -200,8 +205,9 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     exit_cleanly_on_signals()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if "sf" in systems and not (args.venv / "bin" / "python").exists():
-        sys.exit(f"no venv at {args.venv}: run benchmarks/vs_sample_factory.py --setup first")
+    sf = SfPython.from_args(args)
+    if "sf" in systems and not sf.exists():
+        sys.exit(f"no Sample Factory python at {sf.python}: run benchmarks/vs_sample_factory.py --setup first")
     root = args.work_dir or Path(tempfile.mkdtemp(prefix="learn_vs_sf_"))
     rows, all_ok = [], True
     for env in args.envs:
@@ -214,7 +220,7 @@ def main(argv=None) -> None:
         for seed in range(args.first_seed, args.first_seed + seeds):
             if "sf" in systems:
                 wait_for_quiet(args.wait_quiet)
-                results.append(run_sf(args.venv, case, work, seed, budget, args.timeout))
+                results.append(run_sf(sf, case, work, seed, budget, args.timeout))
                 print_run(env, results[-1])
             if "ours" in systems:
                 wait_for_quiet(args.wait_quiet)

@@ -35,7 +35,8 @@ def test_summary_row_medians_ranges_and_gap():
 
 def test_both_sides_get_the_same_workers_budget_and_seed():
     case = ENVS["doom/basic"]
-    cmd = sf_command(Path("/venv"), case, Path("/runs"), seed=3, env_steps=300_000)
+    cmd = sf_command("/venv/bin/python", case, Path("/runs"), seed=3, env_steps=300_000)
+    assert cmd[0] == "/venv/bin/python"
     assert "--env=doom_basic" in cmd and "--seed=3" in cmd and "--train_for_env_steps=300000" in cmd
     assert f"--num_workers={case.workers[0]}" in cmd and f"--num_envs_per_worker={case.workers[1]}" in cmd
     assert case.sf_reward_scaling == 0.01  # SF's doom_basic spec scales rewards: undone before comparing
