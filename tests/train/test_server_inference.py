@@ -45,17 +45,11 @@ def test_the_gpu_preset_is_refused_without_cuda(tmp_path):
 
 
 @pytest.mark.gpu
-def test_the_gpu_preset_trains_cartpole(tmp_path):
+@pytest.mark.parametrize("acting", [("hardware=gpu",), ("hardware.device=cuda",)], ids=["gpu_preset", "in_worker"])
+def test_a_cuda_learner_trains_cartpole(tmp_path, acting):
+    """The gpu preset (learner and inference server on CUDA) and a CUDA learner with acting in the workers."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    summary = train(make_cfg(tmp_path, "hardware=gpu", "hardware.num_workers=2", "train_for_env_steps=40000"))
-    assert summary["avg_return"] > 50, summary["avg_return"]
-
-
-@pytest.mark.gpu
-def test_a_cuda_learner_with_acting_in_the_workers_trains_cartpole(tmp_path):
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    summary = train(make_cfg(tmp_path, "hardware.device=cuda", "hardware.num_workers=2", "train_for_env_steps=40000"))
+    summary = train(make_cfg(tmp_path, *acting, "hardware.num_workers=2", "train_for_env_steps=40000"))
     assert summary["avg_return"] > 50, summary["avg_return"]
     assert summary["profile"]["learner"]["to_device"]["seconds"] > 0

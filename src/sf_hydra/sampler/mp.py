@@ -44,9 +44,9 @@ FORKSERVER_PRELOAD = ["torch", "sf_hydra.sampler.rollout_worker", "sf_hydra.samp
 
 def context():
     """`multiprocess`'s forkserver context: a clean server process (it imports, never runs torch ops,
-    so forking it is safe) forks each sampler process. The children take the learner's environment,
-    working folder and import path from their arguments (`parent_state` / `adopt`), since a fork
-    server's are those of when it started."""
+    so forking it is safe) forks each sampler process. The children take the learner's environment
+    variables from their arguments (`parent_state` / `adopt`), since a fork server's are those of
+    when it started."""
     register_torch_reducers()
     ctx = multiprocess.get_context("forkserver")
     ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
@@ -64,17 +64,14 @@ def warm_up() -> None:
 
 def parent_state() -> dict:
     """What a sampler process takes over from the learner at its start (see `adopt`)."""
-    return {"environ": dict(os.environ), "cwd": os.getcwd(), "sys_path": list(sys.path)}
+    return {"environ": dict(os.environ)}
 
 
 def adopt(state: dict) -> None:
-    """Makes this (forked-by-the-server) process see the learner's environment variables, working
-    folder and import path as they were when it was started."""
+    """Makes this (forked-by-the-server) process see the learner's environment variables as they were
+    when it was started. (Its folder and sys.path already come with multiprocess's preparation data.)"""
     os.environ.clear()
     os.environ.update(state["environ"])
-    with contextlib.suppress(OSError):  # the folder may be gone; the run folders are absolute paths
-        os.chdir(state["cwd"])
-    sys.path[:] = state["sys_path"]
 
 
 class ParentWatch:
