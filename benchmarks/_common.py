@@ -7,6 +7,7 @@ Both systems are measured from such points so that FPS means the same thing for 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import statistics
@@ -225,6 +226,22 @@ def python_env(extra_path: Optional[Path] = None, repo: Path = REPO) -> dict:
 
 def train_py_command(python: str, overrides: Sequence[str], repo: Path = REPO) -> List[str]:
     return [python, str(repo / "train.py"), *overrides]
+
+
+@contextlib.contextmanager
+def revision_checkout(rev: Optional[str], work: Path):
+    """A detached worktree of this repository at git revision `rev` in `work` (None: yields None),
+    removed again on exit: a baseline run's train.py and src/ (same venv)."""
+    if rev is None:
+        yield None
+        return
+    path = work / "baseline_checkout"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), rev], check=True,
+                   stdout=subprocess.DEVNULL)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)], check=False)
 
 
 def read_tb_scalars(run_dir: Path, tag: str) -> List[Point]:

@@ -2,6 +2,7 @@
 
     python benchmarks/startup.py --repeats 5
     python benchmarks/startup.py --repeats 3 --configs doom_basic -- hardware.use_env_info_cache=false
+    python benchmarks/startup.py --repeats 3 --baseline HEAD~1
 
 Each run is a fresh `python train.py` process with a small budget; the run writes its start-up
 milestones, counted from its process's start (interpreter start-up and imports included), to
@@ -9,7 +10,9 @@ summary.json (`profile.startup`; learner/profile.py): `first_rollout_s` (a worke
 trajectory), `first_trajectory_s` (the learner took it from the queue), `first_update_s`. Printed
 per run and as medians per config: those three, and the whole command's wall seconds (launch to exit,
 teardown included). Configs alternate (cartpole, doom_basic, cartpole, ...) so a busy machine slows
-them alike; "other CPU" says how busy it was. The bar of the throughput issue: first trajectory
+them alike; "other CPU" says how busy it was. `--baseline REV` runs each config also as of git
+revision REV (a temporary worktree, same venv), alternating with the checkout: a change's before
+and after. The bar of the throughput issue: first trajectory
 within 3 s on the 2-core reference machine.
 """
 
@@ -23,12 +26,14 @@ from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    REPO,
     exit_cleanly_on_signals,
     fmt,
     median,
     print_table,
     python_env,
     read_summary,
+    revision_checkout,
     run_tree,
     train_py_command,
     wait_for_quiet,
@@ -40,14 +45,18 @@ CONFIGS: Dict[str, List[str]] = {
 }
 
 
-def run_once(name: str, i: int, work: Path, extra: List[str], timeout: float) -> dict:
-    run_dir = work / f"{name}_{i}"
-    overrides = [*CONFIGS[name], f"train_dir={work / 'train'}", f"experiment={name}_{i}", "seed=0",
+def run_once(name: str, i: int, work: Path, extra: List[str], timeout: float, repo: Path = REPO,
+             system: str = "") -> dict:
+    """One run of config `name` from the checkout `repo` (`system`: "" for this checkout, "base")."""
+    experiment = f"{name}{'_' + system if system else ''}_{i}"
+    run_dir = work / experiment
+    overrides = [*CONFIGS[name], f"train_dir={work / 'train'}", f"experiment={experiment}", "seed=0",
                  "train_until_avg_return=null", *extra]
-    proc = run_tree(train_py_command(sys.executable, overrides), run_dir / "stdout.log", cwd=work,
-                    env=python_env(), timeout=timeout)
-    startup = read_summary(work / "train" / f"{name}_{i}").get("profile", {}).get("startup", {})
-    return {"config": name, "ok": proc.returncode == 0, "wall": proc.wall_seconds, "other": proc.other_cpu,
+    proc = run_tree(train_py_command(sys.executable, overrides, repo), run_dir / "stdout.log", cwd=work,
+                    env=python_env(repo=repo), timeout=timeout)
+    startup = read_summary(work / "train" / experiment).get("profile", {}).get("startup", {})
+    return {"config": name + (f" @{system}" if system else ""), "ok": proc.returncode == 0,
+            "wall": proc.wall_seconds, "other": proc.other_cpu, "log": run_dir / "stdout.log",
             "first_rollout": startup.get("first_rollout_s"), "first_trajectory": startup.get("first_trajectory_s"),
             "first_update": startup.get("first_update_s")}
 
@@ -58,24 +67,28 @@ def main(argv=None) -> None:
     p.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=sorted(CONFIGS))
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--baseline", metavar="REV", default=None,
+                   help="also run each config as of this git revision (before/after a change), alternating")
     p.add_argument("overrides", nargs="*", help="after `--`: extra Hydra overrides")
     args = p.parse_args(argv)
     exit_cleanly_on_signals()
     results = []
-    with tempfile.TemporaryDirectory(prefix="startup_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="startup_") as tmp, revision_checkout(args.baseline, Path(tmp)) as base:
+        systems = [("", REPO)] + ([("base", base)] if base is not None else [])
         for i in range(args.repeats):
             for name in args.configs:
-                wait_for_quiet(args.wait_quiet)
-                r = run_once(name, i, Path(tmp), args.overrides, args.timeout)
-                results.append(r)
-                print(f"[{name} run {i}] first rollout {fmt(r['first_rollout'], '.2f')} s, "
-                      f"first trajectory {fmt(r['first_trajectory'], '.2f')} s, first update "
-                      f"{fmt(r['first_update'], '.2f')} s, wall {r['wall']:.1f} s, other CPU {r['other']:.2f} cores"
-                      f"{'' if r['ok'] else '  FAILED'}", flush=True)
-                if not r["ok"]:
-                    print((Path(tmp) / f"{name}_{i}" / "stdout.log").read_text(errors="replace")[-2000:])
+                for system, repo in systems:
+                    wait_for_quiet(args.wait_quiet)
+                    r = run_once(name, i, Path(tmp), args.overrides, args.timeout, repo, system)
+                    results.append(r)
+                    print(f"[{r['config']} run {i}] first rollout {fmt(r['first_rollout'], '.2f')} s, "
+                          f"first trajectory {fmt(r['first_trajectory'], '.2f')} s, first update "
+                          f"{fmt(r['first_update'], '.2f')} s, wall {r['wall']:.1f} s, "
+                          f"other CPU {r['other']:.2f} cores{'' if r['ok'] else '  FAILED'}", flush=True)
+                    if not r["ok"]:
+                        print(r["log"].read_text(errors="replace")[-2000:])
     rows = []
-    for name in args.configs:
+    for name in dict.fromkeys(r["config"] for r in results):
         mine = [r for r in results if r["config"] == name]
         rows.append([name, f"{sum(r['ok'] for r in mine)}/{len(mine)}",
                      fmt(median(r["first_rollout"] for r in mine), ".2f"),

@@ -73,6 +73,7 @@ from _common import (  # noqa: E402
     ratio,
     read_summary,
     read_tb_scalars,
+    revision_checkout,
     run_tree,
     steady_fps,
     train_py_command,
@@ -389,38 +390,28 @@ def main(argv=None) -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="vs_sf_"))
     print(f"preset {args.preset}, {env_steps:,} env steps, {args.repeats} repeats, runs in {work}", flush=True)
     results = []
-    base_repo = checkout(args.baseline, work) if args.baseline else None
     try:
-        for i in range(args.repeats):
-            seed = args.first_seed + i
-            if "sf" in systems:
-                wait_for_quiet(args.wait_quiet)
-                results.append(run_sf(sf, preset, work, seed, env_steps, args.sf_arg, args.timeout))
-                print_run(results[-1], preset.target)
-            if base_repo is not None:
-                wait_for_quiet(args.wait_quiet)
-                results.append(run_ours(preset, work, seed, env_steps, args.overrides, args.timeout,
-                                        base_repo, "base"))
-                print_run(results[-1], preset.target)
-            for label, overrides in (variants if "ours" in systems else []):
-                wait_for_quiet(args.wait_quiet)
-                results.append(run_ours(preset, work, seed, env_steps, [*args.overrides, *overrides], args.timeout,
-                                        system=label))
-                print_run(results[-1], preset.target)
+        with revision_checkout(args.baseline, work) as base_repo:
+            for i in range(args.repeats):
+                seed = args.first_seed + i
+                if "sf" in systems:
+                    wait_for_quiet(args.wait_quiet)
+                    results.append(run_sf(sf, preset, work, seed, env_steps, args.sf_arg, args.timeout))
+                    print_run(results[-1], preset.target)
+                if base_repo is not None:
+                    wait_for_quiet(args.wait_quiet)
+                    results.append(run_ours(preset, work, seed, env_steps, args.overrides, args.timeout,
+                                            base_repo, "base"))
+                    print_run(results[-1], preset.target)
+                for label, overrides in (variants if "ours" in systems else []):
+                    wait_for_quiet(args.wait_quiet)
+                    results.append(run_ours(preset, work, seed, env_steps, [*args.overrides, *overrides],
+                                            args.timeout, system=label))
+                    print_run(results[-1], preset.target)
     finally:
-        if base_repo is not None:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base_repo)], check=False)
         if args.work_dir is None and all(r.ok for r in results):
             shutil.rmtree(work, ignore_errors=True)
     summarize(results, preset.target, labels)
-
-
-def checkout(rev: str, work: Path) -> Path:
-    """A detached worktree of this repository at `rev` (removed again at the end of main)."""
-    path = work / "baseline_checkout"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), rev], check=True,
-                   stdout=subprocess.DEVNULL)
-    return path
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -278,10 +278,11 @@ def check_creatable(key: str, folder) -> None:
         raise ConfigError(key, str(folder), f"a folder that can be created: permission denied on {probe}")
 
 
-def precheck(argv: Sequence[str], config_dir: str, multirun: bool):
+def precheck(argv: Sequence[str], config_dir: str, multirun: bool, rules_passed: Optional[Callable] = None):
     """Raises ConfigError for bad input in `argv` (Hydra's command line). For a single run returns the
     composed config after sf_hydra.train.check_config passed; None when Hydra only shows something (--help, --cfg)
-    or in --multirun."""
+    or in --multirun. `rules_passed`: called (single runs) once the config's own rules passed, before the checks
+    that import torch and the envs (train.py starts the sampler's fork server there)."""
     from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(list(argv))
@@ -316,6 +317,8 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool):
     with open_dict(cfg):
         cfg.pop("hydra", None)  # the task function's config has no hydra node either
     validate(cfg)  # the config's own rules first: they need no heavy import (torch, envs) to refuse
+    if rules_passed is not None:
+        rules_passed()
     from sf_hydra.train import check_config
 
     check_config(cfg)
@@ -326,7 +329,7 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool):
     return cfg
 
 
-def check_command_line(argv: Sequence[str], config_dir: str):
+def check_command_line(argv: Sequence[str], config_dir: str, rules_passed: Optional[Callable] = None):
     """Every check of train.py's command line before Hydra runs: the env names, then `precheck`."""
     from sf_hydra.config.sweep_folders import is_multirun
     from sf_hydra.env_names import check_env_overrides
@@ -335,4 +338,4 @@ def check_command_line(argv: Sequence[str], config_dir: str):
     check_env_overrides(argv, Path(config_dir))
     multirun = is_multirun(argv) or any(a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun")
                                         for a in argv)
-    return precheck(argv, config_dir, multirun)
+    return precheck(argv, config_dir, multirun, rules_passed)

@@ -102,12 +102,13 @@ def _train_main() -> None:
     if help_request(sys.argv[1:]) is not None:  # our --help [prefix]: groups and keys from the schema
         sys.exit(print_help(sys.argv[1:], CONFIG_DIR))
     try:
-        cfg = check_command_line(sys.argv[1:], CONFIG_DIR)
+        from sf_hydra.sampler import mp
+
+        # Once the config's own rules pass, the fork server imports torch for the workers while this
+        # process imports it for the checks that need it (targets, envs, the resume config).
+        cfg = check_command_line(sys.argv[1:], CONFIG_DIR, rules_passed=mp.warm_up)
         if cfg is not None:  # a single run: its folder is ours until this process ends
             RunLock(Path(cfg.run_dir).absolute()).acquire()
-            from sf_hydra.sampler import mp
-
-            mp.warm_up()  # the config is good: the fork server imports torch for the workers meanwhile
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)

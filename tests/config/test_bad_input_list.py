@@ -8,9 +8,12 @@ and nothing written into train_dir.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 import torch
 
@@ -178,3 +181,36 @@ def test_no_plugin_warning_without_the_slurm_extra():
     assert proc.returncode == 0, proc.stderr
     assert "Error importing" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
     assert "algo:" in proc.stdout
+
+
+def _marked(mark: str) -> list:
+    """Live processes whose environment holds SF_HYDRA_TEST_MARK=mark (train.py and what it started)."""
+    found = []
+    for proc in psutil.process_iter(["environ", "cmdline", "status"]):
+        env = proc.info["environ"] or {}
+        if env.get("SF_HYDRA_TEST_MARK") == mark and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+def test_a_check_after_the_rules_still_refuses_and_the_fork_server_does_not_outlive_train_py(tmp_path):
+    # The env id is checked after the config's own rules passed: by then train.py has started the
+    # sampler's fork server (it imports torch meanwhile). The refusal is the same; the server goes too.
+    mark = str(tmp_path)
+    env = {**os.environ, "SF_HYDRA_TEST_MARK": mark}
+    argv = _argv("env=gym/any env.id=CartPol-v1", tmp_path)
+    proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *argv], cwd=REPO_ROOT, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    servers = set()
+    while proc.poll() is None:
+        servers |= {p.pid for p in _marked(mark) if "forkserver" in " ".join(p.info["cmdline"] or [])}
+        time.sleep(0.05)
+    stderr = proc.stderr.read()
+    assert proc.returncode == 2, stderr
+    assert stderr.startswith("bad config: env.id='CartPol-v1' is not allowed:") and "'CartPole-v1'" in stderr, stderr
+    assert servers, "the fork server was not started once the config's own rules passed"
+    deadline = time.monotonic() + 30
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _marked(mark), [p.info["cmdline"] for p in _marked(mark)]
+    assert not (tmp_path / "runs").exists()

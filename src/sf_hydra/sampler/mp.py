@@ -11,10 +11,6 @@ import sys
 import threading
 
 import multiprocess
-import multiprocess.reduction as mp_reduction
-import torch
-import torch.multiprocessing.reductions as torch_reductions
-from torch.nn.parameter import Parameter
 
 _registered = False
 
@@ -23,6 +19,11 @@ def register_torch_reducers() -> None:
     global _registered
     if _registered:
         return
+    import multiprocess.reduction as mp_reduction
+    import torch
+    import torch.multiprocessing.reductions as torch_reductions
+    from torch.nn.parameter import Parameter
+
     torch.multiprocessing.set_sharing_strategy("file_system")
     register = mp_reduction.ForkingPickler.register
     for storage_cls in torch._storage_classes:
@@ -55,10 +56,12 @@ def context():
 
 def warm_up() -> None:
     """Starts the fork server now, so that it imports its preload while this process does other
-    start-up work (train.py calls it as soon as the command line's config is checked)."""
-    context()
+    start-up work. train.py calls it once the config's own rules passed, before its own checks
+    that import torch: the two imports of torch then run side by side (~2 s each here). Light:
+    this process does not import torch for it."""
     from multiprocess import forkserver
 
+    multiprocess.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
     forkserver.ensure_running()
 
 
