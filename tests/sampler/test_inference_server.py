@@ -7,10 +7,10 @@ dead or failing server is a clear error; bad keys are refused before any process
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import time
 
+import multiprocess
 import numpy as np
 import pytest
 import torch
@@ -19,7 +19,7 @@ from sf_hydra.config import validate
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.models import build_model
 from sf_hydra.sampler.env_info import describe_env
-from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer
+from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer, decode_rows, encode_rows
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import act_per_policy
 from sf_hydra.sampler.sampler import SamplerError
@@ -37,8 +37,8 @@ def _server_and_channel(cfg, rows: int, policies: int = 1):
     models = [build_model(cfg, info.observation_space, info.action_space).eval() for _ in range(policies)]
     stores = [PolicyStore(m) for m in models]
     spec = model_trajectory_spec(info.observation_space, info.action_space, models[0], policies)
-    channel = InferenceChannel(0, 0, rows, info.observation_space, spec, models[0].rnn_state_size, queue.Queue(),
-                               queue.Queue())
+    channel = InferenceChannel(0, 0, rows, info.observation_space, spec, models[0].rnn_state_size,
+                               multiprocess.Pipe(duplex=True))
     for k, t in channel.obs.items():
         t.copy_(torch.randn(t.shape) if t.is_floating_point() else torch.randint(0, 255, t.shape).to(t.dtype))
     channel.rnn.copy_(torch.randn(channel.rnn.shape))
@@ -62,7 +62,8 @@ def test_server_answers_as_the_policy_in_a_worker_would(tmp_cfg, model):
     if policy.core is not None:
         assert torch.equal(channel.next_rnn, expected.rnn_states)
         assert not torch.equal(channel.next_rnn, channel.rnn)
-    assert [channel.responses.get_nowait() for _ in range(2)] == [(0, 3), (3, 8)]
+    assert [channel.next_answer() for _ in range(2)] == [(0, 3), (3, 8)]  # one answer per request
+    assert not channel.answer_ready(0)
 
 
 def test_each_row_acts_with_its_own_policy_and_version(tmp_cfg):
@@ -173,3 +174,10 @@ def test_a_cuda_server_answers_as_the_cpu_policy(tmp_cfg):
                                      channel.out["actions"].unsqueeze(1), channel.rnn, torch.zeros(8, 1))
     assert torch.allclose(channel.out["log_probs"], replay[:, 0], atol=1e-4)
     assert torch.allclose(channel.out["values"], values[:, 0], atol=1e-4)
+
+
+def test_a_request_crosses_the_pipe_as_a_few_raw_bytes():
+    assert encode_rows((3, 8)) == np.array([3, 8], dtype=np.int32).tobytes()
+    assert decode_rows(encode_rows((3, 8))) == (3, 8)
+    assert decode_rows(encode_rows([0, 5, 7])) == [0, 5, 7]  # a bootstrap over some rows
+    assert decode_rows(encode_rows([])) == []

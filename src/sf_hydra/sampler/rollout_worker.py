@@ -462,8 +462,6 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     except BaseException:
         out_queue.put(WorkerFailed(worker_id, traceback.format_exc()))
     finally:
-        if channel is not None:
-            channel.requests.cancel_join_thread()  # exit without waiting for a server that may be gone
         if worker is not None:
             worker.close()
         mp.exit_without_teardown(out_queue)

@@ -90,7 +90,7 @@ class Sampler:
             self._allocate(cfg, obs_space, action_space, model)
         self.serial = cfg.hardware.serial_mode
         self.obs_space, self.action_space = obs_space, action_space
-        self.server_queues: list = []  # hardware.inference=server: each server's request queue
+        self.num_servers = 0  # hardware.inference=server: inference server processes
         self.channels = self._inference_channels(cfg, obs_space, model)
         self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
         self.free_queues = [queue.Queue() if self.serial else self.ctx.Queue() for _ in range(self.num_workers)]
@@ -121,11 +121,10 @@ class Sampler:
         """hardware.inference=server: a channel per worker; worker w is served by server w mod n."""
         if str(cfg.hardware.get("inference", "in_worker")) != "server":
             return {}
-        servers = cfg.hardware.inference_workers
-        self.server_queues = [self.ctx.Queue() for _ in range(servers)]
+        servers = self.num_servers = cfg.hardware.inference_workers
         with mp.signals_deferred():
             return {w: InferenceChannel(w, w % servers, self.rows_per_worker, obs_space, self.buffers.spec,
-                                        model.rnn_state_size, self.server_queues[w % servers], self.ctx.Queue())
+                                        model.rnn_state_size, self.ctx.Pipe(duplex=True))
                     for w in range(self.num_workers)}
 
     @property
@@ -147,9 +146,9 @@ class Sampler:
             self._hand_out_slots()
         plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
         state = mp.parent_state()
-        for k, requests in enumerate(self.server_queues):
+        for k in range(self.num_servers):
             served = {w: ch for w, ch in self.channels.items() if ch.server_id == k}
-            args = (k, plain_cfg, self.obs_space, self.action_space, self.stores, served, requests, self.out_queue,
+            args = (k, plain_cfg, self.obs_space, self.action_space, self.stores, served, self.out_queue,
                     self.stop_flag, os.getpid(), state)
             p = self.ctx.Process(target=server_process_main, args=args, name=f"inference-server-{k}", daemon=True)
             p.start()
@@ -268,7 +267,7 @@ class Sampler:
         for w, (beat, env, step) in enumerate(self.heartbeats.tolist()):
             age = time.time() - beat
             if beat > 0 and age > limit:
-                where = (f"waiting for inference server {w % max(1, len(self.server_queues))}"
+                where = (f"waiting for inference server {w % max(1, self.num_servers)}"
                          if env == BEAT_WAITING_FOR_SERVER
                          else "waiting for free slots or the learner" if env < 0
                          else f"in env {int(env)} ({self.cfg.env.id!r}) at step {int(step) + 1} of its episode")
