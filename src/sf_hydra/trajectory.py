@@ -6,8 +6,9 @@ env's spaces and the model. Everything on the path of a sample loops over it:
 - the shared buffers are allocated from it (`TrajectoryBuffers.allocate`): one tensor per
   field, `[slots, rollout, *shape]`, or `rollout + 1` steps for a field with a bootstrap
   step (the value of the observation after the last step);
-- both rollout workers write through one `TrajectoryWriter`, a record (`{name: tensor}`) at
-  a time, whichever fields the record holds;
+- both rollout workers write a record (`{name: tensor}`) at a time, whichever fields the
+  record holds: the agent-rows worker through a `TrajectoryWriter` into the buffers, the
+  single-agent worker into its `RolloutStaging`, copied into the buffers once per rollout;
 - the learner's batch holds one tensor per field (`gather`), and the learner cuts every
   field into recurrence chunks by the same loop (`Field.chunk_start_only` keeps only the
   first step of each chunk, for RNN states).
@@ -175,3 +176,40 @@ class TrajectoryWriter:
                 if value.dtype != buffer.dtype:
                     value = value.to(buffer.dtype)
             buffer[slots, steps] = value
+
+
+class RolloutStaging:
+    """A worker's own copy of its rows' current rollout: records are written step by step with
+    plain slicing into numpy views (about 0.5 us a field, against about 5 us for an indexed
+    write into the shared buffers), and the whole rollout goes into the rows' slots at once
+    (`flush`: one indexed copy per field and rollout, instead of one per field and step).
+    Invariant: the learner reads a slot only after the worker's message, which follows the
+    flush, so it sees what direct writes would have left there."""
+
+    def __init__(self, buffers: TrajectoryBuffers, rows: int):
+        self.buffers = buffers.tensors
+        self.tensors = {name: torch.zeros((rows, *t.shape[1:]), dtype=t.dtype) for name, t in self.buffers.items()}
+        # numpy views, None for a dtype numpy lacks (bfloat16): such a field is written through torch
+        self.arrays = {name: (t.numpy() if t.dtype != torch.bfloat16 else None) for name, t in self.tensors.items()}
+
+    def write(self, rows: slice, step: int, record: Mapping[str, object]) -> None:
+        """Row i of every `record` value goes to row rows.start + i at `step` (a tensor of rows,
+        converted to the field's dtype if it differs, or one number for every row)."""
+        for name, value in record.items():
+            array = self.arrays[name]
+            if isinstance(value, torch.Tensor):
+                if value.dtype != self.tensors[name].dtype:
+                    value = value.to(self.tensors[name].dtype)
+                if array is not None:
+                    value = value.numpy()
+            if array is None:
+                self.tensors[name][rows, step] = value
+            else:
+                array[rows, step] = value
+
+    def flush(self, slots: torch.Tensor) -> None:
+        """Row i's rollout, every field and step, into slot slots[i]."""
+        n = len(slots)
+        for name, buffer in self.buffers.items():
+            buffer[slots] = self.tensors[name][:n]
+

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.trajectory import Field, TrajectoryBuffers, TrajectoryWriter, trajectory_spec
+from sf_hydra.trajectory import Field, RolloutStaging, TrajectoryBuffers, TrajectoryWriter, trajectory_spec
 
 
 def _dict_space():
@@ -63,6 +63,37 @@ def test_writer_puts_each_record_row_at_its_slot_and_step():
     assert buffers["values"][3, 3] == 0.5 and buffers["values"][0, 3] == -0.5
     assert buffers["rewards"][0, 0] == 1.0 and buffers["rewards"][1, 1] == 3.0
     assert buffers["rewards"].count_nonzero() == 2 and buffers["policy_versions"].count_nonzero() == 3
+
+
+def test_a_staged_rollout_lands_in_its_slots_as_direct_writes_would():
+    """A single-agent worker's records, written step by step into its RolloutStaging (two splits, a
+    bootstrap step, a scalar field, a dtype to convert, a bfloat16 field numpy lacks) and flushed into
+    its rollout's slots, leave the buffers exactly as TrajectoryWriter's writes at (slot, step) would."""
+    spec = trajectory_spec(_dict_space(), gym.spaces.Discrete(3), rnn_state_size=0,
+                           extra_fields=[Field("half", (2,), torch.bfloat16)])
+    direct, staged = (TrajectoryBuffers.allocate(spec, num_slots=6, rollout=3) for _ in range(2))
+    writer, staging = TrajectoryWriter(direct), RolloutStaging(staged, rows=4)
+    slots = torch.tensor([5, 0, 3, 2])  # row i's slot
+    gen = torch.Generator().manual_seed(0)
+    for t in range(3):
+        for split in (slice(0, 1), slice(1, 4)):
+            n = split.stop - split.start
+            record = {"obs.obs": torch.randint(0, 255, (n, 3, 8, 6), generator=gen).to(torch.uint8),
+                      "obs.measurements": torch.randn(n, 4, generator=gen), "actions": torch.tensor([t % 3] * n),
+                      "log_probs": torch.randn(n, generator=gen, dtype=torch.float64),  # converted to float32
+                      "policy_versions": 7 + t, "dones": torch.rand(n, generator=gen) > 0.5,
+                      "half": torch.randn(n, 2, generator=gen)}
+            writer.write(slots[split], t, record)
+            staging.write(split, t, record)
+    for split in (slice(0, 1), slice(1, 4)):
+        bootstrap = {"values": torch.randn(split.stop - split.start, generator=gen)}
+        writer.write(slots[split], 3, bootstrap)
+        staging.write(split, 3, bootstrap)
+    assert all(t.count_nonzero() == 0 for t in staged.tensors.values())  # nothing shared before the flush
+    staging.flush(slots)
+    for name in spec.names():
+        assert torch.equal(staged[name], direct[name]), name
+    assert direct["policy_versions"][2].tolist() == [7, 8, 9]
 
 
 @pytest.mark.parametrize("env", ["gym/cartpole", "gym/multi_agent_toy"])

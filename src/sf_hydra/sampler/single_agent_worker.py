@@ -1,7 +1,8 @@
 """The single-agent rollout worker: one trajectory slot per env and rollout, each env stepped
 in a Python loop. Measured faster than stepping single-agent envs through the agent-rows
 worker (benchmarks/sampler_throughput.py --variants off rows), so it stays a loop of its own;
-both write through the same `TrajectoryWriter` records (sampler/rollout_worker.py).
+both build the same records (sampler/rollout_worker.py); this one writes them into its own
+`RolloutStaging`, copied into the rollout's slots once it is whole.
 This module must not import lightning: it is loaded in every worker process.
 """
 
@@ -19,6 +20,7 @@ from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
 from sf_hydra.spaces import to_env_action
+from sf_hydra.trajectory import RolloutStaging
 
 
 class SingleAgentWorker(WorkerBase):
@@ -34,6 +36,7 @@ class SingleAgentWorker(WorkerBase):
         bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
         self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         self.games = EpisodeTracker(n)
+        self.staging = RolloutStaging(self.buffers, n)
         for i, env in enumerate(self.envs):
             seed = env_seed(cfg, worker_id, i)
             self._store_obs(i, random_steps(env, self.decorrelation_steps(i), seed, env.reset(seed=seed)[0]))
@@ -49,9 +52,9 @@ class SingleAgentWorker(WorkerBase):
             self.obs["obs"][i] = obs
 
     # -- the loop ----------------------------------------------------------------------------
-    def _act_and_step(self, split: slice, slots: torch.Tensor, t: int, episodes: list) -> None:
+    def _act_and_step(self, split: slice, t: int, episodes: list) -> None:
         obs, rnn_before, out, policies = self._act(split)
-        self.writer.write(slots, t, self._policy_record(obs, out, rnn_before, policies))
+        self.staging.write(split, t, self._policy_record(obs, out, rnn_before, policies))
         t1 = time.perf_counter()
         actions = out.actions.numpy()
         count = split.stop - split.start
@@ -86,7 +89,7 @@ class SingleAgentWorker(WorkerBase):
             self.games.drop(i)
         for i, continues, stats in ends:
             self._episode_end(i, continues, episodes, stats)
-        self.writer.write(slots, t, self._env_record(rewards, terminated, truncated))
+        self.staging.write(split, t, self._env_record(rewards, terminated, truncated))
         if out.rnn_states is not None:
             alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)
             self.rnn[split] = out.rnn_states.float() * alive
@@ -101,8 +104,8 @@ class SingleAgentWorker(WorkerBase):
         self.envs[i] = make_env(self.cfg.env, seed=self._restart_seed(i))
         return self.env_call(self.envs[i].reset, seed=self._restart_seed(i))[0]
 
-    def _bootstrap_values(self, split: slice, slots: torch.Tensor) -> None:
-        self.writer.write(slots, self.rollout, {"values": self._act(split)[2].values})
+    def _bootstrap_values(self, split: slice) -> None:
+        self.staging.write(split, self.rollout, {"values": self._act(split)[2].values})
 
     def collect(self) -> None:
         """One rollout for every env, then one message with the filled slots."""
@@ -117,9 +120,10 @@ class SingleAgentWorker(WorkerBase):
         for t in range(self.rollout):
             self._maybe_sync_weights()
             for split in self.splits:
-                self._act_and_step(split, slots[split], t, episodes)
+                self._act_and_step(split, t, episodes)
         for split in self.splits:
-            self._bootstrap_values(split, slots[split])
+            self._bootstrap_values(split)
+        self.staging.flush(slots)  # row i's rollout into slot i, before the message hands the slots over
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_wait - sum(self.timing.values())
         replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
