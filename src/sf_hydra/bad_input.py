@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import logging
 import os
 import re
 from pathlib import Path
@@ -27,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from sf_hydra.config import register_configs
 from sf_hydra.config.errors import ConfigError
 
+log = logging.getLogger(__name__)
 SKIP_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
 SLURM_EXTRA = 'pip install -e ".[slurm]"'
 SUBMITIT_LAUNCHERS = ("local_parallel", "slurm", "submitit_local", "submitit_slurm")
@@ -318,7 +320,10 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool, rules_passed:
         cfg.pop("hydra", None)  # the task function's config has no hydra node either
     validate(cfg)  # the config's own rules first: they need no heavy import (torch, envs) to refuse
     if rules_passed is not None:
-        rules_passed()
+        try:
+            rules_passed()
+        except Exception as e:  # a start-up speed-up only: its failure must not skip the checks below
+            log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
     from sf_hydra.train import check_config
 
     check_config(cfg)

@@ -157,9 +157,9 @@ class TrajectoryBuffers:
 
 
 class TrajectoryWriter:
-    """Writes records into the buffers by (slot, step) positions. Both rollout workers use it;
-    a record holds any of the spec's fields, each a tensor of rows (converted to the field's
-    dtype if it differs) or one number for every row."""
+    """Writes records into the buffers by (slot, step) positions (the agent-rows worker, whose
+    rows may be at different steps); a record holds any of the spec's fields, each a tensor of
+    rows (converted to the field's dtype if it differs) or one number for every row."""
 
     def __init__(self, buffers: TrajectoryBuffers):
         self.tensors = buffers.tensors
@@ -189,8 +189,8 @@ class RolloutStaging:
     def __init__(self, buffers: TrajectoryBuffers, rows: int):
         self.buffers = buffers.tensors
         self.tensors = {name: torch.zeros((rows, *t.shape[1:]), dtype=t.dtype) for name, t in self.buffers.items()}
-        # numpy views, None for a dtype numpy lacks (bfloat16): such a field is written through torch
-        self.arrays = {name: (t.numpy() if t.dtype != torch.bfloat16 else None) for name, t in self.tensors.items()}
+        # numpy views, None for a dtype numpy lacks (bfloat16, float8): such a field is written through torch
+        self.arrays = {name: _numpy_view(t) for name, t in self.tensors.items()}
 
     def write(self, rows: slice, step: int, record: Mapping[str, object]) -> None:
         """Row i of every `record` value goes to row rows.start + i at `step` (a tensor of rows,
@@ -201,7 +201,7 @@ class RolloutStaging:
                 if value.dtype != self.tensors[name].dtype:
                     value = value.to(self.tensors[name].dtype)
                 if array is not None:
-                    value = value.numpy()
+                    value = (value.detach() if value.requires_grad else value).numpy()
             if array is None:
                 self.tensors[name][rows, step] = value
             else:
@@ -213,3 +213,9 @@ class RolloutStaging:
         for name, buffer in self.buffers.items():
             buffer[slots] = self.tensors[name][:n]
 
+
+def _numpy_view(t: torch.Tensor):
+    try:
+        return t.numpy()
+    except TypeError:  # a dtype numpy has no counterpart for
+        return None

@@ -193,9 +193,10 @@ def _marked(mark: str) -> list:
     return found
 
 
-def test_a_check_after_the_rules_still_refuses_and_the_fork_server_does_not_outlive_train_py(tmp_path):
+def test_a_check_after_the_rules_still_refuses_and_the_fork_server_then_exits(tmp_path):
     # The env id is checked after the config's own rules passed: by then train.py has started the
-    # sampler's fork server (it imports torch meanwhile). The refusal is the same; the server goes too.
+    # sampler's fork server (it imports torch meanwhile). The refusal is the same; the server exits too,
+    # once its preload is imported (it watches train.py's lifeline only then: a few seconds).
     mark = str(tmp_path)
     env = {**os.environ, "SF_HYDRA_TEST_MARK": mark}
     argv = _argv("env=gym/any env.id=CartPol-v1", tmp_path)

@@ -176,8 +176,14 @@ def test_a_cuda_server_answers_as_the_cpu_policy(tmp_cfg):
     assert torch.allclose(channel.out["values"], values[:, 0], atol=1e-4)
 
 
-def test_a_request_crosses_the_pipe_as_a_few_raw_bytes():
+def test_a_request_crosses_the_pipe_as_a_few_raw_bytes(tmp_cfg):
     assert encode_rows((3, 8)) == np.array([3, 8], dtype=np.int32).tobytes()
     assert decode_rows(encode_rows((3, 8))) == (3, 8)
     assert decode_rows(encode_rows([0, 5, 7])) == [0, 5, 7]  # a bootstrap over some rows
     assert decode_rows(encode_rows([])) == []
+    _, channel, _ = _server_and_channel(tmp_cfg(*SERVER), rows=8)
+    channel.request((0, 4))
+    channel.request([1, 6])
+    assert channel.waiting_requests() == [(0, 4), [1, 6]] and channel.waiting_requests() == []
+    channel.answer([1, 6])
+    assert channel.answer_ready(1.0) and channel.next_answer() == [1, 6] and not channel.answer_ready(0)

@@ -1,5 +1,5 @@
-"""The trajectory spec: fields declared once, buffers allocated from it, records written
-through one writer, and a field a model adds arriving in the learner's batch."""
+"""The trajectory spec: fields declared once, buffers allocated from it, records written through
+the writer or staged per rollout, and a field a model adds arriving in the learner's batch."""
 
 from __future__ import annotations
 

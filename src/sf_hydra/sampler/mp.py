@@ -62,7 +62,13 @@ def warm_up() -> None:
     from multiprocess import forkserver
 
     multiprocess.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
-    forkserver.ensure_running()
+    # The server ignores Ctrl+C only once its preload is imported; started with SIGINT ignored (kept
+    # across exec), a Ctrl+C during its imports is train.py's alone, without a second traceback.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def parent_state() -> dict:
