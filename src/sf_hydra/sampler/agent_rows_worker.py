@@ -47,6 +47,7 @@ from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
 from sf_hydra.sampler.vector_envs import make_vector_env
+from sf_hydra.trajectory import TrajectoryWriter
 
 
 def make_groups(cfg, worker_id: int) -> list:
@@ -86,6 +87,7 @@ class Split:
 class AgentRowsWorker(WorkerBase):
     def __init__(self, worker_id: int, cfg, *args, **kwargs):
         super().__init__(worker_id, cfg, *args, **kwargs)
+        self.writer = TrajectoryWriter(self.buffers)  # rows at their own steps: written in place, (slot, step)
         self.groups = make_groups(cfg, worker_id)
         # Batched sampling: a whole worker serves one policy (validated: every policy has one).
         fixed = worker_id % cfg.algo.num_policies if cfg.hardware.batched_sampling else None

@@ -273,8 +273,10 @@ def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_s
         server = InferenceServer(cfg, obs_space, action_space, stores, channels)
         by_end = {ch.server_end: (w, ch) for w, ch in channels.items()}
         while not bool(stop_flag[0]) and parent.alive():
-            ready = wait(list(by_end), timeout=0.2)
-            batch = [(w, rows) for end in ready for w, ch in (by_end[end],) for rows in ch.waiting_requests()]
+            batch = []  # every request waiting on any worker's pipe joins this batch
+            for end in wait(list(by_end), timeout=0.2):
+                w, ch = by_end[end]
+                batch += [(w, rows) for rows in ch.waiting_requests()]
             if batch:
                 server.serve(batch)
     except BaseException:

@@ -30,7 +30,7 @@ from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_mapping import PolicyMapping
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.spaces import obs_specs
-from sf_hydra.trajectory import TrajectoryBuffers, TrajectoryWriter, obs_field_name
+from sf_hydra.trajectory import TrajectoryBuffers, obs_field_name
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,6 @@ class WorkerBase:
         self.buffers, self.stores = buffers, stores
         # Each policy's reward-shaping difference (PolicyStore.reward_shaping); None: no shaping to adjust.
         self.shaping = [s.reward_shaping.numpy() for s in stores] if stores[0].reward_shaping.numel() else None
-        self.writer = TrajectoryWriter(buffers)
         self.records_rnn = "rnn_states" in buffers.spec
         self.records_policy_ids = "policy_ids" in buffers.spec
         self.obs_fields: Dict[str, str] = {}  # observation key -> its field name, filled at the first step
