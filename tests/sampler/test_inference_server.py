@@ -6,7 +6,9 @@ dead or failing server is a clear error; bad keys are refused before any process
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import signal
 import time
 
@@ -20,7 +22,7 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.models import build_model
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer, decode_rows, encode_rows
-from sf_hydra.sampler.policy_store import PolicyStore
+from sf_hydra.sampler.policy_store import DEVICE, PolicyStore
 from sf_hydra.sampler.rollout_worker import act_per_policy
 from sf_hydra.sampler.sampler import SamplerError
 from sf_hydra.trajectory import model_trajectory_spec
@@ -187,3 +189,53 @@ def test_a_request_crosses_the_pipe_as_a_few_raw_bytes(tmp_cfg):
     assert channel.waiting_requests() == [(0, 4), [1, 6]] and channel.waiting_requests() == []
     channel.answer([1, 6])
     assert channel.answer_ready(1.0) and channel.next_answer() == [1, 6] and not channel.answer_ready(0)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_weights_published_on_the_learners_device_reach_the_server_device_to_device(tmp_cfg, device):
+    """Server processes get the learner's device tensor by message; from then on each version goes
+    there, not to host memory. The host copy keeps version 0, so answers that follow version 1's
+    weights came through the device tensor. (On the CPU, a shared tensor stands in for the device:
+    the same messages and seqlock, no CUDA IPC.)"""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    cfg = tmp_cfg(*SERVER, *GRU, "hardware.inference_workers=2", f"hardware.inference_device={device}")
+    with running_sampler(cfg) as sampler:
+        store, learner = sampler.stores[0], copy.deepcopy(sampler.model).to(device)
+        with torch.no_grad():
+            for p in learner.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+        if device == "cpu":  # a CUDA learner's model makes publish share the tensor by itself
+            sampler.share_store_on_device(0, torch.device("cpu"))
+        host_before = store.flat.clone()
+        sampler.publish(0, learner, version=1)
+        assert int(store.location[0]) == DEVICE and torch.equal(store.flat, host_before)
+        parts, deadline = [], time.monotonic() + 60.0
+        while sum(len(p["log_probs"]) for p in parts) < 16:
+            assert time.monotonic() < deadline, "no trajectory acted with version 1 within 60 s"
+            traj = sampler.poll(0.5)
+            if traj is not None:
+                batch = sampler.buffers.gather(torch.tensor(traj.slots))
+                sampler.free(traj.slots)
+                keep = (batch["policy_versions"] == 1).all(dim=1)  # rollouts acted by version 1 alone
+                parts.append({k: v[keep] for k, v in batch.items()})
+        batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    log_probs, _ = _replayed_log_probs(learner.cpu().eval(), batch)
+    stale, _ = _replayed_log_probs(sampler.model.eval(), batch)
+    assert torch.allclose(log_probs, batch["log_probs"], atol=1e-4)
+    assert not torch.allclose(stale, batch["log_probs"], atol=1e-4)
+
+
+def test_a_reader_without_the_device_tensor_refuses_to_read_stale_host_weights(tmp_cfg):
+    cfg = tmp_cfg(*SERVER)
+    server, channel, (policy,) = _server_and_channel(cfg, rows=4)
+    store = server.stores[0]
+    store.share_on_device(torch.device("cpu"))
+    store.publish(policy, version=2)
+    reader = pickle.loads(pickle.dumps(store))  # what a process gets at launch: no device tensor
+    assert reader.needs_device_flat() and reader.current_version() == 2
+    with pytest.raises(RuntimeError, match="publishes this policy's weights on its device"):
+        reader.load_into(copy.deepcopy(policy))
+    server.stores[0], server.control_wait = reader, 0.2
+    with pytest.raises(RuntimeError, match="its message with that tensor did not come within 0 s"):
+        server.sync_weights()

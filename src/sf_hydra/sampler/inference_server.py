@@ -8,7 +8,9 @@ answer; the data stays in shared memory. (Queues did this before: a lock, a feed
 a dill pickle per message, about 5k messages/s at 20k FPS.) A server waits on all its workers'
 pipes at once, takes every request waiting, acts once per policy on all their rows together,
 and answers each worker. It re-reads a policy's weights from its `PolicyStore` when the version
-changes, as in-worker copies do, and records per row the version that acted.
+changes, as in-worker copies do, and records per row the version that acted. With the learner
+and the server on one CUDA device the weights go device to device: the learner sends the server
+a tensor on its device (by IPC handle, through the server's control pipe) and publishes there.
 
 A worker submits a split's next request as soon as that split's envs have stepped, then
 steps its other split while the server computes: with worker_num_splits=2 one half of the
@@ -190,14 +192,18 @@ class InferenceClient:
 class InferenceServer:
     """One server: a model per policy store, the channels of the workers it serves."""
 
-    def __init__(self, cfg, obs_space, action_space, stores, channels: Dict[int, InferenceChannel]):
+    def __init__(self, cfg, obs_space, action_space, stores, channels: Dict[int, InferenceChannel],
+                 control=None, control_wait: float = 60.0):
+        """control: the receiving end of the learner's pipe to this server (messages.DeviceWeights)."""
         from sf_hydra.models import build_model
 
-        self.cfg, self.stores, self.channels = cfg, stores, channels
+        self.cfg, self.stores, self.channels, self.control = cfg, stores, channels, control
+        self.control_wait = control_wait
         self.device = torch.device(str(cfg.hardware.inference_device))
-        self.models = [build_model(cfg, obs_space, action_space).eval() for _ in stores]
-        self.versions = np.array([s.load_into(m) for s, m in zip(stores, self.models)], dtype=np.int64)
-        self.models = [m.to(self.device) for m in self.models]
+        self.models = [build_model(cfg, obs_space, action_space).eval().to(self.device) for _ in stores]
+        self.versions = np.full(len(stores), -1, dtype=np.int64)
+        self.device_loads = 0  # weight loads read from the learner's device tensor (device to device)
+        self.sync_weights()
         self.recurrent = self.models[0].core is not None
         self.single_policy = len(stores) == 1
         self.autocast = torch.autocast(self.device.type, dtype=torch.bfloat16,
@@ -205,14 +211,25 @@ class InferenceServer:
         self.batches, self.rows_served = 0, 0
 
     def sync_weights(self) -> None:
+        """Loads each policy whose version changed: from host memory, or device to device from the
+        learner's tensor once the learner publishes there (its message comes before that version)."""
         for p, store in enumerate(self.stores):
             if store.current_version() != self.versions[p]:
-                if self.device.type == "cpu":
-                    self.versions[p] = store.load_into(self.models[p])
-                else:  # the store is in host memory: read it whole on the host, then one copy to the device
-                    host = self.models[p].to("cpu")
-                    self.versions[p] = store.load_into(host)
-                    self.models[p] = host.to(self.device)
+                if store.needs_device_flat():
+                    self._read_control(until=store)
+                self.versions[p] = store.load_into(self.models[p])
+                self.device_loads += store.read_on_device()
+
+    def _read_control(self, until) -> None:
+        """Takes the learner's DeviceWeights messages; waits (up to control_wait s) until `until` has its
+        device tensor: the learner sent it before it published there."""
+        deadline = time.monotonic() + self.control_wait
+        while until.needs_device_flat():
+            if self.control is None or not self.control.poll(max(0.0, deadline - time.monotonic())):
+                raise RuntimeError("the learner publishes weights on its device, and its message with that "
+                                   f"tensor did not come within {self.control_wait:.0f} s")
+            msg = self.control.recv()
+            self.stores[msg.policy].adopt_device_flat(msg.flat)
 
     def serve(self, requests: List[Tuple[int, object]]) -> None:
         """Acts once per policy present on the rows of all `requests`; writes the outputs into each
@@ -254,9 +271,10 @@ class InferenceServer:
 
 
 def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_space, stores,
-                        channels: Dict[int, InferenceChannel], out_queue, stop_flag, parent_pid: int,
+                        channels: Dict[int, InferenceChannel], control, out_queue, stop_flag, parent_pid: int,
                         parent_state: Optional[dict] = None) -> None:
     """Entry point of an inference server process. Ctrl+C is the learner's to handle: it stops us.
+    control: the receiving end of the learner's pipe to this server (messages.DeviceWeights).
     parent_state: the learner's environment, folder and import path (mp.parent_state), taken over first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_state is not None:
@@ -270,7 +288,7 @@ def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_s
     cfg = OmegaConf.create(cfg_container)
     torch.set_num_threads(cfg.hardware.torch_threads)
     try:
-        server = InferenceServer(cfg, obs_space, action_space, stores, channels)
+        server = InferenceServer(cfg, obs_space, action_space, stores, channels, control)
         by_end = {ch.server_end: (w, ch) for w, ch in channels.items()}
         while not bool(stop_flag[0]) and parent.alive():
             batch = []  # every request waiting on any worker's pipe joins this batch

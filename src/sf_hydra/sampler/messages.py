@@ -1,5 +1,6 @@
-"""What rollout workers tell the learner's side, through one queue. Messages are small:
-trajectory data stays in the shared buffers and only slot indices travel."""
+"""What rollout workers and inference servers tell the learner's side, through one queue, and what
+the learner tells an inference server. Messages are small: trajectory data stays in the shared
+buffers and only slot indices (or a tensor's sharing handle) travel."""
 
 from __future__ import annotations
 
@@ -21,6 +22,16 @@ class WorkerFailed:
 
     worker_id: int
     traceback: str
+
+
+@dataclass
+class DeviceWeights:
+    """Learner -> inference server (through the server's control pipe): policy `policy`'s weights
+    are published from now on into `flat`, a tensor on the learner's CUDA device shared by IPC
+    handle (PolicyStore.share_on_device)."""
+
+    policy: int
+    flat: object  # torch.Tensor; not imported here: messages stay light
 
 
 @dataclass

@@ -26,7 +26,7 @@ from sf_hydra.envs import reward_shaping
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 from sf_hydra.sampler.inference_server import InferenceChannel, server_process_main
-from sf_hydra.sampler.messages import ServerFailed, Trajectories, WorkerFailed, WorkerReady
+from sf_hydra.sampler.messages import DeviceWeights, ServerFailed, Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
@@ -92,6 +92,8 @@ class Sampler:
         self.obs_space, self.action_space = obs_space, action_space
         self.num_servers = 0  # hardware.inference=server: inference server processes
         self.channels = self._inference_channels(cfg, obs_space, model)
+        # The learner's messages to each server (DeviceWeights): (server's end, learner's end).
+        self.control = [self.ctx.Pipe(duplex=False) for _ in range(self.num_servers)]
         self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
         self.free_queues = [queue.Queue() if self.serial else self.ctx.Queue() for _ in range(self.num_workers)]
         self.processes: list = []
@@ -148,8 +150,8 @@ class Sampler:
         state = mp.parent_state()
         for k in range(self.num_servers):
             served = {w: ch for w, ch in self.channels.items() if ch.server_id == k}
-            args = (k, plain_cfg, self.obs_space, self.action_space, self.stores, served, self.out_queue,
-                    self.stop_flag, os.getpid(), state)
+            args = (k, plain_cfg, self.obs_space, self.action_space, self.stores, served, self.control[k][0],
+                    self.out_queue, self.stop_flag, os.getpid(), state)
             p = self.ctx.Process(target=server_process_main, args=args, name=f"inference-server-{k}", daemon=True)
             p.start()
             self.processes.append(p)
@@ -313,7 +315,30 @@ class Sampler:
             self.free_queues[w].put(owned)
 
     def publish(self, policy: int, model: torch.nn.Module, version: int) -> None:
-        self.stores[policy].publish(model, version)
+        """With inference servers on the learner's CUDA device, the weights go device to device: the
+        first publish from that device shares a tensor there with every server, then writes into it."""
+        store = self.stores[policy]
+        if store.device_flat is None and self._servers_share_device(model):
+            self.share_store_on_device(policy, next(model.parameters()).device)
+        store.publish(model, version)
+
+    def _servers_share_device(self, model: torch.nn.Module) -> bool:
+        if not self.num_servers or self.serial or str(self.cfg.hardware.inference_device) != "cuda":
+            return False
+        param = next(model.parameters(), None)
+        return param is not None and param.is_cuda
+
+    def share_store_on_device(self, policy: int, device: torch.device) -> None:
+        """Allocates policy `policy`'s store on `device` and sends it to every inference server,
+        before the publish that first writes there (a server that sees that version reads its
+        control pipe first)."""
+        flat = self.stores[policy].share_on_device(device)
+        for _, learner_end in self.control:
+            try:
+                learner_end.send(DeviceWeights(policy, flat))
+            except OSError:  # the server's end is closed: name the dead server if that is why
+                self._check_processes()
+                raise
 
     def set_reward_shaping(self, policy: int, difference) -> None:
         """Policy `policy`'s reward-shaping weights minus the env's (PolicyStore.reward_shaping)."""
