@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import importlib.util
 import logging
+import os
 import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Tuple
+from typing import Callable, Tuple
 
 import hydra
 from omegaconf import DictConfig
@@ -76,6 +80,36 @@ def use_sweep_folder(cfg: DictConfig) -> bool:
     return True
 
 
+def ends_process(main: Callable[[], None]) -> Callable[[], None]:
+    """An entry point that ends the process with its exit code once it returns or exits: the atexit
+    handlers run (logs flushed and closed, the sampler's processes reaped, the run folder's lock
+    freed), then the process exits without the interpreter's teardown, which spent ~1.5 s here
+    freeing torch's and Lightning's modules one by one. An exception that escapes `main`, or another
+    non-daemon thread still alive, takes the interpreter's usual way out."""
+
+    @functools.wraps(main)
+    def run() -> None:
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):  # sys.exit("message"): printed, exit status 1
+            print(code, file=sys.stderr)
+            code = 1
+        if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+            sys.exit(code)
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+
+    return run
+
+
+@ends_process
 def train_main() -> None:
     """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.bad_input);
     exit codes: README.md, "Exit codes"."""
@@ -139,6 +173,7 @@ def _enjoy(cfg: DictConfig):
         sys.exit(2)
 
 
+@ends_process
 def enjoy_main() -> None:
     from sf_hydra.help import print_enjoy_help
 
