@@ -20,7 +20,9 @@ The figure is the average return over the last 100 episodes, in the env's own un
 system last reported it before the budget ran out (ours: TensorBoard `episode/return`; SF:
 TensorBoard `policy_stats/avg_true_objective`, its 100-episode average of the env's reward
 before its own shaping wrappers, divided by its spec's reward scaling where it has one).
-Both count frames the same way: agent steps x frameskip.
+Where the two sides' scenarios pay differently (doom/health_gathering: SF ships its own .cfg), the
+figure is what both measure alike: the game tics an episode lasted. Both count frames the same
+way: agent steps x frameskip.
 
 The table gives, per env and system, the median over seeds with the range, each seed's value,
 the median FPS (start-up excluded) and wall seconds (start-up included), and the difference
@@ -50,7 +52,7 @@ from _common import (  # noqa: E402
     steady_fps,
     wait_for_quiet,
 )
-from vs_sample_factory import Preset, RunResult, SfPython, run_ours  # noqa: E402
+from vs_sample_factory import Preset, RunResult, SfPython, read_tb_scalars, run_ours  # noqa: E402
 
 # SF's gym example (its docstring's CartPole recipe) through our launcher, which registers any gym id
 GYM_RECIPE = [str(Path(__file__).resolve().parent / "sf_gym_env.py"), "--algo=APPO", "--use_rnn=False",
@@ -70,17 +72,25 @@ class EnvCase:
     sf_reward_scaling: float = 1.0  # SF's env spec multiplies the env's reward by this
     seeds: int = 3
     sf_extra: List[str] = field(default_factory=list)
+    # "return"; "tics_alive": where the two sides' scenarios pay differently, the game tics an episode
+    # lasted (ours: TensorBoard `episode/length` x frameskip; SF: its objective / sf_reward_scaling)
+    measure: str = "return"
+    frameskip: int = 1
 
 
-def _doom(ours: str, sf_env: str, steps: int, scaling: float = 1.0, seeds: int = 2) -> EnvCase:
-    return EnvCase(ours, DOOM + [f"--env={sf_env}"], steps, (2, 8), scaling, seeds)
+def _doom(ours: str, sf_env: str, steps: int, scaling: float = 1.0, seeds: int = 2,
+          measure: str = "return") -> EnvCase:
+    return EnvCase(ours, DOOM + [f"--env={sf_env}"], steps, (2, 8), scaling, seeds, measure=measure, frameskip=4)
 
 
 ENVS: Dict[str, EnvCase] = {
     "gym/cartpole": EnvCase("gym/cartpole", GYM_RECIPE + ["--env=CartPole-v1"], 500_000, (2, 16)),
     "gym/acrobot": EnvCase("gym/acrobot", GYM_RECIPE + ["--env=Acrobot-v1"], 500_000, (2, 16)),
     "doom/basic": _doom("doom/basic", "doom_basic", 300_000, scaling=0.01, seeds=3),
-    "doom/health_gathering": _doom("doom/health_gathering", "doom_health_gathering", 1_000_000),
+    # SF ships its own health_gathering.cfg: 0.01 per tic alive and no death penalty, where ViZDoom's
+    # (ours) pays 1 per tic and -100 on death. Both sides' figure: tics alive per episode (at most 2100).
+    "doom/health_gathering": _doom("doom/health_gathering", "doom_health_gathering", 1_000_000, scaling=0.01,
+                                   measure="tics_alive"),
     "doom/defend_the_line": _doom("doom/defend_the_line", "doom_defend_the_line", 1_000_000),
     "doom/my_way_home": _doom("doom/my_way_home", "doom_my_way_home", 1_000_000),
     "doom/deadly_corridor": _doom("doom/deadly_corridor", "doom_deadly_corridor", 1_000_000, scaling=0.01),
@@ -146,6 +156,12 @@ def our_preset(case: EnvCase) -> Preset:
     n, k = case.workers
     return Preset([], [f"env={case.ours}", f"hardware.num_workers={n}", f"hardware.num_envs_per_worker={k}"],
                   env_steps=case.env_steps)
+
+
+def ours_tics_alive(exp_dir: Path, frameskip: int) -> Optional[float]:
+    """The last 100-episode average length our run reported, in game tics (agent steps x frameskip)."""
+    lengths = read_tb_scalars(exp_dir, "episode/length")
+    return lengths[-1][2] * frameskip if lengths else None
 
 
 # ----------------------------------------------------------------------------- report
@@ -225,6 +241,8 @@ def main(argv=None) -> None:
             if "ours" in systems:
                 wait_for_quiet(args.wait_quiet)
                 results.append(run_ours(our_preset(case), work, seed, budget, args.overrides, args.timeout))
+                if case.measure == "tics_alive":
+                    results[-1].last_return = ours_tics_alive(work / "ours_train" / f"ours_{seed}", case.frameskip)
                 print_run(env, results[-1])
         all_ok &= all(r.ok for r in results)
         rows += summary_rows(env, budget, results)
