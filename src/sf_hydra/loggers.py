@@ -105,6 +105,10 @@ def finish_wandb(failed: bool) -> None:
         return
     try:
         wandb.finish(exit_code=1 if failed else 0)
+        # finish() can return before W&B's service process wrote the run's last records (seen with
+        # wandb 0.31 on a busy machine: an offline run file without its run record); teardown waits
+        # for that process, so the run is whole on disk once training returns.
+        wandb.teardown(exit_code=1 if failed else 0)
     except Exception as e:
         log.warning("W&B: closing the run failed (%s: %s)", type(e).__name__, e)
 
@@ -127,6 +131,7 @@ def log_videos(train_cfg, run_dir: Path, videos: List[str], scalars: dict) -> No
         run.log({**{f"enjoy/episode_{i:03d}": wandb.Video(v, format=Path(v).suffix[1:]) for i, v in enumerate(videos)},
                  **scalars})
         run.finish()
+        wandb.teardown()  # the run whole on disk before enjoy returns (see finish_wandb)
     except Exception as e:
         log.warning("W&B: the videos stay in %s (%s: %s)", run_dir / "enjoy", type(e).__name__,
                     (str(e).strip().splitlines() or [""])[0])
