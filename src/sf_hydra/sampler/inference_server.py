@@ -202,7 +202,6 @@ class InferenceServer:
         self.device = torch.device(str(cfg.hardware.inference_device))
         self.models = [build_model(cfg, obs_space, action_space).eval().to(self.device) for _ in stores]
         self.versions = np.full(len(stores), -1, dtype=np.int64)
-        self.device_loads = 0  # weight loads read from the learner's device tensor (device to device)
         self.sync_weights()
         self.recurrent = self.models[0].core is not None
         self.single_policy = len(stores) == 1
@@ -218,7 +217,6 @@ class InferenceServer:
                 if store.needs_device_flat():
                     self._read_control(until=store)
                 self.versions[p] = store.load_into(self.models[p])
-                self.device_loads += store.read_on_device()
 
     def _read_control(self, until) -> None:
         """Takes the learner's DeviceWeights messages; waits (up to control_wait s) until `until` has its

@@ -82,10 +82,6 @@ class PolicyStore:
         """A reader (inference server) takes the learner's device tensor, received by message."""
         self.device_flat = device_flat
 
-    def read_on_device(self) -> bool:
-        """The latest weights are in the device tensor, and this process holds it."""
-        return int(self.location[0]) == DEVICE and self.device_flat is not None
-
     def needs_device_flat(self) -> bool:
         """The latest weights are on the learner's device, and this reader has not got its tensor yet."""
         return int(self.location[0]) == DEVICE and self.device_flat is None

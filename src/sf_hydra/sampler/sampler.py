@@ -155,6 +155,9 @@ class Sampler:
             p = self.ctx.Process(target=server_process_main, args=args, name=f"inference-server-{k}", daemon=True)
             p.start()
             self.processes.append(p)
+        for policy, store in enumerate(self.stores):  # servers started anew: they need the device tensors again
+            if store.device_flat is not None:
+                self._send_device_weights(policy)
         for w in range(self.num_workers):
             args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
                     self.stop_flag, self.sync_round, self.heartbeats, os.getpid(), self.channels.get(w), state)
@@ -332,7 +335,11 @@ class Sampler:
         """Allocates policy `policy`'s store on `device` and sends it to every inference server,
         before the publish that first writes there (a server that sees that version reads its
         control pipe first)."""
-        flat = self.stores[policy].share_on_device(device)
+        self.stores[policy].share_on_device(device)
+        self._send_device_weights(policy)
+
+    def _send_device_weights(self, policy: int) -> None:
+        flat = self.stores[policy].device_flat
         for _, learner_end in self.control:
             try:
                 learner_end.send(DeviceWeights(policy, flat))
