@@ -91,17 +91,18 @@ class PolicyStore:
         copy is retried after a pause that grows (up to 10 ms), so a writer publishing back to back
         still leaves a reader a window; only `patience` seconds without one whole copy is an error."""
         deadline, pause = time.monotonic() + patience, 0.0001
+        tensors = _tensors(model)
         with torch.no_grad():
             while True:
                 before = int(self.sequence[0])
                 if before % 2 == 0:
                     source = self._source()
                     offset = 0
-                    for t in _tensors(model):
+                    for t in tensors:
                         n = t.numel()
                         t.data.copy_(source[offset : offset + n].reshape(t.shape))
                         offset += n
-                    _finish_copies(source, *_tensors(model)[:1])
+                    _finish_copies(source, *tensors[:1])
                     version = int(self.version[0])
                     if int(self.sequence[0]) == before:
                         return version
