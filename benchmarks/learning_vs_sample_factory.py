@@ -167,8 +167,9 @@ def ours_tics_alive(exp_dir: Path, frameskip: int) -> Optional[float]:
 # ----------------------------------------------------------------------------- report
 
 
-def print_run(env: str, r: RunResult) -> None:
-    print(f"[{env} {r.system:4s} seed {r.seed}] last avg return {fmt(r.last_return, '.2f')}"
+def print_run(env: str, r: RunResult, measure: str = "return") -> None:
+    what = "last avg return" if measure == "return" else f"last avg {measure.replace('_', ' ')}"
+    print(f"[{env} {r.system:4s} seed {r.seed}] {what} {fmt(r.last_return, '.2f')}"
           f" at {fmt(r.env_steps)} frames  fps {fmt(r.fps)}  wall {fmt(r.wall_seconds, '.0f')} s"
           f"  other CPU {fmt(r.other_cpu, '.2f')} cores  {r.note}", flush=True)
 
@@ -237,13 +238,13 @@ def main(argv=None) -> None:
             if "sf" in systems:
                 wait_for_quiet(args.wait_quiet)
                 results.append(run_sf(sf, case, work, seed, budget, args.timeout))
-                print_run(env, results[-1])
+                print_run(env, results[-1], case.measure)
             if "ours" in systems:
                 wait_for_quiet(args.wait_quiet)
                 results.append(run_ours(our_preset(case), work, seed, budget, args.overrides, args.timeout))
                 if case.measure == "tics_alive":
                     results[-1].last_return = ours_tics_alive(work / "ours_train" / f"ours_{seed}", case.frameskip)
-                print_run(env, results[-1])
+                print_run(env, results[-1], case.measure)
         all_ok &= all(r.ok for r in results)
         rows += summary_rows(env, budget, results)
         print()
