@@ -21,6 +21,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 ENV_STEPS=${ENV_STEPS:-300000}
 REPEATS=${REPEATS:-2}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-330}  # seconds for all the Doom battle runs together
 ulimit -n 65536 2>/dev/null
 mount -o remount,size=16G /dev/shm 2>/dev/null  # shared trajectory buffers live there
 
@@ -45,9 +46,10 @@ v('sample-factory'), 'gymnasium', v('gymnasium'), 'numpy', v('numpy'))"
     tests/learner/test_cuda_learner.py tests/train/test_server_inference.py tests/sampler/test_inference_server.py \
     2>&1 | tee "$OUT/gpu_tests.log"
 
-timeout 330 python3 benchmarks/vs_sample_factory.py --preset doom_battle_gpu_16x8 --repeats "$REPEATS" \
+timeout "$BENCH_TIMEOUT" python3 benchmarks/vs_sample_factory.py --preset doom_battle_gpu_16x8 --repeats "$REPEATS" \
     --env-steps "$ENV_STEPS" --timeout 90 --work-dir /tmp/vs --sf-python python3 --sf-pythonpath /tmp/sfsite \
     --variant "server=hardware.inference=server hardware.inference_device=cuda hardware.worker_num_splits=2" \
+    --variant "server2=hardware.inference=server hardware.inference_device=cuda hardware.worker_num_splits=2 hardware.inference_workers=2" \
     --variant "in_worker=hardware.inference=in_worker" 2>&1 | tee "$OUT/doom_battle.log"
 
 # Each run's summary (ours: profile per component) and log, in one archive (few files come back).

@@ -222,8 +222,12 @@ def test_weights_published_on_the_learners_device_reach_the_server_device_to_dev
         batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     log_probs, _ = _replayed_log_probs(learner.cpu().eval(), batch)
     stale, _ = _replayed_log_probs(sampler.model.eval(), batch)
-    assert torch.allclose(log_probs, batch["log_probs"], atol=1e-4)
-    assert not torch.allclose(stale, batch["log_probs"], atol=1e-4)
+    # A CUDA server's kernels (cuDNN's TF32 convolutions among them) round differently from the
+    # CPU replay: measured on an H200, up to ~5e-4 apart. Stale weights are farther off by far.
+    atol = 1e-4 if device == "cpu" else 2e-3
+    off, stale_off = ((x - batch["log_probs"]).abs().max().item() for x in (log_probs, stale))
+    print(f"{device}: replayed with version 1 within {off:.2e}, with version 0 {stale_off:.2e} off")
+    assert off <= atol and stale_off > 10 * atol
 
 
 def test_a_reader_without_the_device_tensor_refuses_to_read_stale_host_weights(tmp_cfg):
