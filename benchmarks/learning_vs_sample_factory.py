@@ -96,7 +96,7 @@ ENVS: Dict[str, EnvCase] = {
     "doom/deadly_corridor": _doom("doom/deadly_corridor", "doom_deadly_corridor", 1_000_000, scaling=0.01),
     "mujoco/halfcheetah": EnvCase("mujoco/halfcheetah", ["-m", "sf_examples.mujoco.train_mujoco",
                                                          "--env=mujoco_halfcheetah"], 1_000_000, (2, 32)),
-    "atari/pong": EnvCase("atari/pong", ["-m", "sf_examples.atari.train_atari", "--env=atari_pong"],
+    "atari/pong": EnvCase("atari/pong", [str(Path(__file__).resolve().parent / "sf_atari_env.py"), "--env=atari_pong"],
                           1_000_000, (2, 8), seeds=1),
 }
 

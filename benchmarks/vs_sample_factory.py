@@ -158,6 +158,9 @@ def setup_venv(venv: Path) -> None:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install"]
     subprocess.run(pip + [f"torch=={TORCH_VERSION}"], check=True)
     subprocess.run(pip + [f"sample-factory[vizdoom,mujoco]=={SF_VERSION}"], check=True)
+    # Atari: ale-py 0.9 bundles the ROMs (SF's [atari] extra fetches them from the internet);
+    # benchmarks/sf_atari_env.py registers its ids. Its gymnasium>=1 pin is a test extra only.
+    subprocess.run(pip + ["--no-deps", "ale-py==0.9.0"], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-c",
                     "from importlib.metadata import version as v; "
                     "print('sample-factory', v('sample-factory'), 'torch', v('torch'))"],
