@@ -14,7 +14,9 @@ What is compared, per env (`ENVS` below):
   through `benchmarks/sf_gym_env.py`, which registers any gym id as that example does CartPole),
   at the same budget and seed;
 - on both sides the same sampling hardware: our config's `num_workers` x `num_envs_per_worker`
-  (Sample Factory's per-family defaults assume 8+ cores) and the CPU as device.
+  (Sample Factory's per-family defaults assume 8+ cores) and the CPU as device. Atari is the
+  exception: SF's sync mode there needs workers x envs x rollout (128) to be a whole number of
+  its 1024-sample iterations, so SF gets 2 workers x 4 envs (its default is 8 envs, 8 x 1).
 
 The figure is the average return over the last 100 episodes, in the env's own units, as each
 system last reported it before the budget ran out (ours: TensorBoard `episode/return`; SF:
@@ -76,6 +78,9 @@ class EnvCase:
     # lasted (ours: TensorBoard `episode/length` x frameskip; SF: its objective / sf_reward_scaling)
     measure: str = "return"
     frameskip: int = 1
+    # SF's num_workers x num_envs_per_worker where its defaults cannot take ours: its sync mode (Atari)
+    # needs workers x envs x rollout to be a whole number of training batches
+    sf_workers: Optional[Tuple[int, int]] = None
 
 
 def _doom(ours: str, sf_env: str, steps: int, scaling: float = 1.0, seeds: int = 2,
@@ -96,8 +101,9 @@ ENVS: Dict[str, EnvCase] = {
     "doom/deadly_corridor": _doom("doom/deadly_corridor", "doom_deadly_corridor", 1_000_000, scaling=0.01),
     "mujoco/halfcheetah": EnvCase("mujoco/halfcheetah", ["-m", "sf_examples.mujoco.train_mujoco",
                                                          "--env=mujoco_halfcheetah"], 1_000_000, (2, 32)),
+    # SF's Atari defaults: 8 envs (8 x 1), rollout 128, sync PPO on 4 x 256: here 2 workers x 4 envs
     "atari/pong": EnvCase("atari/pong", [str(Path(__file__).resolve().parent / "sf_atari_env.py"), "--env=atari_pong"],
-                          1_000_000, (2, 8), seeds=1),
+                          1_000_000, (2, 8), seeds=1, sf_workers=(2, 4)),
 }
 
 
@@ -118,7 +124,7 @@ def read_sf_scalars(summary_dir: Path, tag: str) -> List[Point]:
 
 
 def sf_command(python: str, case: EnvCase, train_dir: Path, seed: int, env_steps: int) -> List[str]:
-    n, k = case.workers
+    n, k = case.sf_workers or case.workers
     return [python, *case.sf_args, *case.sf_extra, "--device=cpu", "--with_wandb=False",
             "--experiment_summaries_interval=5", f"--num_workers={n}", f"--num_envs_per_worker={k}",
             f"--experiment=sf_{seed}", f"--train_dir={train_dir}", f"--seed={seed}",
