@@ -8,7 +8,7 @@ from pathlib import Path
 from torch.utils.tensorboard import SummaryWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from learning_vs_sample_factory import ENVS, read_sf_scalars, sf_command, summary_rows  # noqa: E402
+from learning_vs_sample_factory import ENVS, read_sf_scalars, sf_command, sf_log_returns, summary_rows  # noqa: E402
 from vs_sample_factory import RunResult  # noqa: E402
 
 
@@ -22,6 +22,17 @@ def test_sf_scalars_are_read_in_step_order(tmp_path):
     assert [(s, v) for _, s, v in points] == [(2048.0, 0.25), (4096.0, 0.5), (8192.0, 0.75)]
     assert read_sf_scalars(summary, "no/such_tag") == []
     assert read_sf_scalars(tmp_path / "missing", "policy_stats/avg_true_objective") == []
+
+
+def test_sf_log_returns_pair_each_reward_line_with_the_frames_reported_before_it():
+    # The lines as SF 2.1.1 prints them (colour codes included), from a real Atari run's log.
+    log = ("\x1b[36m[2026-11-26 08:43:53,316][17602] Fps is (10 sec: 409.6, 60 sec: 204.8, 300 sec: 170.1)."
+           " Total num frames: 503808. Throughput: 0: 61.2. Samples: 3780.\x1b[0m\n"
+           "\x1b[36m[2026-11-26 08:43:58,316][17602] Avg episode reward: [(0, '-18.225')]\x1b[0m\n"
+           "\x1b[36m[2026-11-26 08:44:03,316][17602] Fps is (10 sec: 0.0). Total num frames: 507904.\x1b[0m\n"
+           "\x1b[36m[2026-11-26 08:44:03,316][17602] Avg episode reward: [(0, '-17.5')]\x1b[0m\n")
+    assert [(s, v) for _, s, v in sf_log_returns(log)] == [(503808.0, -18.225), (507904.0, -17.5)]
+    assert sf_log_returns("[x] Avg episode reward: [(0, '1.0')]") == []  # no frame count reported yet
 
 
 def test_summary_row_medians_ranges_and_gap():
