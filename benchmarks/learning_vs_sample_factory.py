@@ -35,7 +35,6 @@ good per frame").
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import sys
 import tempfile
@@ -55,7 +54,7 @@ from _common import (  # noqa: E402
     steady_fps,
     wait_for_quiet,
 )
-from vs_sample_factory import Preset, RunResult, SfPython, read_tb_scalars, run_ours  # noqa: E402
+from vs_sample_factory import Preset, RunResult, SfPython, parse_sf_log, read_tb_scalars, run_ours  # noqa: E402
 
 # SF's gym example (its docstring's CartPole recipe) through our launcher, which registers any gym id
 GYM_RECIPE = [str(Path(__file__).resolve().parent / "sf_gym_env.py"), "--algo=APPO", "--use_rnn=False",
@@ -132,26 +131,6 @@ def sf_command(python: str, case: EnvCase, train_dir: Path, seed: int, env_steps
             f"--train_for_env_steps={env_steps}"]
 
 
-_LOG_FRAMES = re.compile(r"Total num frames: (\d+)")
-_LOG_REWARD = re.compile(r"Avg episode reward: \[\(0, '(-?[0-9.]+)'\)\]")
-
-
-def sf_log_returns(text: str) -> List[Point]:
-    """(0, env frames, value) of each "Avg episode reward" line of SF's log, with the frame count
-    of the report line before it. The fallback where SF writes no `policy_stats/*` scalars (its
-    Atari runs): that line is its average over the last `stats_avg` episodes, after its own
-    reward scaling, before shaping."""
-    points, frames = [], None
-    for line in text.splitlines():
-        m = _LOG_FRAMES.search(line)
-        if m:
-            frames = float(m.group(1))
-        m = _LOG_REWARD.search(line)
-        if m and frames is not None:
-            points.append((0.0, frames, float(m.group(1))))
-    return points
-
-
 def run_sf(sf: SfPython, case: EnvCase, work: Path, seed: int, env_steps: int, timeout: float) -> RunResult:
     run_dir = _fresh(work / f"sf_{seed}")
     log = run_dir / "stdout.log"
@@ -159,8 +138,9 @@ def run_sf(sf: SfPython, case: EnvCase, work: Path, seed: int, env_steps: int, t
     proc = run_tree(sf_command(sf.python, case, train_dir, seed, env_steps), log, cwd=run_dir, env=sf.env(),
                     timeout=timeout)
     summary = train_dir / f"sf_{seed}" / ".summary" / "0"
-    points = read_sf_scalars(summary, "policy_stats/avg_true_objective") or sf_log_returns(
-        log.read_text(errors="replace") if log.exists() else "")
+    # SF's Atari runs write no policy_stats scalars: then its log's "Avg episode reward" lines
+    points = read_sf_scalars(summary, "policy_stats/avg_true_objective") or (
+        parse_sf_log(log.read_text(errors="replace"))[1] if log.exists() else [])
     returns = [(w, s, v / case.sf_reward_scaling) for w, s, v in points]
     progress = read_sf_scalars(summary, "perf/_fps")
     ok = proc.returncode == 0

@@ -8,8 +8,8 @@ from pathlib import Path
 from torch.utils.tensorboard import SummaryWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from learning_vs_sample_factory import ENVS, read_sf_scalars, sf_command, sf_log_returns, summary_rows  # noqa: E402
-from vs_sample_factory import RunResult  # noqa: E402
+from learning_vs_sample_factory import ENVS, read_sf_scalars, sf_command, summary_rows  # noqa: E402
+from vs_sample_factory import RunResult, parse_sf_log  # noqa: E402
 
 
 def test_sf_scalars_are_read_in_step_order(tmp_path):
@@ -25,14 +25,15 @@ def test_sf_scalars_are_read_in_step_order(tmp_path):
 
 
 def test_sf_log_returns_pair_each_reward_line_with_the_frames_reported_before_it():
+    """The fallback where SF writes no policy_stats scalars (its Atari runs): its log's lines."""
     # The lines as SF 2.1.1 prints them (colour codes included), from a real Atari run's log.
     log = ("\x1b[36m[2026-11-26 08:43:53,316][17602] Fps is (10 sec: 409.6, 60 sec: 204.8, 300 sec: 170.1)."
            " Total num frames: 503808. Throughput: 0: 61.2. Samples: 3780.\x1b[0m\n"
            "\x1b[36m[2026-11-26 08:43:58,316][17602] Avg episode reward: [(0, '-18.225')]\x1b[0m\n"
            "\x1b[36m[2026-11-26 08:44:03,316][17602] Fps is (10 sec: 0.0). Total num frames: 507904.\x1b[0m\n"
            "\x1b[36m[2026-11-26 08:44:03,316][17602] Avg episode reward: [(0, '-17.5')]\x1b[0m\n")
-    assert [(s, v) for _, s, v in sf_log_returns(log)] == [(503808.0, -18.225), (507904.0, -17.5)]
-    assert sf_log_returns("[x] Avg episode reward: [(0, '1.0')]") == []  # no frame count reported yet
+    assert [(s, v) for _, s, v in parse_sf_log(log)[1]] == [(503808.0, -18.225), (507904.0, -17.5)]
+    assert parse_sf_log("[2026-11-26 08:43:58,316][17602] Avg episode reward: [(0, '1.0')]")[1] == []  # no report yet
 
 
 def test_summary_row_medians_ranges_and_gap():
