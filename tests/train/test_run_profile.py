@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from sf_hydra.learner.profile import LEARNER_PARTS, WORKER_PARTS, RunProfile, profile_lines
-from sf_hydra.sampler.training_batches import seconds_since_launch
+from sf_hydra.sampler.training_batches import seconds_since_launch, timing_since
 
 
 def test_learner_parts_and_the_rest_make_the_session():
@@ -39,11 +39,27 @@ def test_a_run_reports_where_its_time_went(short_cartpole_run):
         assert workers[part]["seconds"] > 0, (part, workers)
     assert sum(p["seconds"] for p in learner.values()) <= profile["session_seconds"] + 0.01
     assert abs(sum(p["fraction"] for p in workers.values()) - 1.0) < 1e-3
+    # The workers' seconds are the session's: those they spent before it (collecting, then waiting for slots
+    # while the learner was built) are start-up. 2 workers (FAST_OVERRIDES); a rollout ends at most a
+    # moment after the session's last batch.
+    worker_seconds = sum(p["seconds"] for p in workers.values())
+    assert worker_seconds <= 2 * profile["session_seconds"] + 0.5, (worker_seconds, profile)
     assert any(m.startswith("profile of this session") for m in messages)
     startup = profile["startup"]  # from this (pytest) process's launch: the whole test session until then
     assert 0 < startup["first_rollout_s"] <= startup["first_trajectory_s"] + 0.01, startup  # reported, then taken
     assert startup["first_trajectory_s"] <= startup["first_update_s"] <= seconds_since_launch(), startup
     assert any(m.startswith("start-up, seconds after launch: first rollout reported") for m in messages)
+
+
+def test_a_rollouts_seconds_before_the_session_come_out_of_its_wait_first_then_in_proportion():
+    timing = {"wait_for_slots": 4.0, "env_step": 3.0, "inference": 1.0}  # began at t=100, reported at t=108
+    assert timing_since(timing, 100.0, 99.0) == timing  # began within the session: whole
+    assert timing_since(timing, 0.0, 105.0) == timing  # when it began is unknown: whole
+    assert timing_since(timing, 100.0, 103.0) == {"wait_for_slots": 1.0, "env_step": 3.0, "inference": 1.0}
+    # 6 s before: the 4 s of waiting, then 2 of the other 4 s, half of each
+    assert timing_since(timing, 100.0, 106.0) == {"wait_for_slots": 0.0, "env_step": 1.5, "inference": 0.5}
+    assert timing_since(timing, 100.0, 120.0) == {"wait_for_slots": 0.0, "env_step": 0.0, "inference": 0.0}
+    assert timing_since({"env_step": 2.0}, 100.0, 101.0) == {"env_step": 1.0}  # no wait recorded
 
 
 def test_seconds_since_launch_counts_from_the_process_start_not_from_the_import():

@@ -6,7 +6,9 @@ Two groups, measured differently:
 - `learner`: the training process's own wall clock. Its parts never overlap, so they add up to at most
   the session's seconds; what they leave is `other` (Lightning's loop, logging, the callbacks' rest).
 - `workers`: every rollout worker's seconds, summed over the workers (2 workers busy for 10 s: 20 s);
-  each part's fraction is of the workers' total.
+  each part's fraction is of the workers' total. They count from the learner's first request for data:
+  a fresh run's workers collect while the learner starts, then wait for slots, and those seconds are
+  start-up, left out (sampler/training_batches.py `timing_since`).
 """
 
 from __future__ import annotations

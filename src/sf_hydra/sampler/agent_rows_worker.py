@@ -266,7 +266,7 @@ class AgentRowsWorker(WorkerBase):
         self._check_alive()
         if self.sync_mode:
             self._wait_for_learner_round()
-        t_start = time.perf_counter()
+        t_start, began_at = time.perf_counter(), time.time()
         self.timing = {"inference": 0.0, "env_step": 0.0, "wait_for_slots": 0.0}
         if self.slot is None:
             self.slot = self._acquire(self.num_rows)
@@ -290,7 +290,7 @@ class AgentRowsWorker(WorkerBase):
         replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
         restarts, self.restarts_done = self.restarts_done, 0
         self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing, outcomes,
-                                        replaced, restarts))
+                                        replaced, restarts, began_at=began_at))
 
     def close(self) -> None:
         close_all(self.groups)

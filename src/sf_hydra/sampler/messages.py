@@ -71,3 +71,4 @@ class Trajectories:
     nonfinite_replaced: int = 0
     env_restarts: int = 0
     sent_at: float = field(default_factory=time.time)  # the worker's wall clock when it reported them
+    began_at: float = 0.0  # ... when it began this rollout (0: unknown); `timing` covers began_at to sent_at

@@ -113,7 +113,7 @@ class SingleAgentWorker(WorkerBase):
         if self.sync_mode:
             self._wait_for_learner_round()
         n = len(self.envs)
-        t_wait = time.perf_counter()
+        t_wait, began_at = time.perf_counter(), time.time()
         slots = self._acquire_slots(n)
         episodes: list = []
         self.timing = {"inference": 0.0, "env_step": 0.0, "wait_for_slots": time.perf_counter() - t_wait}
@@ -129,7 +129,8 @@ class SingleAgentWorker(WorkerBase):
         replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
         restarts, self.restarts_done = self.restarts_done, 0
         self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip,
-                                        self.timing, nonfinite_replaced=replaced, env_restarts=restarts))
+                                        self.timing, nonfinite_replaced=replaced, env_restarts=restarts,
+                                        began_at=began_at))
 
     def close(self) -> None:
         close_all(self.envs)

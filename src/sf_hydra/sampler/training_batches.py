@@ -34,11 +34,35 @@ def seconds_since_launch() -> float:
         return time.monotonic() - _IMPORTED
 
 
+def timing_since(timing: Dict[str, float], began_at: float, since: float) -> Dict[str, float]:
+    """The part of a rollout's `timing` (seconds per part; together they cover the worker's wall clock from
+    `began_at` to its report) that falls after wall-clock time `since`. The seconds before `since` come out of
+    the wait for slots first: a fresh run's workers collect while the learner starts, then wait there until it
+    frees slots. What is left comes out of the other parts in proportion. Invariant: the parts stay >= 0 and
+    their sum drops by max(0, since - began_at), down to 0. `began_at` 0 (unknown) keeps the timing whole."""
+    before = since - began_at
+    if began_at <= 0 or before <= 0:
+        return timing
+    out = dict(timing)
+    wait = out.get("wait_for_slots", 0.0)
+    if "wait_for_slots" in out:
+        out["wait_for_slots"] = wait - min(wait, before)
+    rest = before - min(wait, before)
+    others = sum(v for k, v in out.items() if k != "wait_for_slots")
+    if rest > 0 and others > 0:
+        keep = max(0.0, 1.0 - rest / others)
+        out = {k: v if k == "wait_for_slots" else v * keep for k, v in out.items()}
+    return out
+
+
 class Received:
-    """What the workers reported since the last batch: it goes with the next batch as `meta`."""
+    """What the workers reported since the last batch: it goes with the next batch as `meta`. Worker seconds
+    count from `since`, the learner's first request for data: what a worker spent before (collecting, then
+    waiting, while the learner started) belongs to start-up, not to the session's profile."""
 
     def __init__(self, num_policies: int):
         self.num_policies = num_policies
+        self.since = time.time()
         self.reset()
 
     def reset(self) -> None:
@@ -56,7 +80,7 @@ class Received:
         self.outcomes.extend(traj.outcomes)
         self.nonfinite_replaced += traj.nonfinite_replaced
         self.env_restarts += traj.env_restarts
-        for key, seconds in traj.timing.items():
+        for key, seconds in timing_since(traj.timing, traj.began_at, self.since).items():
             self.timing[key] = self.timing.get(key, 0.0) + seconds
 
     def meta(self, policy: int) -> dict:
