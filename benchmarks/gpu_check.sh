@@ -22,8 +22,20 @@ export PYTHONUNBUFFERED=1
 ENV_STEPS=${ENV_STEPS:-300000}
 REPEATS=${REPEATS:-2}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-330}  # seconds for all the Doom battle runs together
+RUN_TIMEOUT=${RUN_TIMEOUT:-90}  # seconds for one run (SF takes ~76 s for 1M frames on an H200)
+VARIANTS=${VARIANTS:-server server2 in_worker}  # ours: any of these, in this order
 ulimit -n 65536 2>/dev/null
 mount -o remount,size=16G /dev/shm 2>/dev/null  # shared trajectory buffers live there
+
+variant_overrides() {  # the Hydra overrides of one of ours (VARIANTS)
+    local server="hardware.inference=server hardware.inference_device=cuda hardware.worker_num_splits=2"
+    case $1 in
+        server) echo "$server" ;;
+        server2) echo "$server hardware.inference_workers=2" ;;
+        in_worker) echo "hardware.inference=in_worker" ;;
+        *) echo "unknown variant $1 (server, server2, in_worker)" >&2; exit 2 ;;
+    esac
+}
 
 install() {  # install(target, wheels...)
     local target=$1; shift
@@ -46,11 +58,11 @@ v('sample-factory'), 'gymnasium', v('gymnasium'), 'numpy', v('numpy'))"
     tests/learner/test_cuda_learner.py tests/train/test_server_inference.py tests/sampler/test_inference_server.py \
     2>&1 | tee "$OUT/gpu_tests.log"
 
+variant_args=()
+for v in $VARIANTS; do variant_args+=("--variant=$v=$(variant_overrides "$v")") || exit 2; done
 timeout "$BENCH_TIMEOUT" python3 benchmarks/vs_sample_factory.py --preset doom_battle_gpu_16x8 --repeats "$REPEATS" \
-    --env-steps "$ENV_STEPS" --timeout 90 --work-dir /tmp/vs --sf-python python3 --sf-pythonpath /tmp/sfsite \
-    --variant "server=hardware.inference=server hardware.inference_device=cuda hardware.worker_num_splits=2" \
-    --variant "server2=hardware.inference=server hardware.inference_device=cuda hardware.worker_num_splits=2 hardware.inference_workers=2" \
-    --variant "in_worker=hardware.inference=in_worker" 2>&1 | tee "$OUT/doom_battle.log"
+    --env-steps "$ENV_STEPS" --timeout "$RUN_TIMEOUT" --work-dir /tmp/vs --sf-python python3 --sf-pythonpath /tmp/sfsite \
+    "${variant_args[@]}" 2>&1 | tee "$OUT/doom_battle.log"
 
 # Each run's summary (ours: profile per component) and log, in one archive (few files come back).
 (cd /tmp/vs && tar czf "$OUT/runs.tgz" --exclude='*.pt' --exclude='*.pth' --exclude='checkpoint*' \
