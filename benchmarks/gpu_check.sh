@@ -24,6 +24,7 @@ REPEATS=${REPEATS:-2}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-330}  # seconds for all the Doom battle runs together
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}  # seconds for one run (SF takes ~76 s for 1M frames on an H200)
 VARIANTS=${VARIANTS:-server server2 in_worker}  # ours: any of these, in this order
+SYSTEMS=${SYSTEMS:-sf,ours}  # sf,ours or ours: without Sample Factory's runs
 ulimit -n 65536 2>/dev/null
 mount -o remount,size=16G /dev/shm 2>/dev/null  # shared trajectory buffers live there
 
@@ -32,8 +33,9 @@ variant_overrides() {  # the Hydra overrides of one of ours (VARIANTS)
     case $1 in
         server) echo "$server" ;;
         server2) echo "$server hardware.inference_workers=2" ;;
+        server4) echo "${server/worker_num_splits=2/worker_num_splits=4}" ;;
         in_worker) echo "hardware.inference=in_worker" ;;
-        *) echo "unknown variant $1 (server, server2, in_worker)" >&2; exit 2 ;;
+        *) echo "unknown variant $1 (server, server2, server4, in_worker)" >&2; exit 2 ;;
     esac
 }
 
@@ -60,7 +62,7 @@ v('sample-factory'), 'gymnasium', v('gymnasium'), 'numpy', v('numpy'))"
 
 variant_args=()
 for v in $VARIANTS; do variant_args+=("--variant=$v=$(variant_overrides "$v")") || exit 2; done
-timeout "$BENCH_TIMEOUT" python3 benchmarks/vs_sample_factory.py --preset doom_battle_gpu_16x8 --repeats "$REPEATS" \
+timeout "$BENCH_TIMEOUT" python3 benchmarks/vs_sample_factory.py --preset doom_battle_gpu_16x8 --repeats "$REPEATS" --systems "$SYSTEMS" \
     --env-steps "$ENV_STEPS" --timeout "$RUN_TIMEOUT" --work-dir /tmp/vs --sf-python python3 --sf-pythonpath /tmp/sfsite \
     "${variant_args[@]}" 2>&1 | tee "$OUT/doom_battle.log"
 
