@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from sf_hydra import run_dir as rd
-from sf_hydra.config import validate
+from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env
 from sf_hydra.envs import check_env, episode_stats, reward_shaping
 from sf_hydra.faults import EnvStartError, NonFiniteTraining
@@ -188,6 +188,8 @@ def _train_in(cfg, run_dir: Path) -> dict:
 
     try:
         env = env_info(cfg)  # one env build (or the cache): its spaces and agent count
+    except ConfigError:
+        raise  # an env key the env's own checks refuse (env.downsample=0): a bad config, not a crash
     except Exception as e:
         raise EnvStartError(cfg.env, e) from e
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count

@@ -141,6 +141,42 @@ def test_render_grayscale_and_known_scenarios():
     assert "basic" in known_scenarios()
 
 
+def test_resize_keeps_the_pixel_nearest_neighbour_picks_as_sample_factory_does():
+    """Sample Factory's Doom observation: 160x120 rendered, resized to 128x72 by OpenCV's INTER_NEAREST,
+    whose source pixel is floor(i * 120 / 72) down and floor(j * 160 / 128) across."""
+    from sf_hydra.envs.doom.frames import nearest_indices
+
+    assert nearest_indices(160, 128)[:6].tolist() == [0, 1, 2, 3, 5, 6]  # 0, 1.25, 2.5, 3.75, 5, 6.25
+    assert nearest_indices(120, 72)[:4].tolist() == [0, 1, 3, 5]  # 0, 1.67, 3.33, 5
+    cfg = doom_cfg("my_way_home", resolution="160x120", downsample=1, resize=[128, 72])
+    env = make_env(cfg, seed=0, render_mode="rgb_array")
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == env.observation_space.shape == (3, 72, 128) and obs.flags["C_CONTIGUOUS"]
+        frame = env.render()  # the rendered frame, (120, 160, 3)
+        assert frame.shape == (120, 160, 3)
+        for i, j in [(0, 0), (1, 1), (2, 4), (71, 127), (40, 99)]:
+            source = frame[math.floor(i * 120 / 72), math.floor(j * 160 / 128)]
+            assert obs[:, i, j].tolist() == source.tolist(), (i, j)
+        for _ in range(3):
+            obs, *_ = env.step(env.action_space.sample())
+            assert env.observation_space.contains(obs)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("bad", [[128], [0, 72], [128, 72, 3]])
+def test_a_bad_resize_names_the_key_and_what_is_allowed(bad):
+    from sf_hydra.config.errors import ConfigError
+    from sf_hydra.envs.doom.frames import check_resize
+
+    with pytest.raises(ConfigError, match=r"env\.resize.*\[width, height\], two integers >= 1"):
+        make_env(doom_cfg("basic", resize=bad), seed=0)
+    for other in ([128, 72.5], "128x72", [True, 72]):  # values the typed config refuses before: the check alone
+        with pytest.raises(ConfigError, match=r"env\.resize"):
+            check_resize(other)
+
+
 def test_close_twice(basic):
     basic.reset()
     basic.close()

@@ -26,6 +26,21 @@ def test_env_that_fails_to_start_is_named_with_its_traceback_tail(tmp_path, env_
     assert "Error executing job" not in proc.out and "Traceback (most recent call last)" not in proc.out, proc.out
 
 
+def test_an_env_key_the_envs_own_check_refuses_is_a_bad_config_not_a_crash(tmp_path):
+    """DoomEnv checks env.downsample and env.resize when the probe env is built: that is still before any
+    process starts, and it reads as every other bad config (one line naming key, value and what is allowed)."""
+    pytest.importorskip("vizdoom")
+    from sf_hydra.faults import EXIT_BAD_CONFIG
+
+    refusals = [("env.downsample=0", "bad config: env.downsample=0 is not allowed: an integer >= 1"),
+                ("env.resize=[0,72]", "bad config: env.resize=[0, 72] is not allowed: null or [width, height], two")]
+    for override, said in refusals:
+        proc = train_py(tmp_path, "env=doom/basic", override)
+        assert proc.returncode == EXIT_BAD_CONFIG, proc.out
+        assert said in proc.out, proc.out
+        assert "failed to start" not in proc.out and "Traceback" not in proc.out, proc.out
+
+
 def test_ctrl_c_during_start_up_exits_quietly(tmp_path):
     cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=run", *TINY, "env=gym/any",
            "env.id=tests.helpers.faulty_envs:SlowInitCartPole-v0"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA, make_action_mapping
-from sf_hydra.envs.doom.frames import as_chw, downsample, obs_shape
+from sf_hydra.envs.doom.frames import NearestResize, as_chw, check_resize, downsample, obs_shape
 from sf_hydra.envs.doom.game import build_game, parse_buttons, parse_game_variables, to_vizdoom_seed
 from sf_hydra.envs.doom.shaping import DeltaRewards
 from sf_hydra.envs.episode_info import SHAPING_UNITS
@@ -53,6 +53,7 @@ class DoomEnv(gym.Env):
         frameskip: int = 4,
         resolution: str = "256x144",
         downsample: int = 2,
+        resize: Optional[Sequence[int]] = None,
         grayscale: bool = False,
         episode_timeout: Optional[int] = None,
         max_episode_steps: Optional[int] = None,
@@ -74,6 +75,7 @@ class DoomEnv(gym.Env):
             raise ConfigError("env.frameskip", frameskip, "an integer >= 1")
         if int(downsample) < 1:
             raise ConfigError("env.downsample", downsample, "an integer >= 1 (1: no downsampling)")
+        check_resize(resize)
         self.scenario = scenario
         self.frameskip = int(frameskip)
         self.factor = int(downsample)
@@ -97,6 +99,10 @@ class DoomEnv(gym.Env):
         self.action_space = self.actions.space
         channels = 1 if grayscale else 3
         shape = obs_shape(channels, self.game.get_screen_height(), self.game.get_screen_width(), self.factor)
+        self.resize = None
+        if resize is not None:
+            self.resize = NearestResize(shape[1], shape[2], int(resize[1]), int(resize[0]))
+            shape = (channels, int(resize[1]), int(resize[0]))
         pixels = gym.spaces.Box(0, 255, shape, np.uint8)
         self.n_measurements = len(variables)
         if self.n_measurements:
@@ -204,6 +210,8 @@ class DoomEnv(gym.Env):
             return
         self._frame = as_chw(state.screen_buffer)
         self._pixels = downsample(self._frame, self.factor)
+        if self.resize is not None:
+            self._pixels = self.resize(self._pixels)
         if self.n_measurements:
             self._measurements = np.asarray(state.game_variables, np.float32)
 

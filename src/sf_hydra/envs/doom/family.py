@@ -38,6 +38,7 @@ def doom_env_kwargs(env_cfg, seed: Optional[int] = None, render_mode: Optional[s
         frameskip=env_cfg.frameskip,
         resolution=env_cfg.resolution,
         downsample=env_cfg.downsample,
+        resize=None if env_cfg.get("resize") is None else list(env_cfg.resize),
         grayscale=env_cfg.grayscale,
         episode_timeout=env_cfg.episode_timeout,
         max_episode_steps=env_cfg.max_episode_steps,

@@ -31,6 +31,9 @@ class DoomEnvConfig(EnvConfig):
     family: str = "doom"
     resolution: str = "256x144"  # the engine's render resolution, WxH
     downsample: int = 2  # integer pooling of the rendered frame: 256x144 -> 128x72
+    # [width, height]: then a nearest-neighbour resize to this size (Sample Factory's res_w, res_h: it
+    # renders 160x120 and resizes to 128x72); null: the downsampled frame as it is
+    resize: Optional[List[int]] = None
     grayscale: bool = False  # one gray channel instead of RGB
     episode_timeout: Optional[int] = None  # tics; None keeps the scenario's own
     actions: DoomActionsConfig = field(default_factory=DoomActionsConfig)  # how agent actions map to ViZDoom buttons
