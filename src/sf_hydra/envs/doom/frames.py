@@ -54,7 +54,7 @@ def check_resize(resize) -> None:
     """env.resize: null, or [width, height] of two integers >= 1."""
     if resize is None:
         return
-    values = list(resize) if isinstance(resize, (list, tuple)) or hasattr(resize, "__len__") else None
+    values = None if isinstance(resize, str) or not hasattr(resize, "__len__") else list(resize)  # list, ListConfig
     if (values is None or len(values) != 2
             or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in values)):
         from sf_hydra.config.errors import ConfigError
