@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sf_hydra.config.errors import ConfigError
+
 
 def as_chw(frame: np.ndarray) -> np.ndarray:
     """GRAY8 frames come as (H, W): add the channel axis."""
@@ -57,6 +59,4 @@ def check_resize(resize) -> None:
     values = None if isinstance(resize, str) or not hasattr(resize, "__len__") else list(resize)  # list, ListConfig
     if (values is None or len(values) != 2
             or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in values)):
-        from sf_hydra.config.errors import ConfigError
-
         raise ConfigError("env.resize", resize, "null or [width, height], two integers >= 1 (e.g. [128, 72])")
