@@ -66,3 +66,14 @@ def test_core_shares(cores, parallel, expected):
 def test_gpus_are_packed_experiments_per_gpu_to_a_device():
     assert [gpu_for_slot(s, 2, 2) for s in range(6)] == [0, 0, 1, 1, 0, 0]
     assert gpu_for_slot(3, 1, 0) is None
+
+
+def test_hydra_discovers_the_plugin_in_a_fresh_interpreter():
+    """Hydra's plugin scan executes our plugin modules before they are in sys.modules; a
+    dataclass with postponed (string) annotations then fails to resolve its module. The compose
+    API, called before anything imports sf_hydra (a notebook), must still find the launcher."""
+    code = ("from hydra.core.plugins import Plugins\nfrom hydra.plugins.launcher import Launcher\n"
+            "print(sorted(c.__name__ for c in Plugins.instance().discover(Launcher)))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "LocalParallelLauncher" in result.stdout

@@ -6,8 +6,8 @@ at a time, the CPU cores split between the running ones (each run is pinned to i
 its rollout workers inherit the pinning), and GPUs packed `experiments_per_gpu` runs to a device.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: Hydra executes plugin modules before they are in
+# sys.modules, and a dataclass with string annotations then cannot resolve its module.
 import logging
 import os
 import sys
