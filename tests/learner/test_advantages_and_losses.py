@@ -218,7 +218,7 @@ def test_policy_loss_gradient_is_zero_where_clipped():
 
 def value_loss_reference(values, old_values, targets, clip):
     clipped = old_values + np.clip(values - old_values, -clip, clip)
-    return 0.5 * np.mean(np.maximum((values - targets) ** 2, (clipped - targets) ** 2))
+    return np.mean(np.maximum((values - targets) ** 2, (clipped - targets) ** 2))  # no 1/2, as SF's
 
 
 def test_value_loss_matches_formula():
@@ -231,7 +231,7 @@ def test_value_loss_matches_formula():
 
 def test_value_loss_within_clip_is_plain_mse():
     v, old, tgt = torch.tensor([0.3, -0.2]), torch.tensor([0.0, 0.0]), torch.tensor([2.0, 1.0])
-    assert value_loss(v, old, tgt, 1.0).item() == pytest.approx(0.5 * ((1.7**2) + (1.2**2)) / 2)
+    assert value_loss(v, old, tgt, 1.0).item() == pytest.approx(((1.7**2) + (1.2**2)) / 2)
 
 
 def test_value_loss_clipped_behaviour():
@@ -239,15 +239,15 @@ def test_value_loss_clipped_behaviour():
     # Moving 5 towards the target with clip 1: the clipped estimate (1.0) is worse and is used, no gradient.
     v = torch.tensor([5.0], requires_grad=True)
     loss = value_loss(v, old, tgt, 1.0)
-    assert loss.item() == pytest.approx(0.5 * 81.0)
+    assert loss.item() == pytest.approx(81.0)
     loss.backward()
     assert v.grad.item() == 0.0
     # Moving away from the target: the unclipped error is the larger one and is used.
     v = torch.tensor([-5.0], requires_grad=True)
     loss = value_loss(v, old, tgt, 1.0)
-    assert loss.item() == pytest.approx(0.5 * 225.0)
+    assert loss.item() == pytest.approx(225.0)
     loss.backward()
-    assert v.grad.item() == pytest.approx(-15.0)
+    assert v.grad.item() == pytest.approx(-30.0)
 
 
 def test_entropy_loss():

@@ -91,6 +91,9 @@ class ModelConfig:
     # weight initialization of the network's layers
     policy_initialization: PolicyInitialization = PolicyInitialization.orthogonal
     policy_init_gain: float = 1.0  # gain of that initialization
+    # gain of the action head's (orthogonal) initialization: small gains give near-uniform actions
+    # at the start and little policy gradient into the shared layers; Sample Factory uses policy_init_gain
+    action_head_init_gain: float = 0.01
     adaptive_stddev: bool = True  # Box actions: state-dependent std (else a learned vector)
     initial_stddev: float = 1.0  # Box actions: the Gaussian's initial standard deviation
     continuous_tanh_scale: float = 0.0  # >0: means squashed as tanh(mu / s) * s (samples are clipped to the Box)
@@ -120,7 +123,9 @@ class AlgoConfig:
     normalize_input_keys: Optional[List[str]] = None
     ppo_clip_ratio: float = 0.1  # PPO clips the probability ratio to [1 / (1 + c), 1 + c]
     ppo_clip_value: float = 1.0  # PPO value clipping: how far new values may move from the old ones
-    value_loss_coeff: float = 0.5  # weight of the value loss
+    # weight of the value loss, a mean squared error as Sample Factory's (SF's default 0.5; ours 0.25, the
+    # weight the shipped configs were measured with)
+    value_loss_coeff: float = 0.25
     exploration_loss_coeff: float = 0.003  # weight of the exploration loss (the entropy bonus by default)
     # entropy (maximize it) or symmetric_kl (minimize the symmetric KL to a uniform prior: unlike the
     # entropy it grows without bound as an action's probability goes to 0; discrete actions only)

@@ -22,11 +22,13 @@ POSITIVE = (
     "save_best_every_sec", "logger.flush_summaries_interval",
     "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
     "algo.vtrace_rho", "algo.vtrace_c",  # truncation levels of importance weights (<= 0 would zero every trace)
+    "model.policy_init_gain",  # 0 would zero every weight: no gradient reaches the lower layers
 )
 
 NON_NEGATIVE = (
     "algo.max_grad_norm", "algo.value_loss_coeff", "algo.exploration_loss_coeff", "model.continuous_tanh_scale",
     "algo.kl_loss_coeff", "hardware.decorrelate_experience_max_seconds",
+    "model.action_head_init_gain",  # 0: zero logits, exactly uniform actions at the start
 )
 
 UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda", "selfplay.latest_prob")

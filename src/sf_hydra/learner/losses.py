@@ -33,9 +33,10 @@ def policy_loss(log_probs, old_log_probs, advantages, clip_ratio: float, valid=N
 
 def value_loss(values, old_values, targets, clip_value: float, valid=None):
     """Clipped value loss: the new estimate may not move more than clip_value from the one
-    the behaviour policy computed, unless that is worse."""
+    the behaviour policy computed, unless that is worse. The mean squared error without a
+    factor 1/2, as Sample Factory's, so that algo.value_loss_coeff weighs it as its flag does."""
     clipped = old_values + torch.clamp(values - old_values, -clip_value, clip_value)
-    return 0.5 * masked_mean(torch.max((values - targets) ** 2, (clipped - targets) ** 2), valid)
+    return masked_mean(torch.max((values - targets) ** 2, (clipped - targets) ** 2), valid)
 
 
 def entropy_loss(entropy, valid=None):

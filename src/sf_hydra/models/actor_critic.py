@@ -12,6 +12,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from sf_hydra.config.schema import ModelConfig
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd, check_normalize_input_keys
 from sf_hydra.spaces import ACTION_MASK, num_discrete_actions, obs_shapes
@@ -59,7 +60,8 @@ class ActorCritic(nn.Module):
         self.value_head = nn.Linear(value_size, 1)
         # The behaviour distribution's parameters are recorded only for a loss that reads them.
         self.action_dist_params_size = action_dist_params_size(self.action_head, algo_cfg)
-        self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain)
+        head_gain = model_cfg.get("action_head_init_gain", ModelConfig.action_head_init_gain)  # older saved configs
+        self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain, head_gain)
 
     @property
     def separate_critic(self) -> bool:
@@ -76,7 +78,10 @@ class ActorCritic(nn.Module):
         `StepOutput.extras`; the learner's batch then holds them under the same names."""
         return []
 
-    def _initialize(self, scheme: str, gain: float) -> None:
+    def _initialize(self, scheme: str, gain: float, head_gain: float) -> None:
+        """Linear and conv layers by `scheme` with `gain`, biases zero; the action head's linear
+        layers orthogonal with `head_gain` (model.action_head_init_gain). The recurrent core
+        keeps torch's own initialization. `torch_default` leaves every layer as torch made it."""
         if scheme == "torch_default":
             return
         init = nn.init.orthogonal_ if scheme == "orthogonal" else nn.init.xavier_uniform_
@@ -84,10 +89,9 @@ class ActorCritic(nn.Module):
             if isinstance(m, (nn.Linear, nn.Conv2d)):
                 init(m.weight, gain=gain)
                 nn.init.zeros_(m.bias)
-        # Small policy logits at start: near-uniform actions, as in most PPO codebases.
         for m in self.action_head.modules():
             if isinstance(m, nn.Linear):
-                nn.init.orthogonal_(m.weight, gain=0.01)
+                nn.init.orthogonal_(m.weight, gain=head_gain)
 
     def _inputs(self, obs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """The preprocessed observations the encoders read (the action mask left out)."""
