@@ -121,6 +121,8 @@ def _choice(mapping: Dict[str, str], flag: str):
 
 
 _device = _choice({"gpu": "cuda", "cpu": "cpu"}, "device")
+# Sample Factory initializes its action head with policy_init_gain too; ours has a key of its own.
+_init_gain = (lambda gain: {"model.policy_init_gain": gain, "model.action_head_init_gain": gain}, _identity)
 _algo = _choice({"APPO": "appo"}, "algo")  # Sample Factory has one algorithm; algo=ppo is ours
 
 
@@ -250,7 +252,8 @@ FLAGS: Tuple[Flag, ...] = (
     _m("decoder_mlp_layers", [], "model.decoder_mlp_layers", "ints"),
     _m("nonlinearity", "elu", "model.nonlinearity"),
     _m("policy_initialization", "orthogonal", "model.policy_initialization"),
-    _m("policy_init_gain", 1.0, "model.policy_init_gain", _F),
+    _m("policy_init_gain", 1.0, "model.policy_init_gain", _F, "also sets model.action_head_init_gain, as SF's "
+       "head takes this gain", _init_gain),
     _m("actor_critic_share_weights", True, "model.actor_critic_share_weights", _B),
     _m("adaptive_stddev", True, "model.adaptive_stddev", _B),
     _m("continuous_tanh_scale", 0.0, "model.continuous_tanh_scale", _F),
