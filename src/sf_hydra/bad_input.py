@@ -193,7 +193,12 @@ def framed(exc: Exception, composer: Composer, overrides: Sequence[str]) -> Conf
     if isinstance(cause, ValidationError) and cause.full_key:
         key, msg = cause.full_key, (cause.msg or str(cause)).strip().splitlines()[0]
         choices = re.search(r"expected one of \[(.*)\]", msg)
-        return ConfigError(key, _value_of(key, overrides), f"one of {choices.group(1)}" if choices else msg)
+        allowed = f"one of {choices.group(1)}" if choices else msg
+        element = re.fullmatch(r"(.+?)((?:\[\d+\])+)", key)  # a list's element: name the list as it was given
+        if element and _value_of(key, overrides) is None:
+            key = element.group(1)
+            allowed = f"element {element.group(2)}: {allowed}"
+        return ConfigError(key, _value_of(key, overrides), allowed)
     at = re.search(r"An item is already at '([^']+)'", text)
     if at:
         key = at.group(1)
