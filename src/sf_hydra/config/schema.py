@@ -91,8 +91,8 @@ class ModelConfig:
     # weight initialization of the network's layers
     policy_initialization: PolicyInitialization = PolicyInitialization.orthogonal
     policy_init_gain: float = 1.0  # gain of that initialization
-    # gain of the action head's (orthogonal) initialization: small gains give near-uniform actions
-    # at the start and little policy gradient into the shared layers; Sample Factory uses policy_init_gain
+    # gain of the action head's orthogonal initialization (none with torch_default): a small gain gives
+    # near-uniform actions at the start and little policy gradient into the shared layers; SF: policy_init_gain
     action_head_init_gain: float = 0.01
     adaptive_stddev: bool = True  # Box actions: state-dependent std (else a learned vector)
     initial_stddev: float = 1.0  # Box actions: the Gaussian's initial standard deviation
