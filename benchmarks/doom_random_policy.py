@@ -4,7 +4,10 @@ figures say the two envs are the same game (scenario, actions, frameskip, episod
 difference in learning lies in the learner.
 
     python benchmarks/doom_random_policy.py --episodes 200 --seed 1      # my_way_home
-    python benchmarks/doom_random_policy.py --env doom/deadly_corridor --sf-env doom_deadly_corridor
+    python benchmarks/doom_random_policy.py --env doom/defend_the_line --sf-env doom_defend_the_line
+
+Returns are the env's own: compare scenarios whose Sample Factory spec does not rescale rewards
+inside its env (deadly_corridor's and health_gathering's do, x0.01; their returns differ by that).
 """
 
 from __future__ import annotations
