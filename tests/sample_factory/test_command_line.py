@@ -53,6 +53,37 @@ def test_what_cannot_be_mapped_exits_2_naming_it(tmp_path, args, named):
     assert not any(tmp_path.iterdir()), "nothing is written for a refused command line"
 
 
+@pytest.mark.parametrize("args, overrides", [
+    # the view: three flags -> three keys together; a flag left out takes SF's default (128, 72, False)
+    (["--res_w=96"], ["env.resolution=160x120", "env.downsample=1", "env.resize=[96,72]"]),
+    (["--wide_aspect_ratio=True", "--res_h", "144", "--res_w=256"],
+     ["env.resolution=256x144", "env.downsample=1", "env.resize=null"]),  # SF renders that size: no resize
+    (["--timelimit=1.5"], ["env.episode_timeout=3150"]),  # minutes -> tics at 35 per second
+    (["--num_bots=4", "--num_agents=-1"], ["env.num_bots=4"]),  # -1: the scenario's own
+    (["--heartbeat_reporting_interval=600"], ["hardware.worker_stall_timeout_sec=600.0"]),
+])
+def test_doom_flags_translate(args, overrides):
+    assert translate_argv(["--env=doom_basic", *args], CONF).argv == ["env=doom/basic", *overrides]
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--env=CartPole-v1", "--res_w=96"], "--res_w=96 is not allowed: a flag of the doom env family (this run's: gym)"),
+    (["--env=CartPole-v1", "--num_bots=2"], "--num_bots=2 is not allowed: a flag of the doom env family"),
+    (["--env=doom_basic", "--num_humans=1"], "--num_humans=1 is not allowed: not applicable: humans"),
+    (["--env=doom_basic", "--timelimit=0"], "--timelimit=0.0 is not allowed: minutes > 0"),
+    (["-m", "--env=doom_basic", "--res_w=64,96"], "--res_w=64,96 is not allowed: one value"),
+])
+def test_doom_flags_refused_naming_the_flag(args, named):
+    with pytest.raises(ValueError) as e:
+        translate_argv(args, CONF)
+    assert named in str(e.value)
+
+
+def test_doom_flags_at_their_sf_defaults_are_dropped_for_other_envs():
+    argv = ["--env=CartPole-v1", "--res_w=128", "--wide_aspect_ratio=False", "--num_agents=-1"]
+    assert translate_argv(argv, CONF).argv == ["env=gym/cartpole"]
+
+
 def test_unknown_flag_lists_close_matches():
     with pytest.raises(ValueError, match="--num_workers"):
         translate_argv(["--num_wrkers=4"], CONF)

@@ -11,6 +11,7 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.sample_factory import env_names
 from sf_hydra.sample_factory.flags import (
     BY_NAME,
+    ENV_FLAGS,
     FLAGS,
     GROUPS,
     MAPPED,
@@ -44,8 +45,9 @@ def reference_flags() -> dict:
 def test_every_reference_flag_has_one_row():
     flags = reference_flags()
     assert len(flags) == 118
-    assert sorted(set(flags) - set(BY_NAME)) == [], "flags of the reference without a row"
-    assert sorted(set(BY_NAME) - set(flags)) == [], "rows for flags the reference does not have"
+    names = {row.name for row in FLAGS}
+    assert sorted(set(flags) - names) == [], "flags of the reference without a row"
+    assert sorted(names - set(flags)) == [], "rows for flags the reference does not have"
     for name, printed in flags.items():
         if name not in PATH_DEFAULTS:
             assert literal(printed) == BY_NAME[name].sf_default, name
@@ -53,9 +55,9 @@ def test_every_reference_flag_has_one_row():
 
 def test_mapped_keys_exist_in_the_composed_config():
     default = compose_cfg()
-    by_family = {"": default, "atari": compose_cfg("env=atari/pong")}
+    by_family = {"": default, "atari": compose_cfg("env=atari/pong"), "doom": compose_cfg("env=doom/basic")}
     missing = []
-    for row in FLAGS:
+    for row in FLAGS + ENV_FLAGS:
         if row.kind != MAPPED:
             continue
         cfg = by_family[row.family]
@@ -75,6 +77,13 @@ def test_converters_round_trip(row):
     if row.name == "device":
         assert ours(row, "gpu") == {"hardware.device": "cuda"}
         assert from_ours(row, {"hardware.device": "cuda"}) == "gpu"
+
+
+def test_doom_timelimit_round_trips_in_tics():
+    row = BY_NAME["timelimit"]
+    assert ours(row, 1.5, "doom") == {"env.episode_timeout": 3150}  # 1.5 min x 60 s x 35 tics
+    assert from_ours(row, ours(row, 1.5, "doom")) == 1.5
+    assert ours(row, None, "doom") == {}
 
 
 def test_env_names_round_trip():
@@ -123,4 +132,4 @@ def test_docs_are_the_generators_output():
 
     committed = (REPO_ROOT / "docs" / "parameters.md").read_text()
     assert committed == render(), "regenerate: python -m sf_hydra.sample_factory.docs > docs/parameters.md"
-    assert all(f"| `--{row.name}` |" in committed for row in FLAGS)
+    assert all(f"| `--{row.name}` |" in committed for row in FLAGS + ENV_FLAGS)

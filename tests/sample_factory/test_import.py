@@ -1,5 +1,6 @@
-"""`python -m sf_hydra.import_sf_config`: a Sample Factory run's saved config.json (a real one,
-tests/data/sf_cartpole_config.json: train_gym_env CartPole-v1, 2000 steps) -> a preset of ours."""
+"""`python -m sf_hydra.import_sf_config`: a Sample Factory run's saved config.json (real ones,
+tests/data/sf_cartpole_config.json: train_gym_env CartPole-v1, 2000 steps; sf_doom_my_way_home_config.json:
+train_vizdoom doom_my_way_home, 1M frames, with its Doom flags) -> a preset of ours."""
 
 import json
 
@@ -13,6 +14,7 @@ from sf_hydra.import_sf_config import main
 from tests.conftest import CONF_DIR, REPO_ROOT
 
 SF_CONFIG = REPO_ROOT / "tests" / "data" / "sf_cartpole_config.json"
+SF_DOOM_CONFIG = REPO_ROOT / "tests" / "data" / "sf_doom_my_way_home_config.json"
 
 
 def _compose_with(folder, *overrides):
@@ -67,3 +69,36 @@ def test_env_picks_our_config(tmp_path, capsys, env, group):
     path.write_text(json.dumps(sf_cfg))
     assert main([str(path)]) == 0
     assert f"override /env: {group}" in capsys.readouterr().out
+
+
+def test_a_doom_run_imports_with_its_view_and_doom_defaults(tmp_path, capsys):
+    out = tmp_path / "experiments" / "sf_doom.yaml"
+    assert main([str(SF_DOOM_CONFIG), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    for dropped in ("--num_agents=-1", "--num_bots=-1", "--timelimit=None", "--fps=35", "--eval_env_frameskip=1"):
+        assert dropped in err, dropped
+    cfg = _compose_with(tmp_path, "+experiment=sf_doom")
+    validate(cfg)
+    assert cfg.env.name == "doom_my_way_home" and cfg.seed == 3
+    # SF's view: 160x120 rendered (no --wide_aspect_ratio), resized to --res_w x --res_h = 128x72
+    assert (cfg.env.resolution, cfg.env.downsample, list(cfg.env.resize)) == ("160x120", 1, [128, 72])
+    # its Doom defaults (doom_override_defaults) and its heartbeat_reporting_interval of 600
+    assert cfg.algo.exploration_loss == "symmetric_kl" and cfg.algo.ppo_clip_value == 0.2
+    assert cfg.hardware.worker_stall_timeout_sec == 600
+    assert cfg.env.num_agents == 1 and cfg.env.episode_timeout is None  # -1 / None: the scenario's own
+
+
+def test_an_imported_doom_view_renders_sf_frames(tmp_path):
+    pytest.importorskip("vizdoom")
+    from sf_hydra.envs import make_env
+
+    assert main([str(SF_DOOM_CONFIG), "--out", str(tmp_path / "experiments" / "sf_doom.yaml")]) == 0
+    cfg = _compose_with(tmp_path, "+experiment=sf_doom")
+    env = make_env(cfg.env, seed=0)
+    try:
+        obs, _ = env.reset(seed=0)
+        obs, *_ = env.step(env.action_space.sample())
+    finally:
+        env.close()
+    pixels = obs["obs"] if isinstance(obs, dict) else obs
+    assert pixels.shape == (3, 72, 128) and pixels.dtype.name == "uint8"

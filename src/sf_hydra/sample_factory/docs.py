@@ -12,7 +12,7 @@ import typing
 from enum import Enum
 from typing import Any, Optional, Tuple
 
-from sf_hydra.sample_factory.flags import FLAGS, MAPPED, NA, REPLACED, Flag, counts
+from sf_hydra.sample_factory.flags import DOOM_FLAGS, FLAGS, MAPPED, NA, REPLACED, Flag, counts
 
 GROUP_DEFAULTS = {"env": "gym/cartpole", "algo": "appo"}  # conf/train.yaml's defaults list
 TRAIN_YAML = {"experiment": "${env.name}"}  # keys conf/train.yaml sets
@@ -117,6 +117,13 @@ def render() -> str:
     out = [HEADER.format(total=len(FLAGS), mapped=c[MAPPED], replaced=c[REPLACED], na=c[NA])]
     out += ["## Flags", "", "| flag | Sample Factory default | ours | our default | meaning |", "|---|---|---|---|---|"]
     out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in FLAGS]
+    out += ["", "## Doom's flags", "",
+            "Sample Factory's ViZDoom scripts add these (`sf_examples.vizdoom`), and its Doom parser gives two",
+            "evaluation flags defaults, so every Doom run's config.json holds them. Refused for another env",
+            "family unless at Sample Factory's default. `--wide_aspect_ratio`, `--res_w` and `--res_h` set our",
+            "three view keys together; a flag left out takes Sample Factory's default.", "",
+            "| flag | Sample Factory default | ours | our default | meaning |", "|---|---|---|---|---|"]
+    out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in DOOM_FLAGS]
     out += ["", "## Env names (`--env`)", "",
             "Derived from the config files (src/sf_hydra/sample_factory/env_names.py): `doom_<x>` and",
             "`mujoco_<x>` -> `<family>/<x>`, `dmlab_<x>` -> `dmlab/dmlab_<x>`, `atari_<game>` -> `atari/<game>`",

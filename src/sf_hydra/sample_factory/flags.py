@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.envs.doom.schema import DOOM_TICRATE
 
 MAPPED, REPLACED, NA = "mapped", "replaced", "n/a"
 GROUPS = ("env", "algo")  # keys that are config groups: `env=doom/basic`, not `env.x=...`
@@ -50,6 +51,7 @@ class Flag:
     to_sf: Callable[[Any], Any] = _identity  # ours -> Sample Factory's (round trip)
     inert: Any = ()  # REPLACED, NA: values that need nothing here (ANY: all)
     family: str = ""  # the key exists in this env family only
+    joint: str = ""  # set with other flags (a JOINTS entry): converted together, by `ours_joint`
 
 
 # --- value readers: Sample Factory's argparse semantics -------------------------------------
@@ -229,9 +231,8 @@ FLAGS: Tuple[Flag, ...] = (
     _m("summaries_use_frameskip", True, "logger.summaries_use_frameskip", _B),
     _r("heartbeat_interval", 20, STALL,
        "no heartbeat messages: the runner watches each worker's progress itself", _F, inert=ANY),
-    _r("heartbeat_reporting_interval", 180, STALL,
-       "a worker without progress for that long is named, its env restarted or the run stopped", _F,
-       inert=(180,)),
+    _m("heartbeat_reporting_interval", 180, STALL, _F, "SF names a component silent for longer (and stops the run "
+       "when all of a kind are); ours names a worker without progress for longer, restarts its env or stops the run"),
     _m("train_for_env_steps", 10_000_000_000, "train_for_env_steps", _I),
     _m("train_for_seconds", 10_000_000_000, "train_for_seconds", _F),
     _m("save_every_sec", 120, "save_every_sec", _F),
@@ -289,8 +290,65 @@ FLAGS: Tuple[Flag, ...] = (
     _m("pbt_perturb_min", 1.1, "pbt.perturb_min", _F),
     _m("pbt_perturb_max", 1.5, "pbt.perturb_max", _F),
 )
-BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS}
-assert len(BY_NAME) == len(FLAGS), "a flag declared twice"
+
+
+# --- Sample Factory's Doom flags (sf_examples.vizdoom's parser), and the evaluation flags its Doom
+# parser gives defaults, so that every Doom run's config.json holds them. Not in the v2 reference
+# (train_gym_env's --help). The env family's flags: refused for another family unless inert.
+
+def _doom_view(values: Dict[str, Any]) -> Dict[str, Any]:
+    """SF's view: it renders 160x120 (256x144 with --wide_aspect_ratio), then resizes to res_w x res_h
+    by nearest neighbour where that differs; ours renders env.resolution, pools by env.downsample, then
+    resizes to env.resize."""
+    rendered = "256x144" if values["wide_aspect_ratio"] else "160x120"
+    size = [values["res_w"], values["res_h"]]
+    resize = None if f"{size[0]}x{size[1]}" == rendered else size
+    return {"env.resolution": rendered, "env.downsample": 1, "env.resize": resize}
+
+
+def _positive_or_drop(key: str):
+    """-1 (SF: the scenario's own number) asks for nothing; n > 0 sets `key`."""
+    return (lambda n: {key: n} if n > 0 else {}), _identity
+
+
+def _timelimit_to_ours(minutes):
+    if minutes is None:
+        return {}
+    if minutes <= 0:
+        raise flag_error("timelimit", minutes, "minutes > 0 (or None: the scenario's own)")
+    return {"env.episode_timeout": round(minutes * 60 * DOOM_TICRATE)}
+
+
+VIEW = "the three set together: env.resolution=160x120 (256x144 if wide), env.downsample=1, env.resize=[res_w,res_h]"
+ENJOY = "python enjoy.py"
+DOOM_FLAGS: Tuple[Flag, ...] = (
+    _m("num_agents", -1, "env.num_agents", _I, "-1: the scenario's own",
+       _positive_or_drop("env.num_agents"), family="doom", inert=(-1,)),
+    _na("num_humans", 0, "humans do not join games here: the players are our agents and built-in bots", _I,
+        inert=(0,)),
+    _m("num_bots", -1, "env.num_bots", _I, "-1: the scenario's own", _positive_or_drop("env.num_bots"),
+       family="doom", inert=(-1,)),
+    _na("start_bot_difficulty", None, "Sample Factory 2.x reads it nowhere (its bot difficulty wrapper is "
+        "disabled); bots play at the engine's skill", "int?"),
+    _m("timelimit", None, "env.episode_timeout", "float?", "minutes -> tics (x 60 x 35); SF applies it to "
+       "multiplayer matches only, ours cuts any episode; None: the scenario's own",
+       (_timelimit_to_ours, lambda tics: tics / (60 * DOOM_TICRATE)), family="doom", inert=(None,)),
+    Flag("res_w", 128, MAPPED, "env.resize", _I, VIEW, family="doom", inert=(128,), joint="doom_view"),
+    Flag("res_h", 72, MAPPED, "env.resize", _I, VIEW, family="doom", inert=(72,), joint="doom_view"),
+    Flag("wide_aspect_ratio", False, MAPPED, "env.resolution", _B, VIEW, family="doom", inert=(False,),
+         joint="doom_view"),
+    _r("record_to", None, f"{ENJOY} video=true", "episodes saved as videos in <run_dir>/enjoy", "str?",
+       inert=(None,)),
+    _r("fps", 35, ENJOY, "videos play at the env's own rate (Doom: 35 / frameskip)", _I, inert=ANY),
+    _r("eval_env_frameskip", 1, ENJOY, "an evaluation plays with the run's env.frameskip", _I, inert=ANY),
+)
+# {joint name: (its flags, {their SF values} -> {our key: value})}
+JOINTS: Dict[str, Tuple[Tuple[str, ...], Callable[[Dict[str, Any]], Dict[str, Any]]]] = {
+    "doom_view": (("wide_aspect_ratio", "res_w", "res_h"), _doom_view),
+}
+ENV_FLAGS = DOOM_FLAGS  # rows beyond the v2 reference
+BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS + ENV_FLAGS}
+assert len(BY_NAME) == len(FLAGS + ENV_FLAGS), "a flag declared twice"
 # config.json keys Sample Factory adds about the run itself (not flags): skipped on import
 RUN_RECORD_KEYS = ("command_line", "cli_args", "git_hash", "git_repo_name")
 
@@ -331,9 +389,26 @@ def ours(row: Flag, value, family: str = "") -> Dict[str, Any]:
     if row.family and family != row.family:
         if _inert(row, value):
             return {}
-        raise flag_error(row.name, value, f"{row.note} (this run's env family: {family or '?'})")
+        raise flag_error(row.name, value, f"a flag of the {row.family} env family (this run's: {family or '?'}); "
+                         f"{row.note}")
+    if row.joint:
+        raise ValueError(f"--{row.name} is set with other flags: ours_joint")
     converted = row.to_ours(value)
     return dict(converted) if isinstance(converted, dict) else {row.key: converted}
+
+
+def ours_joint(joint: str, given: Dict[str, Any], family: str = "") -> Dict[str, Any]:
+    """{our key: value} for the flags of a JOINTS entry that a command line or config.json gives
+    ({flag: parsed value}); the entry's other flags take Sample Factory's defaults."""
+    names, convert = JOINTS[joint]
+    rows = [BY_NAME[n] for n in names]
+    if rows[0].family and family != rows[0].family:
+        for name, value in given.items():
+            if not _inert(BY_NAME[name], value):
+                raise flag_error(name, value, f"a flag of the {rows[0].family} env family (this run's: "
+                                 f"{family or '?'})")
+        return {}
+    return convert({row.name: given.get(row.name, row.sf_default) for row in rows})
 
 
 def from_ours(row: Flag, values: Dict[str, Any]):

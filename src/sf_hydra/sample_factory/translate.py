@@ -14,7 +14,18 @@ from enum import Enum
 from typing import Any, Dict, List, Sequence, Tuple
 
 from sf_hydra.config.errors import ConfigError
-from sf_hydra.sample_factory.flags import GROUPS, MAPPED, REPLACED, RUN_RECORD_KEYS, Flag, flag, flag_error, ours, parse
+from sf_hydra.sample_factory.flags import (
+    GROUPS,
+    MAPPED,
+    REPLACED,
+    RUN_RECORD_KEYS,
+    Flag,
+    flag,
+    flag_error,
+    ours,
+    ours_joint,
+    parse,
+)
 
 # Hydra's own flags (and their short forms): kept as they are, mixed with Sample Factory's.
 HYDRA_FLAGS = frozenset({
@@ -117,15 +128,34 @@ def translate_argv(argv: Sequence[str], conf_dir: str) -> Translation:
     for _, _, row, value in found:
         if row.name == "env" and value is not None:
             family = _family(ours(row, value[0] if isinstance(value, Sweep) else value)["env"])
+    joints = _joint_values(found)
     out, notes, pos = [], [], 0
     for start, end, row, value in found:
         out += argv[pos:start]
-        pairs = _pairs(row, value, family)
-        if not pairs:
+        if row.joint:  # the joint's keys at its first flag
+            given = joints.pop(row.joint, None)
+            joint = {} if given is None else ours_joint(row.joint, given, family)
+            pairs = {k: hydra_value(v) for k, v in joint.items()}
+        else:
+            pairs = _pairs(row, value, family)
+        if not pairs and not row.joint:
             notes.append(f"--{row.name}={value}: dropped ({_why(row)})")
         out += [f"{k}={v}" for k, v in pairs.items()]
         pos = end
     return Translation(out + argv[pos:], notes)
+
+
+def _joint_values(found: Sequence[Tuple[int, int, Flag, Any]]) -> Dict[str, Dict[str, Any]]:
+    """{joint: {flag: value}} of the flags that set keys together (a sweep of one is refused)."""
+    joints: Dict[str, Dict[str, Any]] = {}
+    for _, _, row, value in found:
+        if not row.joint:
+            continue
+        if isinstance(value, Sweep):
+            raise flag_error(row.name, ",".join(map(str, value)), f"one value (it sets {row.note}); "
+                             f"sweep {row.key} instead")
+        joints.setdefault(row.joint, {})[row.name] = value
+    return joints
 
 
 def _why(row: Flag) -> str:
@@ -151,6 +181,8 @@ _ABSENT = object()
 
 
 def _same(ours_value, value) -> bool:
+    if ours_value is None or value is None:
+        return ours_value is None and value is None
     if isinstance(ours_value, bool) or isinstance(value, bool):
         return ours_value is value or ours_value == value and type(ours_value) is type(value)
     if isinstance(ours_value, (int, float)) and isinstance(value, (int, float)):
@@ -188,7 +220,7 @@ def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
     base = compose(conf_dir, base_overrides)
     family = str(base.env.family)
     chosen = OmegaConf.to_container(base.hydra.runtime.choices)
-    dropped, wanted = [], {}
+    dropped, wanted, joints = [], {}, {}
     for name, raw in sf_cfg.items():
         if name in RUN_RECORD_KEYS or name == "env":
             continue
@@ -197,12 +229,20 @@ def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
             continue
         row = attempt(flag, name, None, raw)
         value = _ABSENT if row is _ABSENT else attempt(parse, row, raw)
+        if value is not _ABSENT and row.joint:
+            joints.setdefault(row.joint, {})[name] = (row, value)
+            continue
         pairs = _ABSENT if value is _ABSENT else attempt(ours, row, value, family)
         if pairs is _ABSENT:
             continue
         if not pairs:
             dropped.append(f"--{name}={value}: dropped ({_why(row)})")
         for key, ours_value in pairs.items():
+            wanted[key] = (row, value, ours_value)
+    for joint, given in joints.items():
+        pairs = attempt(ours_joint, joint, {n: v for n, (_, v) in given.items()}, family)
+        row, value = next(iter(given.values()))
+        for key, ours_value in ({} if pairs is _ABSENT else pairs).items():
             wanted[key] = (row, value, ours_value)
     algo = wanted.pop("algo", None)
     if algo and chosen.get("algo") != algo[2]:

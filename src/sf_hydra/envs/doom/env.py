@@ -12,10 +12,9 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA, make_action_mapping
 from sf_hydra.envs.doom.frames import NearestResize, as_chw, check_resize, downsample, obs_shape
 from sf_hydra.envs.doom.game import build_game, parse_buttons, parse_game_variables, to_vizdoom_seed
+from sf_hydra.envs.doom.schema import DOOM_TICRATE
 from sf_hydra.envs.doom.shaping import DeltaRewards
 from sf_hydra.envs.episode_info import SHAPING_UNITS
-
-DOOM_TICRATE = 35  # engine tics per second
 
 
 def _grouped_actions(actions: Mapping[str, Any]):

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA
-from sf_hydra.envs.doom.env import DOOM_TICRATE, DoomEnv
+from sf_hydra.envs.doom.env import DoomEnv
 from sf_hydra.envs.doom.game import (
     known_scenarios,
     parse_buttons,
@@ -25,6 +25,7 @@ from sf_hydra.envs.doom.game import (
 )
 from sf_hydra.envs.doom.multiagent import DoomMultiAgentEnv
 from sf_hydra.envs.doom.network import free_udp_port, host_args
+from sf_hydra.envs.doom.schema import DOOM_TICRATE
 from sf_hydra.envs.family import EnvFamily
 
 MAX_PLAYERS = 16  # ViZDoom's limit (PLAYER1..16 game variables)

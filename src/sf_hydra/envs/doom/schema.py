@@ -5,6 +5,8 @@ from typing import Dict, List, Optional
 
 from sf_hydra.config.schema import EnvConfig
 
+DOOM_TICRATE = 35  # engine tics per second
+
 
 @dataclass
 class DoomActionsConfig:
