@@ -177,6 +177,7 @@ def _enjoy(cfg: DictConfig):
 def enjoy_main() -> None:
     from sf_hydra.help import print_enjoy_help
 
+    sys.argv[1:] = sf_command_line(sys.argv[1:], CONFIG_DIR, prog("enjoy.py"), stage="enjoy")
     if help_request(sys.argv[1:]) is not None:  # enjoy's keys and their meanings, not Hydra's generic help
         sys.exit(print_enjoy_help(sys.argv[1:], CONFIG_DIR))
     _enjoy()

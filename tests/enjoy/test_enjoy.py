@@ -76,6 +76,21 @@ def test_enjoy_saves_mp4_capped_at_video_frames(cartpole_run):
     assert video_frames(episode["video"]) == 12
 
 
+def test_enjoy_takes_a_sample_factory_command_line(cartpole_run):
+    """SF's enjoy flags, as its scripts take them (a switch without a value, 1e9 for no limit), with the
+    training flags it repeats: translated, the equivalent command printed, the episodes played."""
+    result = enjoy(cartpole_run, "--env=CartPole-v1", "--algo=APPO", "--experiment=test", "--save_video",
+                   "--max_num_episodes=2", "--eval_deterministic=True", "--video_frames=1e9", "--no_render",
+                   "--num_workers=8", "max_episode_steps=20")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "experiment=test video=true episodes=2 deterministic=true" in result.stderr
+    assert "--num_workers=8: dropped (a training flag" in result.stderr
+    report = json.loads((cartpole_run / "test" / "enjoy" / "eval.json").read_text())
+    assert len(report["episodes"]) == 2 and all(Path(e["video"]).exists() for e in report["episodes"])
+    refused = enjoy(cartpole_run, "--experiment=test", "--max_num_frames=100")
+    assert refused.returncode == 2 and "--max_num_frames=100 is not allowed" in refused.stderr
+
+
 def test_enjoy_without_ffmpeg_falls_back_to_gif_and_names_mp4(cartpole_run):
     """Without imageio-ffmpeg, auto saves GIFs; asking for mp4 is refused by name before anything plays."""
     result = enjoy(cartpole_run, "experiment=test", "episodes=1", "video=true", "max_episode_steps=5",

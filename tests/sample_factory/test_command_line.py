@@ -84,6 +84,19 @@ def test_doom_flags_at_their_sf_defaults_are_dropped_for_other_envs():
     assert translate_argv(argv, CONF).argv == ["env=gym/cartpole"]
 
 
+def test_enjoy_flags_translate_for_enjoy_and_are_refused_for_training():
+    argv = ["--env=doom_basic", "--experiment=x", "--train_dir=runs", "--save_video", "--max_num_episodes",
+            "3", "--policy_index=1", "--video_frames=1e9", "--res_w=96", "--fps=35"]
+    translation = translate_argv(argv, CONF, stage="enjoy")
+    assert translation.argv == ["experiment=x", "train_dir=runs", "video=true", "episodes=3", "policy=1"]
+    dropped = " ".join(translation.notes)
+    assert all(f"--{f}=" in dropped for f in ("env", "video_frames", "res_w", "fps"))
+    with pytest.raises(ValueError, match="--save_video=True is not allowed: an evaluation flag"):
+        translate_argv(["--env=doom_basic", "--save_video"], CONF)
+    assert translate_argv(["--env=doom_basic", "--fps=35", "--eval_deterministic=False"], CONF).argv == [
+        "env=doom/basic"]
+
+
 def test_unknown_flag_lists_close_matches():
     with pytest.raises(ValueError, match="--num_workers"):
         translate_argv(["--num_wrkers=4"], CONF)

@@ -8,9 +8,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.schema import EnjoyConfig
 from sf_hydra.sample_factory import env_names
 from sf_hydra.sample_factory.flags import (
     BY_NAME,
+    ENJOY_KEYS,
     ENV_FLAGS,
     FLAGS,
     GROUPS,
@@ -56,11 +58,12 @@ def test_every_reference_flag_has_one_row():
 def test_mapped_keys_exist_in_the_composed_config():
     default = compose_cfg()
     by_family = {"": default, "atari": compose_cfg("env=atari/pong"), "doom": compose_cfg("env=doom/basic")}
+    enjoy = OmegaConf.structured(EnjoyConfig)
     missing = []
     for row in FLAGS + ENV_FLAGS:
         if row.kind != MAPPED:
             continue
-        cfg = by_family[row.family]
+        cfg = enjoy if row.stage == "enjoy" else by_family[row.family]
         if row.key in GROUPS:
             assert row.key in default
             continue
@@ -84,6 +87,11 @@ def test_doom_timelimit_round_trips_in_tics():
     assert ours(row, 1.5, "doom") == {"env.episode_timeout": 3150}  # 1.5 min x 60 s x 35 tics
     assert from_ours(row, ours(row, 1.5, "doom")) == 1.5
     assert ours(row, None, "doom") == {}
+
+
+def test_training_flags_enjoy_reads_are_keys_of_enjoy():
+    fields = EnjoyConfig.__dataclass_fields__
+    assert all(key in fields and BY_NAME[name].stage == "train" for name, key in ENJOY_KEYS.items())
 
 
 def test_env_names_round_trip():

@@ -12,7 +12,7 @@ import typing
 from enum import Enum
 from typing import Any, Optional, Tuple
 
-from sf_hydra.sample_factory.flags import DOOM_FLAGS, FLAGS, MAPPED, NA, REPLACED, Flag, counts
+from sf_hydra.sample_factory.flags import DOOM_FLAGS, ENJOY_KEYS, EVAL_FLAGS, FLAGS, MAPPED, NA, REPLACED, Flag, counts
 
 GROUP_DEFAULTS = {"env": "gym/cartpole", "algo": "appo"}  # conf/train.yaml's defaults list
 TRAIN_YAML = {"experiment": "${env.name}"}  # keys conf/train.yaml sets
@@ -59,12 +59,13 @@ def _fmt(value: Any) -> str:
     return repr(value)
 
 
-def schema_field(key: str, family: str = "") -> Optional[Tuple[Any, str]]:
-    """(default, doc) of a dotted key in the schema (env keys: the family's schema); None if absent."""
+def schema_field(key: str, family: str = "", stage: str = "train") -> Optional[Tuple[Any, str]]:
+    """(default, doc) of a dotted key in the schema (env keys: the family's schema; stage enjoy:
+    enjoy.py's schema); None if absent."""
     from sf_hydra.config.docs import field_docs
-    from sf_hydra.config.schema import EnvConfig, TrainConfig
+    from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
 
-    cls: Any = TrainConfig
+    cls: Any = EnjoyConfig if stage == "enjoy" else TrainConfig
     *parents, leaf = key.split(".")
     for part in parents:
         if cls is TrainConfig and part == "env":
@@ -100,7 +101,7 @@ def row_cells(row: Flag) -> Tuple[str, str, str, str, str]:
     key = f"`{row.key}=`" if row.key in GROUP_DEFAULTS else f"`{row.key}`"
     if row.key in GROUP_DEFAULTS:
         return name, sf_default, key, f"`{GROUP_DEFAULTS[row.key]}`", f"{GROUP_DOCS[row.key]}; {row.note}"
-    found = schema_field(row.key, row.family)
+    found = schema_field(row.key, row.family, row.stage)
     if found is None:
         return name, sf_default, key + " (not in the schema)", "", row.note
     default, doc = found
@@ -124,6 +125,14 @@ def render() -> str:
             "three view keys together; a flag left out takes Sample Factory's default.", "",
             "| flag | Sample Factory default | ours | our default | meaning |", "|---|---|---|---|---|"]
     out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in DOOM_FLAGS]
+    out += ["", "## Evaluation flags (`python enjoy.py`)", "",
+            "Sample Factory's enjoy flags work on `enjoy.py`'s command line: `python enjoy.py --experiment=my_run",
+            "--save_video --max_num_episodes=3`. Of the training flags, enjoy.py reads",
+            ", ".join(f"`--{k}`" for k in ENJOY_KEYS) + " (the same keys); it drops the others, saying so:",
+            "the run's saved config holds them. On `train.py`, an evaluation flag is refused unless at its default.",
+            "",
+            "| flag | Sample Factory default | ours (enjoy.py) | our default | meaning |", "|---|---|---|---|---|"]
+    out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in EVAL_FLAGS]
     out += ["", "## Env names (`--env`)", "",
             "Derived from the config files (src/sf_hydra/sample_factory/env_names.py): `doom_<x>` and",
             "`mujoco_<x>` -> `<family>/<x>`, `dmlab_<x>` -> `dmlab/dmlab_<x>`, `atari_<game>` -> `atari/<game>`",

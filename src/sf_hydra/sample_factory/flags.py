@@ -52,6 +52,7 @@ class Flag:
     inert: Any = ()  # REPLACED, NA: values that need nothing here (ANY: all)
     family: str = ""  # the key exists in this env family only
     joint: str = ""  # set with other flags (a JOINTS entry): converted together, by `ours_joint`
+    stage: str = "train"  # train: a training flag (train.py); enjoy: an evaluation flag (enjoy.py)
 
 
 # --- value readers: Sample Factory's argparse semantics -------------------------------------
@@ -78,12 +79,13 @@ def _list(raw) -> List[str]:
 
 
 SCALARS: Dict[str, Callable[[str], Any]] = {"bool": _bool, "int": int, "float": float, "str": str}
+SWITCH = "switch"  # argparse's store_true: `--save_video` alone means True (`--save_video=False` is read too)
 
 
 def parse(flag: Flag, raw) -> Any:
     """A value of `flag` from the command line (a string, or strings for a list flag) or from
     a config.json (already typed). Raises ConfigError naming the flag."""
-    kind = flag.type.rstrip("?")
+    kind = "bool" if flag.type == SWITCH else flag.type.rstrip("?")
     try:
         if flag.type.endswith("?") and (raw is None or raw == "None"):
             return None
@@ -337,16 +339,48 @@ DOOM_FLAGS: Tuple[Flag, ...] = (
     Flag("res_h", 72, MAPPED, "env.resize", _I, VIEW, family="doom", inert=(72,), joint="doom_view"),
     Flag("wide_aspect_ratio", False, MAPPED, "env.resolution", _B, VIEW, family="doom", inert=(False,),
          joint="doom_view"),
-    _r("record_to", None, f"{ENJOY} video=true", "episodes saved as videos in <run_dir>/enjoy", "str?",
-       inert=(None,)),
-    _r("fps", 35, ENJOY, "videos play at the env's own rate (Doom: 35 / frameskip)", _I, inert=ANY),
-    _r("eval_env_frameskip", 1, ENJOY, "an evaluation plays with the run's env.frameskip", _I, inert=ANY),
+    replace(_r("record_to", None, f"{ENJOY} video=true", "episodes saved as videos in <run_dir>/enjoy", "str?",
+               inert=(None,)), stage="enjoy"),
 )
+
+# --- Sample Factory's evaluation flags (its enjoy scripts): `python enjoy.py --experiment=x --save_video`.
+# Its Doom parser gives fps and eval_env_frameskip defaults (35, 1), so a Doom run's config.json holds them.
+
+def _unlimited_or(key: str):
+    """Sample Factory's 1e9 (no limit) asks for nothing; a smaller number sets `key`."""
+    return (lambda n: {key: n} if n < 1_000_000_000 else {}), _identity
+
+
+EVAL_FLAGS: Tuple[Flag, ...] = (
+    _r("fps", 0, "the env's own rate", "enjoy.py's videos play at it (Doom: 35 / frameskip)", _I, inert=ANY),
+    _r("eval_env_frameskip", None, "the run's env.frameskip", "enjoy.py plays with it", "int?", inert=ANY),
+    _na("no_render", False, "enjoy.py opens no window unless render=true", SWITCH),
+    _m("save_video", False, "video", SWITCH),
+    _m("video_frames", 1_000_000_000, "video_frames", _I, "1e9 -> None", _unlimited_or("video_frames")),
+    _r("video_name", None, "<run_dir>/enjoy/episode_NNN.<video_format>", "one video per episode, named so",
+       "str?", inert=(None,)),
+    _na("max_num_frames", 1_000_000_000, "enjoy.py plays whole episodes: episodes=N, max_episode_steps=N cut "
+        "them", _I, inert=(1_000_000_000,)),
+    _m("max_num_episodes", 1_000_000_000, "episodes", _I, "1e9 (play until stopped) is dropped: ours plays "
+       "`episodes`", _unlimited_or("episodes")),
+    _na("push_to_hub", False, "no Hugging Face Hub upload here", SWITCH, inert=(False,)),
+    _na("hf_repository", None, "no Hugging Face Hub upload here", "str?", inert=(None,)),
+    _m("policy_index", 0, "policy", _I),
+    _m("eval_deterministic", False, "deterministic", _B),
+    _na("train_script", None, "for Hugging Face Hub model cards, not uploaded here", "str?", inert=(None,)),
+    _na("enjoy_script", None, "for Hugging Face Hub model cards, not uploaded here", "str?", inert=(None,)),
+)
+EVAL_FLAGS = tuple(replace(row, stage="enjoy") for row in EVAL_FLAGS)  # their stage, declared once
+# Training flags enjoy.py reads (to find and play the run): Sample Factory's key -> enjoy's. The others are
+# dropped there: the run's saved config holds them.
+ENJOY_KEYS = {"experiment": "experiment", "train_dir": "train_dir", "load_checkpoint_kind": "load_checkpoint_kind",
+              "seed": "seed"}
+
 # {joint name: (its flags, {their SF values} -> {our key: value})}
 JOINTS: Dict[str, Tuple[Tuple[str, ...], Callable[[Dict[str, Any]], Dict[str, Any]]]] = {
     "doom_view": (("wide_aspect_ratio", "res_w", "res_h"), _doom_view),
 }
-ENV_FLAGS = DOOM_FLAGS  # rows beyond the v2 reference
+ENV_FLAGS = DOOM_FLAGS + EVAL_FLAGS  # rows beyond the v2 reference
 BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS + ENV_FLAGS}
 assert len(BY_NAME) == len(FLAGS + ENV_FLAGS), "a flag declared twice"
 # config.json keys Sample Factory adds about the run itself (not flags): skipped on import
@@ -377,10 +411,17 @@ def _inert(row: Flag, value) -> bool:
     return row.inert is ANY or value in list(row.inert)
 
 
-def ours(row: Flag, value, family: str = "") -> Dict[str, Any]:
+def ours(row: Flag, value, family: str = "", stage: str = "train") -> Dict[str, Any]:
     """{our key: value} for a parsed Sample Factory value ({} when it asks for nothing here).
-    `family`: the env family the run uses (for keys only one family has). Raises ConfigError,
-    naming the flag, for a value that cannot be honoured."""
+    `family`: the env family the run uses (for keys only one family has); `stage`: train (train.py,
+    an imported config.json) or enjoy (enjoy.py). Raises ConfigError, naming the flag, for a value
+    that cannot be honoured."""
+    if stage == "enjoy" and row.stage == "train":
+        return {ENJOY_KEYS[row.name]: value} if row.name in ENJOY_KEYS else {}
+    if stage == "train" and row.stage == "enjoy" and row.kind == MAPPED:
+        if value == row.sf_default:
+            return {}
+        raise flag_error(row.name, value, f"an evaluation flag: python enjoy.py --{row.name}=...")
     if row.kind != MAPPED:
         if _inert(row, value):
             return {}

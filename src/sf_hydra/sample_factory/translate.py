@@ -19,6 +19,7 @@ from sf_hydra.sample_factory.flags import (
     MAPPED,
     REPLACED,
     RUN_RECORD_KEYS,
+    SWITCH,
     Flag,
     flag,
     flag_error,
@@ -86,8 +87,8 @@ def read_argv(argv: Sequence[str], conf_dir: str) -> List[Tuple[int, int, Flag, 
         name, eq, inline = arg[2:].partition("=")
         row = flag(name, conf_dir, inline if eq else None)
         listed = row.type.rstrip("?") in ("ints", "strs")
-        if eq:
-            raw, end = inline, i + 1
+        if eq or row.type == SWITCH:
+            raw, end = inline if eq else "True", i + 1
         else:
             end = i + 1
             while end < len(argv) and _is_value(argv[end]) and (listed or end == i + 1):
@@ -107,20 +108,24 @@ class Sweep(list):
     """The values of a swept flag (`--seed=1,2,3` with --multirun)."""
 
 
-def _pairs(row: Flag, value, family: str) -> Dict[str, str]:
+def _pairs(row: Flag, value, family: str, stage: str = "train") -> Dict[str, str]:
     """{our key: override value} for a flag's value (a sweep: each key's values joined by commas)."""
     values = value if isinstance(value, Sweep) else [value]
-    dicts = [ours(row, v, family) for v in values]
+    dicts = [ours(row, v, family, stage) for v in values]
     if any(d.keys() != dicts[0].keys() for d in dicts):
         raise flag_error(row.name, ",".join(map(str, values)), "a sweep over values that set the same keys")
     return {k: ",".join(d[k] if k in GROUPS else hydra_value(d[k]) for d in dicts) for k in dicts[0]}
 
 
-def translate_argv(argv: Sequence[str], conf_dir: str) -> Translation:
+def translate_argv(argv: Sequence[str], conf_dir: str, stage: str = "train") -> Translation:
     """Sample Factory's `--flag=value` / `--flag value` arguments of `argv` replaced, in place, by
-    our overrides; everything else kept. Raises ConfigError naming the first flag it cannot map."""
+    our overrides; everything else kept. `stage`: train (train.py's keys) or enjoy (enjoy.py's: its
+    evaluation flags, and of the training flags those that find the run). Raises ConfigError naming
+    the first flag it cannot map."""
     argv = list(argv)
     found = read_argv(argv, conf_dir)
+    if stage == "enjoy":
+        return _translated(argv, [(s, e, row, v, _pairs(row, v, "", stage)) for s, e, row, v in found], stage)
     family = DEFAULT_FAMILY
     for arg in argv:  # an `env=<family>/<name>` of ours on the same line
         if arg.startswith("env="):
@@ -129,17 +134,25 @@ def translate_argv(argv: Sequence[str], conf_dir: str) -> Translation:
         if row.name == "env" and value is not None:
             family = _family(ours(row, value[0] if isinstance(value, Sweep) else value)["env"])
     joints = _joint_values(found)
-    out, notes, pos = [], [], 0
+    converted = []
     for start, end, row, value in found:
-        out += argv[pos:start]
         if row.joint:  # the joint's keys at its first flag
             given = joints.pop(row.joint, None)
             joint = {} if given is None else ours_joint(row.joint, given, family)
             pairs = {k: hydra_value(v) for k, v in joint.items()}
         else:
             pairs = _pairs(row, value, family)
-        if not pairs and not row.joint:
-            notes.append(f"--{row.name}={value}: dropped ({_why(row)})")
+        converted.append((start, end, row, value, pairs))
+    return _translated(argv, converted)
+
+
+def _translated(argv: List[str], converted, stage: str = "train") -> Translation:
+    """`argv` with each flag's arguments (argv[start:end]) replaced by its overrides."""
+    out, notes, pos = [], [], 0
+    for start, end, row, value, pairs in converted:
+        out += argv[pos:start]
+        if not pairs and not (row.joint and stage == "train"):
+            notes.append(f"--{row.name}={value}: dropped ({_why(row, stage)})")
         out += [f"{k}={v}" for k, v in pairs.items()]
         pos = end
     return Translation(out + argv[pos:], notes)
@@ -158,7 +171,9 @@ def _joint_values(found: Sequence[Tuple[int, int, Flag, Any]]) -> Dict[str, Dict
     return joints
 
 
-def _why(row: Flag) -> str:
+def _why(row: Flag, stage: str = "train") -> str:
+    if stage == "enjoy" and row.stage == "train":
+        return "a training flag: enjoy.py plays the run with the config it saved"
     if row.kind == MAPPED:
         return row.note
     return f"replaced by {row.key}: {row.note}" if row.kind == REPLACED else f"n/a: {row.note}"
@@ -286,10 +301,10 @@ def preset_yaml(imported: Imported, source: str = "") -> str:
     return "\n".join(head) + "\n" + yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=100)
 
 
-def sf_command_line(argv: Sequence[str], conf_dir: str, prog: str) -> List[str]:
+def sf_command_line(argv: Sequence[str], conf_dir: str, prog: str, stage: str = "train") -> List[str]:
     """`argv` with its Sample Factory flags translated (unchanged when it has none); prints the
     equivalent command on stderr. A flag that cannot be mapped exits 2, naming it, before any
-    process starts."""
+    process starts. `stage`: train (train.py) or enjoy (enjoy.py)."""
     import shlex
     import sys
 
@@ -298,7 +313,7 @@ def sf_command_line(argv: Sequence[str], conf_dir: str, prog: str) -> List[str]:
     if not sf_flags_in(argv):
         return list(argv)
     try:
-        translation = translate_argv(argv, conf_dir)
+        translation = translate_argv(argv, conf_dir, stage)
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
