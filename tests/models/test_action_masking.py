@@ -73,7 +73,7 @@ def test_entropy_gradient_is_finite_and_skips_forbidden_logits():
 
 
 def test_model_masks_in_act_and_evaluate_and_does_not_encode_the_mask(tmp_cfg):
-    cfg = tmp_cfg("model.use_rnn=true", "model.rnn_size=8")
+    cfg = tmp_cfg("model.use_rnn=true", "model.rnn_size=8", "algo.normalize_input=true")
     model = build_model(cfg, MaskedEnv.observation_space, MaskedEnv.action_space)
     assert set(model.encoder.encoders) == {"obs"} and set(model.preprocess.norms) == {"obs"}
     obs = {"obs": torch.rand(3, 4), "action_mask": MASK}

@@ -41,8 +41,8 @@ def test_none_normalizes_every_key_and_off_normalizes_none():
 
 
 def test_model_reads_the_config_key(tmp_cfg):
-    model = build_model(tmp_cfg("algo.normalize_input_keys=[vec]", "model.encoder_conv_mlp_layers=[8]"),
-                        DictObsEnv.observation_space, DictObsEnv.action_space)
+    cfg = tmp_cfg("algo.normalize_input=true", "algo.normalize_input_keys=[vec]", "model.encoder_conv_mlp_layers=[8]")
+    model = build_model(cfg, DictObsEnv.observation_space, DictObsEnv.action_space)
     assert set(model.preprocess.norms) == {"vec"}
 
 
