@@ -81,7 +81,9 @@ def test_doom_flags_refused_naming_the_flag(args, named):
 
 def test_doom_flags_at_their_sf_defaults_are_dropped_for_other_envs():
     argv = ["--env=CartPole-v1", "--res_w=128", "--wide_aspect_ratio=False", "--num_agents=-1"]
-    assert translate_argv(argv, CONF).argv == ["env=gym/cartpole"]
+    translation = translate_argv(argv, CONF)
+    assert translation.argv == ["env=gym/cartpole"]
+    assert "--res_w=128: dropped" in " ".join(translation.notes)  # said, not silent
 
 
 def test_enjoy_flags_translate_for_enjoy_and_are_refused_for_training():

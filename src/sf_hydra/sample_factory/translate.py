@@ -137,9 +137,9 @@ def translate_argv(argv: Sequence[str], conf_dir: str, stage: str = "train") -> 
     converted = []
     for start, end, row, value in found:
         if row.joint:  # the joint's keys at its first flag
-            given = joints.pop(row.joint, None)
-            joint = {} if given is None else ours_joint(row.joint, given, family)
-            pairs = {k: hydra_value(v) for k, v in joint.items()}
+            given = joints.pop(row.joint, None)  # None: set with the joint's first flag, above
+            pairs = None if given is None else {
+                k: hydra_value(v) for k, v in ours_joint(row.joint, given, family).items()}
         else:
             pairs = _pairs(row, value, family)
         converted.append((start, end, row, value, pairs))
@@ -151,7 +151,9 @@ def _translated(argv: List[str], converted, stage: str = "train") -> Translation
     out, notes, pos = [], [], 0
     for start, end, row, value, pairs in converted:
         out += argv[pos:start]
-        if not pairs and not (row.joint and stage == "train"):
+        if pairs is None:
+            pairs = {}
+        elif not pairs:
             notes.append(f"--{row.name}={value}: dropped ({_why(row, stage)})")
         out += [f"{k}={v}" for k, v in pairs.items()]
         pos = end
