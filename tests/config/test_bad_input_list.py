@@ -89,6 +89,8 @@ BAD = [
     ("hardware.num_envs_per_worker=5 hardware.worker_num_splits=2", "hardware.num_envs_per_worker", "splits=2"),
     ("experiment=a/b", "experiment", "without '/'"),
     ("algo.recurrence=0", "algo.recurrence", "-1"),
+    ("algo.normalize_input=false algo.normalize_input_keys=[obs]", "algo.normalize_input_keys",
+     "null or [] while algo.normalize_input=false"),
     ("hardware.worker_nice=20", "hardware.worker_nice", "19"),
     ("model.initial_stddev=0", "model.initial_stddev", "> 0"),
     ("save_every_sec=0", "save_every_sec", "> 0"),

@@ -6,8 +6,10 @@ from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import make_cfg
 
-# The default CartPole budget with the default losses reaches 150 in ~20k env steps.
-BUDGET = ("train_for_env_steps=60000", "train_until_avg_return=150")
+# Measured on 2 cores, two runs side by side: each case reaches 150 in 18k-29k env steps (median ~22k, 8-26
+# seeds/repeats); the KL case once took 42k here and once passed 60k (135.1) on CI. The budget leaves room for
+# that tail: a run stops as soon as it reaches 150, so the budget costs nothing when the loss learns.
+BUDGET = ("train_for_env_steps=150000", "train_until_avg_return=150")
 
 
 def _learns(tmp_path, *overrides):

@@ -107,6 +107,16 @@ def _check_losses(cfg) -> None:
                           "default")
 
 
+def _check_input_normalization(cfg) -> None:
+    """algo.normalize_input_keys picks keys for normalize_input: listing keys while normalization is off
+    would be a choice that does nothing, so it is refused (null and [] agree with it being off)."""
+    keys = cfg.algo.get("normalize_input_keys")
+    if keys and not cfg.algo.normalize_input:
+        raise ConfigError("algo.normalize_input_keys", list(keys),
+                          "null or [] while algo.normalize_input=false (the listed keys would not be normalized; "
+                          "set algo.normalize_input=true to normalize them)")
+
+
 def _check_sampling(cfg) -> None:
     hw, algo = cfg.hardware, cfg.algo
     if hw.num_envs_per_worker % hw.worker_num_splits:
@@ -309,6 +319,7 @@ def validate(cfg) -> None:
     _check_ranges(cfg)
     _check_checkpoints(cfg)
     _check_losses(cfg)
+    _check_input_normalization(cfg)
     _check_sampling(cfg)
     _check_pbt(cfg)
     _check_benchmark(cfg)
