@@ -161,6 +161,33 @@ def check_config(cfg) -> None:
     check_batched_sampling(cfg)
 
 
+def check_config_against_env(cfg):
+    """The rules that need the env's spaces, read from one env build (or hardware.use_env_info_cache)
+    and from a model built from the config: raises ConfigError before any process starts and before
+    the run folder is touched (restart_behavior=overwrite must not delete a run for a bad key).
+    Returns the env's EnvInfo."""
+    from sf_hydra.learner.loss_rules import check_losses_apply
+    from sf_hydra.models import build_model
+    from sf_hydra.models.actor_critic import check_model_for_env
+    from sf_hydra.sampler.env_info import env_info
+    from sf_hydra.sampler.sampler import check_sampling_options
+    from sf_hydra.trajectory import model_trajectory_spec
+
+    try:
+        env = env_info(cfg)  # one env build (or the cache): its spaces and agent count
+    except ConfigError:
+        raise  # an env key the env's own checks refuse (env.downsample=0): a bad config, not a crash
+    except Exception as e:
+        raise EnvStartError(cfg.env, e) from e
+    check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
+    check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
+    with torch.random.fork_rng():  # the learner's initial weights stay those of the seed
+        model = build_model(cfg, env.observation_space, env.action_space)
+    spec = model_trajectory_spec(env.observation_space, env.action_space, model, cfg.algo.num_policies)
+    check_losses_apply(cfg.algo, env.action_space, spec)  # symmetric_kl, kl_loss_coeff: the spaces, the model
+    return env
+
+
 def train(cfg) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
     check_config(cfg)
@@ -170,6 +197,7 @@ def train(cfg) -> dict:
 
 
 def _train_in(cfg, run_dir: Path) -> dict:
+    env = check_config_against_env(cfg)
     rd.prepare(run_dir, cfg.restart_behavior)
     check_resume_config(cfg, run_dir)  # a resumed run keeps its saved config: other changes are refused
     done = rd.finished_summary(run_dir, cfg.train_for_env_steps)
@@ -182,18 +210,8 @@ def _train_in(cfg, run_dir: Path) -> dict:
     torch.set_num_threads(cfg.hardware.torch_threads)
     seed_everything(cfg.seed)
 
-    from sf_hydra.models.actor_critic import check_model_for_env
-    from sf_hydra.sampler.env_info import env_info
-    from sf_hydra.sampler.sampler import SamplerError, check_sampling_options
+    from sf_hydra.sampler.sampler import SamplerError
 
-    try:
-        env = env_info(cfg)  # one env build (or the cache): its spaces and agent count
-    except ConfigError:
-        raise  # an env key the env's own checks refuse (env.downsample=0): a bad config, not a crash
-    except Exception as e:
-        raise EnvStartError(cfg.env, e) from e
-    check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
-    check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
     sampler = launch_sampler(cfg, env, fresh_run=ckpt is None)  # the workers start while this process imports
     failed = True
     try:

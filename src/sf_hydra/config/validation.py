@@ -5,6 +5,8 @@ Hydra refuses a value outside the set when it composes, before these rules run."
 
 from __future__ import annotations
 
+import math
+
 from sf_hydra.config.errors import ConfigError
 
 AT_LEAST_ONE = (
@@ -31,6 +33,18 @@ NON_NEGATIVE = (
     "model.action_head_init_gain",  # 0: zero logits, exactly uniform actions at the start
 )
 
+# Numbers that enter the loss or the weights as factors: inf passes the ranges above and makes every
+# loss, gradient or weight non-finite at the first update (inf elsewhere, as a clip level, means "none").
+FINITE = (
+    "algo.learning_rate", "algo.adam_eps", "algo.value_loss_coeff", "algo.exploration_loss_coeff",
+    "algo.kl_loss_coeff", "model.policy_init_gain", "model.action_head_init_gain", "model.initial_stddev",
+    "model.continuous_tanh_scale", "env.obs_scale",
+)
+
+# Layer sizes of the MLPs: 0 builds a layer with no outputs (the heads then read nothing, silently),
+# a negative size fails inside torch without naming the key.
+LAYER_SIZES = ("model.encoder_mlp_layers", "model.encoder_conv_mlp_layers", "model.decoder_mlp_layers")
+
 UNIT_INTERVAL = ("algo.gamma", "algo.gae_lambda", "selfplay.latest_prob")
 
 # torch.optim.Adam rejects beta = 1 (only when the learner builds its optimizer, too late).
@@ -55,6 +69,13 @@ def _check_ranges(cfg) -> None:
     for key in NON_NEGATIVE:
         if not _get(cfg, key) >= 0:
             raise ConfigError(key, _get(cfg, key), "a number >= 0")
+    for key in FINITE:
+        if not math.isfinite(_get(cfg, key)):
+            raise ConfigError(key, _get(cfg, key), "a finite number")
+    for key in LAYER_SIZES:
+        sizes = list(_get(cfg, key))
+        if not all(size >= 1 for size in sizes):
+            raise ConfigError(key, sizes, "a list of layer sizes, each an integer >= 1 ([] for no layers)")
     for key in UNIT_INTERVAL:
         if not 0.0 <= _get(cfg, key) <= 1.0:
             raise ConfigError(key, _get(cfg, key), "a number in [0, 1]")
@@ -108,13 +129,18 @@ def _check_losses(cfg) -> None:
 
 
 def _check_input_normalization(cfg) -> None:
-    """algo.normalize_input_keys picks keys for normalize_input: listing keys while normalization is off
-    would be a choice that does nothing, so it is refused (null and [] agree with it being off)."""
+    """algo.normalize_input_keys picks keys for normalize_input: listing keys while normalization is off,
+    or listing none while it is on, would be a choice that does nothing, so both are refused (null and
+    [] agree with it being off; null means every key while it is on)."""
     keys = cfg.algo.get("normalize_input_keys")
     if keys and not cfg.algo.normalize_input:
         raise ConfigError("algo.normalize_input_keys", list(keys),
                           "null or [] while algo.normalize_input=false (the listed keys would not be normalized; "
                           "set algo.normalize_input=true to normalize them)")
+    if keys is not None and len(keys) == 0 and cfg.algo.normalize_input:
+        raise ConfigError("algo.normalize_input_keys", [],
+                          "null (every observation key) or a non-empty list of keys while algo.normalize_input=true "
+                          "([] would normalize nothing; set algo.normalize_input=false for that)")
 
 
 def _check_sampling(cfg) -> None:

@@ -22,6 +22,7 @@ import torch
 from sf_hydra.envs import reward_shaping
 from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.learner.advantages import gae
+from sf_hydra.learner.loss_rules import check_losses_apply
 from sf_hydra.learner.losses import (
     approx_kl,
     entropy_loss,
@@ -37,8 +38,7 @@ from sf_hydra.learner.vtrace import vtrace
 from sf_hydra.models import build_model
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
 from sf_hydra.sampler.training_batches import seconds_since_launch
-from sf_hydra.spaces import ACTION_MASK, is_mixed_tuple
-from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_field_name, obs_fields_of
+from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_fields_of
 
 
 class PolicyStats:
@@ -562,31 +562,6 @@ def apply_to_optimizer(opt, hyper: Dict[str, float]) -> None:
             group["betas"] = (hyper["adam_beta1"], hyper["adam_beta2"])
         if "eps" in group:
             group["eps"] = hyper["adam_eps"]
-
-
-def check_losses_apply(algo, action_space, spec) -> None:
-    """The loss choices that depend on the env's action space or the model, checked when the
-    learner is built (before any worker starts)."""
-    import gymnasium as gym
-
-    from sf_hydra.config.errors import ConfigError
-
-    if algo.exploration_loss == "symmetric_kl" and isinstance(action_space, gym.spaces.Box):
-        raise ConfigError("algo.exploration_loss", "symmetric_kl",
-                          f"entropy for the continuous action space {action_space} (a uniform prior over an "
-                          "unbounded Box does not exist)")
-    if algo.exploration_loss == "symmetric_kl" and is_mixed_tuple(action_space):
-        raise ConfigError("algo.exploration_loss", "symmetric_kl",
-                          f"entropy for the mixed action space {action_space} (symmetric_kl is for discrete actions "
-                          "only: its Box part has no uniform prior)")
-    if algo.exploration_loss == "symmetric_kl" and obs_field_name(ACTION_MASK) in spec:
-        raise ConfigError("algo.exploration_loss", "symmetric_kl",
-                          f"entropy for an env that masks actions (observation {ACTION_MASK!r}): the KL to a uniform "
-                          "prior over every action is unbounded once forbidden actions have probability 0")
-    if algo.kl_loss_coeff > 0 and ACTION_DIST_PARAMS not in spec:
-        raise ConfigError("algo.kl_loss_coeff", algo.kl_loss_coeff,
-                          "0 with this model: it records no action_dist_params (the behaviour distribution the KL "
-                          "penalty compares with); a network class of your own sets action_dist_params_size")
 
 
 def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:
