@@ -103,9 +103,9 @@ def test_multi_categorical_params_rebuild_its_kl():
     new, old = head.distribution(x), head.distribution(x + 0.5 * torch.randn(5, 8))
     params = old.params()
     assert params.shape == (5, head.params_size) == (5, 9)
-    expected = sum(kl_divergence(o, n) for o, n in zip(old.dists, new.dists))  # KL(old || new) per categorical
-    torch.testing.assert_close(new.kl_from(params), expected)
-    torch.testing.assert_close(new.kl_from(new.params()), torch.zeros(5), atol=1e-6, rtol=0)
+    expected = sum(kl_divergence(n, o) for o, n in zip(old.dists, new.dists))  # KL(new || old) per categorical
+    torch.testing.assert_close(new.kl_to(params), expected)
+    torch.testing.assert_close(new.kl_to(new.params()), torch.zeros(5), atol=1e-6, rtol=0)
     sym = sum(symmetric_kl_with_uniform(lg) for lg in new.logits)
     torch.testing.assert_close(new.symmetric_kl_with_uniform_prior(), sym)
 
@@ -125,22 +125,22 @@ def test_gaussian_params_rebuild_its_kl(model):
     new, old = head.distribution(x), head.distribution(x + 0.3 * torch.randn(6, 8))
     params = old.params()
     assert params.shape == (6, head.params_size) == (6, 6)
-    expected = kl_divergence(old.normal, new.normal).sum(-1)
-    torch.testing.assert_close(new.kl_from(params), expected)
+    expected = kl_divergence(new.normal, old.normal).sum(-1)
+    torch.testing.assert_close(new.kl_to(params), expected)
 
 
 def test_squashed_gaussian_kl_is_the_kl_of_the_actions():
     """The squash is the same invertible map for both policies, so the KL of the Gaussians is the
-    KL of the actions: a Monte-Carlo estimate E_old[log p_old(a) - log p_new(a)] over squashed
+    KL of the actions: a Monte-Carlo estimate E_new[log p_new(a) - log p_old(a)] over squashed
     samples agrees."""
     space = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
     head = _head(space, tanh_squash_actions=True)
     x = torch.randn(1, 8).double().expand(200_000, 8)
     head = head.double()
     new, old = head.distribution(x), head.distribution(x + 0.4)
-    exact = new.kl_from(old.params())[0].item()
+    exact = new.kl_to(old.params())[0].item()
     torch.manual_seed(1)
-    a = old.sample()
-    estimate = (old.log_prob(a) - new.log_prob(a)).mean().item()
+    a = new.sample()
+    estimate = (new.log_prob(a) - old.log_prob(a)).mean().item()
     assert exact > 0.01
     assert estimate == pytest.approx(exact, rel=0.1, abs=0.005)

@@ -167,7 +167,7 @@ def test_kl_penalty_is_the_exact_kl_from_the_recorded_distribution(tmp_cfg):
     losses = with_kl._minibatch_losses(model, mb, hyper)
     with torch.no_grad():
         new_logits = _logits(model, mb["obs.obs"])
-    expected = categorical_kl(mb[ACTION_DIST_PARAMS], new_logits).mean()
+    expected = categorical_kl(new_logits, mb[ACTION_DIST_PARAMS]).mean()  # KL(current || behaviour), SF's
     assert losses["loss/kl"].item() == pytest.approx(expected.item(), rel=1e-5) and expected.item() > 1e-3
     plain = without._minibatch_losses(without.model, mb, hyper)
     assert "loss/kl" not in plain

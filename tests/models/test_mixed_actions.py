@@ -68,14 +68,14 @@ def test_samples_are_valid_actions(head):
     assert torch.equal(mode[:, 0], mode[:, 0].round())
 
 
-def test_params_and_kl_from_match_torch(head):
+def test_params_and_kl_to_match_torch(head):
     x_old, x_new = torch.randn(6, 8), torch.randn(6, 8)
     old, new = head.distribution(x_old), head.distribution(x_new)
     assert old.params().shape == (6, head.params_size) and head.params_size == 3 + 4 + 2
     expected = sum(kl_divergence(p, q).sum(-1) if isinstance(p, Normal) else kl_divergence(p, q)
-                   for p, q in zip(_parts(head, x_old), _parts(head, x_new)))
-    assert torch.allclose(new.kl_from(old.params()), expected, atol=1e-5)
-    assert torch.allclose(old.kl_from(old.params()), torch.zeros(6), atol=1e-6)
+                   for q, p in zip(_parts(head, x_old), _parts(head, x_new)))  # KL(new || old)
+    assert torch.allclose(new.kl_to(old.params()), expected, atol=1e-5)
+    assert torch.allclose(old.kl_to(old.params()), torch.zeros(6), atol=1e-6)
 
 
 def test_gradients_reach_both_parts(head):

@@ -130,8 +130,8 @@ class AlgoConfig:
     # entropy (maximize it) or symmetric_kl (minimize the symmetric KL to a uniform prior: unlike the
     # entropy it grows without bound as an action's probability goes to 0; discrete actions only)
     exploration_loss: ExplorationLoss = ExplorationLoss.entropy
-    # weight of the exact KL(behaviour || current) penalty (PPO paper's fixed KL); > 0 records the behaviour
-    # policy's distribution parameters in the trajectories
+    # weight of the exact KL(current || behaviour) penalty (PPO paper's fixed KL, in SF's direction); > 0
+    # records the behaviour policy's distribution parameters in the trajectories
     kl_loss_coeff: float = 0.0
     with_vtrace: bool = False  # V-trace (IMPALA) value targets and advantages instead of GAE (gae_lambda unused)
     vtrace_rho: float = 1.0  # V-trace's rho_bar: truncation of the importance weights of TD errors (>= vtrace_c)

@@ -84,7 +84,8 @@ def symmetric_kl_with_uniform(logits: torch.Tensor) -> torch.Tensor:
 
 def kl_penalty_loss(kl: torch.Tensor, valid=None) -> torch.Tensor:
     """The fixed-coefficient KL penalty of the PPO paper (arXiv 1707.06347, section 4), before
-    its coefficient: the mean KL(behaviour || current) per transition."""
+    its coefficient: the mean KL(current || behaviour) per transition, Sample Factory's direction
+    (the paper writes KL(behaviour || current); the two agree to second order in the step)."""
     return masked_mean(kl, valid)
 
 

@@ -471,7 +471,7 @@ class PPOLearner(L.LightningModule):
         losses = {}
         if algo.kl_loss_coeff > 0:
             old_params = mb[ACTION_DIST_PARAMS]
-            behaviour_kl = out[3].kl_from(old_params.reshape(-1, old_params.shape[-1])).reshape(ratio.shape)
+            behaviour_kl = out[3].kl_to(old_params.reshape(-1, old_params.shape[-1])).reshape(ratio.shape)
             k_loss = kl_penalty_loss(behaviour_kl, valid)
             total = total + algo.kl_loss_coeff * k_loss
             losses["loss/kl"] = k_loss.detach()

@@ -3,8 +3,8 @@ Discrete, MultiDiscrete (and Tuple of Discrete, flattened to it), Box, and Tuple
 Discrete and Box parts (a product of independent heads).
 
 Each distribution can also give its parameters as one flat vector per row (`params()`: the
-logits, or the means then the stds) and the exact KL(old || itself) from such a vector
-(`kl_from(old_params)`): the rollout workers record the behaviour policy's parameters when
+logits, or the means then the stds) and the exact KL(itself || old) to such a vector
+(`kl_to(old_params)`, Sample Factory's direction): the rollout workers record the behaviour policy's parameters when
 the learner's KL penalty needs them (trajectory field `action_dist_params`, `params_size`
 numbers per step, a head attribute)."""
 
@@ -100,10 +100,10 @@ class MultiCategorical:
         """Every categorical's logits, concatenated."""
         return self.logits[0] if len(self.logits) == 1 else torch.cat(list(self.logits), dim=-1)
 
-    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
-        """KL(old || self), summed over the independent categoricals."""
+    def kl_to(self, old_params: torch.Tensor) -> torch.Tensor:
+        """KL(self || old), summed over the independent categoricals."""
         old = old_params.split([lg.shape[-1] for lg in self.logits], dim=-1)
-        return sum(categorical_kl(o, lg) for o, lg in zip(old, self.logits))
+        return sum(categorical_kl(lg, o) for o, lg in zip(old, self.logits))
 
     def symmetric_kl_with_uniform_prior(self) -> torch.Tensor:
         return sum(symmetric_kl_with_uniform(lg) for lg in self.logits)
@@ -168,11 +168,11 @@ class GaussianParams:
         """The means, then the standard deviations (of u, before any squashing)."""
         return torch.cat([self.normal.loc, self.normal.scale], dim=-1)
 
-    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
-        """KL(old || self) of the diagonal Gaussians (exact for the squashed one too: the same
+    def kl_to(self, old_params: torch.Tensor) -> torch.Tensor:
+        """KL(self || old) of the diagonal Gaussians (exact for the squashed one too: the same
         invertible squashing of both leaves the KL unchanged)."""
         old_mean, old_std = old_params.chunk(2, dim=-1)
-        return gaussian_kl(old_mean, old_std, self.normal.loc, self.normal.scale)
+        return gaussian_kl(self.normal.loc, self.normal.scale, old_mean, old_std)
 
 
 class DiagGaussian(GaussianParams):
@@ -258,7 +258,7 @@ class ProductDistribution:
     """Independent parts over one flat float action vector (spaces.action_spec of a mixed
     Tuple: each part's numbers in order, a categorical's index as a float). log_prob and
     entropy are the sums of the parts' (independence); params() concatenates the parts'
-    params(), and kl_from() sums the parts' exact KLs (the KL of a product of independent
+    params(), and kl_to() sums the parts' exact KLs (the KL of a product of independent
     distributions)."""
 
     def __init__(self, dists: List, widths: List[int], param_sizes: List[int]):
@@ -285,8 +285,8 @@ class ProductDistribution:
     def params(self) -> torch.Tensor:
         return torch.cat([d.params() for d in self.dists], dim=-1)
 
-    def kl_from(self, old_params: torch.Tensor) -> torch.Tensor:
-        return sum(d.kl_from(o) for d, o in zip(self.dists, old_params.split(self.param_sizes, dim=-1)))
+    def kl_to(self, old_params: torch.Tensor) -> torch.Tensor:
+        return sum(d.kl_to(o) for d, o in zip(self.dists, old_params.split(self.param_sizes, dim=-1)))
 
 
 def make_action_head(in_size: int, space: gym.Space, model_cfg) -> nn.Module:

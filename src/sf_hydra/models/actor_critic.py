@@ -210,7 +210,7 @@ def action_dist_params_size(action_head: nn.Module, algo_cfg) -> int:
 
         raise ConfigError("algo.kl_loss_coeff", algo_cfg.kl_loss_coeff,
                           f"0 with the action head {type(action_head).__name__}: the KL penalty needs a head with "
-                          "`params_size` whose distributions offer params() and kl_from(old_params)")
+                          "`params_size` whose distributions offer params() and kl_to(old_params)")
     return int(size)
 
 
