@@ -14,40 +14,61 @@ from sf_hydra.config import ConfigError, validate
 from sf_hydra.learner.lamb import Lamb
 from sf_hydra.learner.ppo_learner import PPOLearner, apply_to_optimizer
 
+UNBOUNDED = {"max_weight_norm": float("inf"), "min_trust": 0.0}  # phi = identity
 
-def lamb_reference(x0, grads, lr, beta1, beta2, eps, weight_decay):
-    """arXiv 1904.00962, Algorithm 2 (with the bias correction), phi = identity, one layer."""
+
+def lamb_reference(x0, grads, lr, beta1, beta2, eps, weight_decay, max_weight_norm=np.inf, min_trust=0.0):
+    """arXiv 1904.00962, Algorithm 2 (with the bias correction), one layer; phi(||x||) =
+    min(||x||, max_weight_norm) and the ratio clipped to [min_trust, 1 / min_trust] (no bound at 0)."""
     x, m, v = x0.copy(), np.zeros_like(x0), np.zeros_like(x0)
     for t, g in enumerate(grads, start=1):
         m = beta1 * m + (1 - beta1) * g
         v = beta2 * v + (1 - beta2) * g * g
         m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
         r = m_hat / (np.sqrt(v_hat) + eps) + weight_decay * x
-        x = x - lr * np.linalg.norm(x) / np.linalg.norm(r) * r
+        trust = min(np.linalg.norm(x), max_weight_norm) / np.linalg.norm(r)
+        if min_trust > 0:
+            trust = min(max(trust, min_trust), 1 / min_trust)
+        x = x - lr * trust * r
     return x
 
 
-@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_lamb_follows_the_papers_algorithm(weight_decay):
+@pytest.mark.parametrize("weight_decay,bounds", [(0.0, UNBOUNDED), (0.01, UNBOUNDED), (1e-4, {})],
+                         ids=["phi_identity", "phi_identity_decay", "sample_factorys_bounds"])
+def test_lamb_follows_the_papers_algorithm(weight_decay, bounds):
     rng = np.random.default_rng(0)
-    layers = [rng.normal(size=(3, 4)), rng.normal(size=5)]
+    # a layer of norm ~35 (over SF's cap of 10), one of ~2, one of ~1e-4 (its ratio under SF's 0.01)
+    layers = [rng.normal(size=(3, 4)) * 10, rng.normal(size=5), rng.normal(size=6) * 4e-5]
     grads = [[rng.normal(size=w.shape) * s for s in (1.0, 10.0, 0.1, 3.0)] for w in layers]
     params = [torch.nn.Parameter(torch.tensor(w)) for w in layers]
-    opt = Lamb(params, lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=weight_decay)
+    opt = Lamb(params, lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=weight_decay, **bounds)
     for step in range(4):
         for p, g in zip(params, grads):
             p.grad = torch.tensor(g[step])
         opt.step()
+    ref_bounds = {"max_weight_norm": 10.0, "min_trust": 0.01, **bounds}
     for p, w, g in zip(params, layers, grads):
-        ref = lamb_reference(w, g, 0.01, 0.8, 0.99, 1e-6, weight_decay)
+        ref = lamb_reference(w, g, 0.01, 0.8, 0.99, 1e-6, weight_decay, **ref_bounds)
         np.testing.assert_allclose(p.detach().numpy(), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_sample_factorys_bounds_by_hand():
+    """Defaults: a layer of norm 20 moves by lr x 10 (phi caps the norm); a layer of norm 1e-4 whose
+    update has norm 1 moves by lr x 0.01 x 1 (the ratio's lower bound), not lr x 1e-4."""
+    big, tiny = torch.nn.Parameter(torch.full((4,), 10.0)), torch.nn.Parameter(torch.tensor([1e-4, 0.0]))
+    opt = Lamb([big, tiny], lr=0.1, weight_decay=0.0)
+    before = [big.detach().clone(), tiny.detach().clone()]
+    big.grad, tiny.grad = torch.ones(4), torch.tensor([3.0, 0.0])  # first Adam step: r = sign(g), ||r|| = 2 and 1
+    opt.step()
+    assert torch.linalg.vector_norm(big.detach() - before[0]).item() == pytest.approx(0.1 * 10.0, rel=1e-5)
+    assert torch.linalg.vector_norm(tiny.detach() - before[1]).item() == pytest.approx(0.1 * 0.01, rel=1e-5)
 
 
 def test_each_layer_moves_by_lr_times_its_norm_whatever_the_gradient_scale():
     """The trust ratio: without weight decay ||step|| = lr ||x||, per layer, for tiny or huge gradients."""
     torch.manual_seed(0)
     big, small = torch.nn.Parameter(torch.randn(50) * 10), torch.nn.Parameter(torch.randn(7) * 0.01)
-    opt = Lamb([big, small], lr=0.05)
+    opt = Lamb([big, small], lr=0.05, weight_decay=0.0, **UNBOUNDED)
     before = [big.detach().clone(), small.detach().clone()]
     big.grad, small.grad = torch.randn(50) * 1e4, torch.randn(7) * 1e-4
     opt.step()
@@ -99,7 +120,8 @@ def test_state_dict_resumes_the_same_trajectory():
     torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("kwargs", [{"lr": 0.0}, {"betas": (1.0, 0.9)}, {"eps": 0.0}, {"weight_decay": -1.0}])
+@pytest.mark.parametrize("kwargs", [{"lr": 0.0}, {"betas": (1.0, 0.9)}, {"eps": 0.0}, {"weight_decay": -1.0},
+                                    {"max_weight_norm": 0.0}, {"min_trust": 1.5}])
 def test_bad_arguments_are_refused(kwargs):
     with pytest.raises(ValueError, match="Lamb"):
         Lamb([torch.nn.Parameter(torch.zeros(1))], **kwargs)
@@ -142,3 +164,18 @@ def test_own_target_wins_and_contradicting_optimizer_type_is_refused(tmp_cfg):
 def test_unknown_optimizer_type_is_refused_when_composing(tmp_cfg):
     with pytest.raises(Exception, match="sgd"):
         tmp_cfg("algo.optimizer_type=sgd")
+
+
+def test_a_state_saved_before_the_bounds_loads_with_this_instances_bounds():
+    p = torch.nn.Parameter(torch.randn(4))
+    opt = Lamb([p], lr=0.01)
+    p.grad = torch.randn(4)
+    opt.step()
+    old = copy.deepcopy(opt.state_dict())
+    for group in old["param_groups"]:
+        del group["max_weight_norm"], group["min_trust"]
+    resumed = Lamb([torch.nn.Parameter(p.detach().clone())], lr=0.01, max_weight_norm=5.0)
+    resumed.load_state_dict(old)
+    assert resumed.param_groups[0]["max_weight_norm"] == 5.0 and resumed.param_groups[0]["min_trust"] == 0.01
+    resumed.param_groups[0]["params"][0].grad = torch.randn(4)
+    resumed.step()

@@ -6,12 +6,16 @@ Per parameter tensor x (a "layer") with gradient g, at step t:
     m = beta1 m + (1 - beta1) g             v = beta2 v + (1 - beta2) g^2
     m_hat = m / (1 - beta1^t)               v_hat = v / (1 - beta2^t)
     r = m_hat / (sqrt(v_hat) + eps) + weight_decay * x      (Adam's direction, plus decay)
-    x = x - lr * (||x|| / ||r||) * r
+    trust = clip(min(||x||, max_weight_norm) / ||r||, min_trust, 1 / min_trust)
+    x = x - lr * trust * r
 
-so each layer moves by lr times its own norm, whatever the gradient's scale (the trust
-ratio ||x|| / ||r||, phi = identity in the paper's notation). A layer whose weights or update
-are all zero (e.g. a bias at its zero initialization) takes the plain step lr * r.
-Constructor arguments are Adam's, so `algo.optimizer`'s lr/betas/eps keys apply unchanged.
+so each layer moves by lr times its own norm, whatever the gradient's scale. The paper's
+scaling function phi bounds the weight norm; the defaults are Sample Factory's Lamb's (phi
+caps ||x|| at 10, the ratio stays in [0.01, 100], weight decay 1e-4), so `--optimizer lamb`
+means the same here. max_weight_norm=inf and min_trust=0 give phi = identity, unbounded. A
+layer whose weights or update are all zero (e.g. a bias at its zero initialization) takes the
+plain step lr * r. The other constructor arguments are Adam's, so `algo.optimizer`'s
+lr/betas/eps keys apply unchanged.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import torch
 
 
 class Lamb(torch.optim.Optimizer):
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0):
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 1e-4,
+                 max_weight_norm: float = 10.0, min_trust: float = 0.01):
         if not lr > 0.0:
             raise ValueError(f"Lamb: lr={lr} must be > 0")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -29,7 +34,19 @@ class Lamb(torch.optim.Optimizer):
             raise ValueError(f"Lamb: eps={eps} must be > 0")
         if not weight_decay >= 0.0:
             raise ValueError(f"Lamb: weight_decay={weight_decay} must be >= 0")
-        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+        if not max_weight_norm > 0.0:
+            raise ValueError(f"Lamb: max_weight_norm={max_weight_norm} must be > 0 (inf: no cap)")
+        if not 0.0 <= min_trust <= 1.0:
+            raise ValueError(f"Lamb: min_trust={min_trust} must be in [0, 1] (0: no bound on the trust ratio)")
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
+                                  "max_weight_norm": max_weight_norm, "min_trust": min_trust})
+
+    def __setstate__(self, state):
+        """A state saved before the bounds existed (load_state_dict) takes this instance's."""
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for key in ("max_weight_norm", "min_trust"):
+                group.setdefault(key, self.defaults[key])
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -59,7 +76,9 @@ class Lamb(torch.optim.Optimizer):
                 if group["weight_decay"] > 0:
                     update.add_(p, alpha=group["weight_decay"])
                 weight_norm, update_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(update)
-                trust = torch.where((weight_norm > 0) & (update_norm > 0), weight_norm / update_norm,
-                                    torch.ones_like(weight_norm))
+                ratio = weight_norm.clamp(max=group["max_weight_norm"]) / update_norm
+                low = group["min_trust"]
+                ratio = ratio.clamp(min=low, max=1.0 / low) if low > 0 else ratio
+                trust = torch.where((weight_norm > 0) & (update_norm > 0), ratio, torch.ones_like(weight_norm))
                 p.sub_(update * (group["lr"] * trust))
         return loss
