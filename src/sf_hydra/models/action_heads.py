@@ -4,9 +4,9 @@ Discrete and Box parts (a product of independent heads).
 
 Each distribution can also give its parameters as one flat vector per row (`params()`: the
 logits, or the means then the stds) and the exact KL(itself || old) to such a vector
-(`kl_to(old_params)`, Sample Factory's direction): the rollout workers record the behaviour policy's parameters when
-the learner's KL penalty needs them (trajectory field `action_dist_params`, `params_size`
-numbers per step, a head attribute)."""
+(`kl_to(old_params)`, Sample Factory's direction): the rollout workers record the behaviour
+policy's parameters when the learner's KL penalty needs them (trajectory field
+`action_dist_params`, `params_size` numbers per step, a head attribute)."""
 
 from __future__ import annotations
 
