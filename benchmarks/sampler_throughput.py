@@ -47,7 +47,7 @@ def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) 
     from hydra import compose, initialize_config_dir
 
     from sf_hydra.config import register_configs, validate
-    from sf_hydra.models import build_model
+    from sf_hydra.plan import plan_run
     from sf_hydra.sampler.env_info import describe_env
     from sf_hydra.sampler.sampler import Sampler
 
@@ -57,8 +57,9 @@ def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) 
         cfg = compose("train", overrides=[*overrides, "hardware.serial_mode=true", "hardware.num_workers=1"])
     validate(cfg)
     info = describe_env(cfg.env, seed=cfg.seed)
-    model = build_model(cfg, info.observation_space, info.action_space)
-    sampler = Sampler(cfg, info.observation_space, info.action_space, model, info.num_agents)
+    plan = plan_run(cfg, info)
+    model = plan.initial_policies[0]
+    sampler = Sampler(plan.sampler, plan.spec, plan.spaces, model)
     if agent_rows:
         from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 

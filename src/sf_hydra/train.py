@@ -22,6 +22,7 @@ from sf_hydra.faults import EnvStartError, NonFiniteTraining
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
+from sf_hydra.plan import RunPlan, plan_run
 from sf_hydra.resume_config import check_resume_config, save_config
 from sf_hydra.targets import check_targets
 
@@ -55,29 +56,19 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=".*`srun` command is available.*")
 
 
-def initial_policies(cfg, env) -> list:
-    """Models of the learner's policies as it will build them (PPOLearner builds its
-    `algo.num_policies` models first, from the same random state), under a forked RNG: what they
-    draw leaves the learner's own draws unchanged, so the learner's initial weights are these."""
-    from sf_hydra.models import build_model
+def launch_sampler(plan: RunPlan, hand_out_slots: bool):
+    """The sampler of the run's plan, its worker processes started (sampler/sampler.py Sampler.launch),
+    each policy's store holding the plan's initial policies, which the learner trains. With
+    `hand_out_slots` (a fresh run) the workers get their slots at once and collect while this process
+    imports Lightning and builds the learner; a resumed run's (or a PBT run's, whose policies start from
+    perturbed settings) wait for the learner's first publish, so that nobody acts with weights the
+    learner will not train."""
+    from sf_hydra.sampler.sampler import Sampler  # the sampler's modules load once the config passed
 
-    with torch.random.fork_rng():
-        return [build_model(cfg, env.observation_space, env.action_space) for _ in range(cfg.algo.num_policies)]
-
-
-def launch_sampler(cfg, env, fresh_run: bool = True):
-    """The sampler for the env's spaces, its worker processes started (sampler/sampler.py Sampler.launch),
-    each policy's store holding the learner's initial weights (`initial_policies`). A fresh run's workers get
-    their slots at once and collect while this process imports Lightning and builds the learner; a resumed
-    run's (or a PBT run's, whose policies start from perturbed settings) wait for the learner's first
-    publish, so that nobody acts with weights the learner will not train."""
-    from sf_hydra.sampler.sampler import Sampler
-
-    policies = initial_policies(cfg, env)
-    sampler = Sampler(cfg, env.observation_space, env.action_space, policies[0], env.num_agents)
-    for k, model in enumerate(policies):
+    sampler = Sampler(plan.sampler, plan.spec, plan.spaces, plan.initial_policies[0])
+    for k, model in enumerate(plan.initial_policies):
         sampler.publish(k, model, 0)
-    sampler.launch(hand_out_slots=fresh_run and not cfg.pbt.with_pbt)
+    sampler.launch(hand_out_slots=hand_out_slots)
     return sampler
 
 
@@ -96,7 +87,10 @@ def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
         resuming = rd.resume_checkpoint(run_dir) is not None
     loggers = build_loggers(cfg, run_dir, resuming=resuming)
     summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval,
-                          cfg.logger.progress, cfg.train_for_env_steps, cfg.train_for_seconds)
+                          cfg.logger.progress, cfg.train_for_env_steps, cfg.train_for_seconds,
+                          flush_interval_sec=cfg.logger.flush_summaries_interval,
+                          frames_per_step=1 if cfg.logger.summaries_use_frameskip else cfg.env.frameskip,
+                          with_hyperparams=cfg.pbt.with_pbt)
     # benchmark: nothing is learned, so nothing is saved (no checkpoint to resume from or play)
     callbacks = [PublishPolicy(), stop, summaries] + ([] if cfg.benchmark else [checkpoints])
     if cfg.selfplay.pool_size > 0:
@@ -212,15 +206,16 @@ def _train_in(cfg, run_dir: Path) -> dict:
 
     from sf_hydra.sampler.sampler import SamplerError
 
-    sampler = launch_sampler(cfg, env, fresh_run=ckpt is None)  # the workers start while this process imports
+    plan = plan_run(cfg, env)  # the learner's initial policies, from the seeded random state
+    # the workers start while this process imports Lightning and builds the learner
+    sampler = launch_sampler(plan, hand_out_slots=ckpt is None and not cfg.pbt.with_pbt)
     failed = True
     try:
         from sf_hydra.learner.ppo_learner import PPOLearner
         from sf_hydra.sampler.datamodule import SamplerDataModule
 
-        module = PPOLearner(cfg, env.observation_space, env.action_space)
-        datamodule = SamplerDataModule(cfg, env.observation_space, env.action_space, module,
-                                       num_agents=env.num_agents, sampler=sampler)
+        module = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
+        datamodule = SamplerDataModule(sampler, plan.batches)
         trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=ckpt is not None)
         log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
         t0 = time.monotonic()

@@ -11,6 +11,7 @@ import torch
 
 from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec, trajectory_spec
+from tests.helpers.plans import learner_for
 
 ROWS, T = 8, 8
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -23,7 +24,7 @@ def _learner(tmp_cfg, device: str) -> PPOLearner:
     cfg = tmp_cfg("env=gym/cartpole", "model.use_rnn=true", "model.rnn_size=16", f"algo.rollout={T}",
                   "algo.recurrence=4", "algo.normalize_returns=true")
     torch.manual_seed(0)  # the same initial weights on both devices
-    learner = PPOLearner(cfg, OBS, ACTIONS)
+    learner = learner_for(cfg, OBS, ACTIONS)
     trainer = L.Trainer(accelerator="gpu" if device == "cuda" else "cpu", devices=1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False)
     trainer.strategy.connect(learner)

@@ -12,7 +12,8 @@ import torch
 
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.learner.lamb import Lamb
-from sf_hydra.learner.ppo_learner import PPOLearner, apply_to_optimizer
+from sf_hydra.learner.ppo_learner import apply_to_optimizer
+from tests.helpers.plans import learner_for
 
 UNBOUNDED = {"max_weight_norm": float("inf"), "min_trust": 0.0}  # phi = identity
 
@@ -136,7 +137,7 @@ def test_optimizer_type_lamb_builds_lamb_with_the_adam_keys(tmp_cfg):
     cfg = tmp_cfg("algo.optimizer_type=lamb", "algo.learning_rate=0.002", "algo.adam_eps=1e-7",
                   "algo.adam_beta1=0.8", "algo.adam_beta2=0.99")
     validate(cfg)
-    learner = PPOLearner(cfg, OBS, gym.spaces.Discrete(2))
+    learner = learner_for(cfg, OBS, gym.spaces.Discrete(2))
     [opt] = learner.configure_optimizers()
     group = opt.param_groups[0]
     assert type(opt) is Lamb
@@ -147,14 +148,14 @@ def test_optimizer_type_lamb_builds_lamb_with_the_adam_keys(tmp_cfg):
 
 
 def test_default_optimizer_type_is_adam(tmp_cfg):
-    [opt] = PPOLearner(tmp_cfg(), OBS, gym.spaces.Discrete(2)).configure_optimizers()
+    [opt] = learner_for(tmp_cfg(), OBS, gym.spaces.Discrete(2)).configure_optimizers()
     assert type(opt) is torch.optim.Adam
 
 
 def test_own_target_wins_and_contradicting_optimizer_type_is_refused(tmp_cfg):
     own = tmp_cfg("algo.optimizer._target_=torch.optim.AdamW")
     validate(own)
-    [opt] = PPOLearner(own, OBS, gym.spaces.Discrete(2)).configure_optimizers()
+    [opt] = learner_for(own, OBS, gym.spaces.Discrete(2)).configure_optimizers()
     assert type(opt) is torch.optim.AdamW
     with pytest.raises(ConfigError, match=r"^algo.optimizer_type='lamb' is not allowed: adam .*torch.optim.AdamW"):
         validate(tmp_cfg("algo.optimizer._target_=torch.optim.AdamW", "algo.optimizer_type=lamb"))

@@ -16,6 +16,7 @@ from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.models.action_heads import CategoricalHead
 from sf_hydra.spaces import discrete_sizes
 from sf_hydra.trajectory import ACTION_DIST_PARAMS
+from tests.helpers.plans import learner_for
 from tests.learner.test_vtrace_loss import vtrace_reference
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -30,7 +31,7 @@ def _learner(tmp_cfg, *overrides, actions=gym.spaces.Discrete(3)) -> PPOLearner:
     cfg = tmp_cfg("env=gym/cartpole", "algo.normalize_returns=false", "algo.normalize_input=false",
                   f"algo.rollout={T}", *overrides)
     torch.manual_seed(0)
-    return PPOLearner(cfg, OBS, actions)
+    return learner_for(cfg, OBS, actions)
 
 
 def _rollout(model, seed: int = 1) -> dict:
@@ -206,8 +207,12 @@ def test_symmetric_kl_exploration_loss_replaces_the_entropy(tmp_cfg):
 
 
 def test_symmetric_kl_with_continuous_actions_is_refused(tmp_cfg):
+    """Refused by the env-dependent rules (learner/loss_rules.py), before any process starts."""
+    from sf_hydra.train import train
+
+    cfg = tmp_cfg("env=gym/any", "env.id=Pendulum-v1", "algo.exploration_loss=symmetric_kl")
     with pytest.raises(ConfigError, match=r"^algo.exploration_loss='symmetric_kl' is not allowed: entropy"):
-        _learner(tmp_cfg, "algo.exploration_loss=symmetric_kl", actions=gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+        train(cfg)
 
 
 class HeadWithoutParams(CategoricalHead):

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.learner.ppo_learner import PPOLearner, resolved_micro_batch
+from sf_hydra.learner.ppo_learner import PPOLearner
+from sf_hydra.plan import resolved_micro_batch
+from tests.helpers.plans import learner_for
 
 ROWS, T = 8, 4
 
@@ -17,7 +19,7 @@ def _learner(tmp_cfg, micro: int) -> PPOLearner:
                   f"hardware.learner_micro_batch={micro}")
     torch.manual_seed(0)
     obs_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-    learner = PPOLearner(cfg, obs_space, gym.spaces.Discrete(2))
+    learner = learner_for(cfg, obs_space, gym.spaces.Discrete(2))
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
     trainer.strategy.connect(learner)
     learner.trainer = trainer
@@ -52,7 +54,7 @@ def test_micro_batches_give_the_whole_minibatch_gradient(tmp_cfg):
 def test_auto_micro_batch_splits_only_image_observations_on_cpu(tmp_cfg):
     cfg = tmp_cfg("env=gym/cartpole", "algo.rollout=32", "model.use_rnn=true")
     image = gym.spaces.Box(0, 255, (3, 72, 128), np.uint8)
-    assert resolved_micro_batch(cfg, image) == 256
-    assert resolved_micro_batch(cfg, gym.spaces.Box(-1.0, 1.0, (4,), np.float32)) == 0
-    cfg.algo.rollout = cfg.algo.recurrence = 96
-    assert resolved_micro_batch(cfg, image) == 192  # whole recurrence chunks
+    assert learner_for(cfg, image, gym.spaces.Discrete(2)).micro_batch == 256
+    assert learner_for(cfg, gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2)).micro_batch == 0
+    assert resolved_micro_batch(-1, 96, "cpu", image) == 192  # whole recurrence chunks
+    assert resolved_micro_batch(-1, 32, "cuda", image) == 0 and resolved_micro_batch(64, 32, "cpu", image) == 64

@@ -107,11 +107,9 @@ def test_train_refuses_a_bad_mask_before_workers_start(tmp_cfg):
 
 
 def test_symmetric_kl_is_refused_with_masks(tmp_cfg):
-    from sf_hydra.learner.ppo_learner import PPOLearner
-
-    cfg = tmp_cfg("algo.exploration_loss=symmetric_kl")
+    cfg = tmp_cfg("env=gym/any", "env.id=tests.helpers.masked_envs:Masked-v0", "algo.exploration_loss=symmetric_kl")
     with pytest.raises(ConfigError, match="^algo.exploration_loss='symmetric_kl'.*action_mask"):
-        PPOLearner(cfg, MaskedEnv.observation_space, MaskedEnv.action_space)
+        train(cfg)
 
 
 def test_training_through_the_sampler_never_takes_a_masked_action(tmp_cfg):

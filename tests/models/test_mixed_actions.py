@@ -99,11 +99,10 @@ def test_model_act_and_evaluate_agree(tmp_cfg):
 
 
 def test_symmetric_kl_is_refused_for_mixed_actions(tmp_cfg):
-    from sf_hydra.learner.ppo_learner import PPOLearner
-
-    cfg = tmp_cfg("algo.exploration_loss=symmetric_kl")
+    cfg = tmp_cfg("env=gym/any", "env.id=tests.helpers.mixed_action_envs:MixedAction-v0",
+                  "algo.exploration_loss=symmetric_kl")
     with pytest.raises(ConfigError, match=r"^algo.exploration_loss='symmetric_kl'.*mixed action space"):
-        PPOLearner(cfg, MixedActionEnv.observation_space, MixedActionEnv.action_space)
+        train(cfg)
 
 
 def test_mixed_actions_train_through_the_sampler(tmp_cfg):

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from sf_hydra.config import ConfigError
-from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.models import ActorCritic, build_model
 from sf_hydra.models.cores import RnnCore
 from sf_hydra.models.encoders import MultiKeyEncoder
+from tests.helpers.plans import learner_for
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACTIONS = gym.spaces.Discrete(2)
@@ -61,7 +61,7 @@ def test_bad_part_path_is_a_config_error(tmp_cfg):
 
 def test_optimizer_reads_sample_factory_keys(tmp_cfg):
     cfg = tmp_cfg("algo.learning_rate=0.002", "algo.adam_eps=1e-7", "algo.adam_beta1=0.8", "algo.adam_beta2=0.99")
-    [opt] = PPOLearner(cfg, OBS, ACTIONS).configure_optimizers()
+    [opt] = learner_for(cfg, OBS, ACTIONS).configure_optimizers()
     group = opt.param_groups[0]
     assert type(opt) is torch.optim.Adam
     assert (group["lr"], group["eps"], tuple(group["betas"])) == (0.002, 1e-7, (0.8, 0.99))
@@ -70,13 +70,13 @@ def test_optimizer_reads_sample_factory_keys(tmp_cfg):
 def test_optimizer_class_by_dotted_path(tmp_cfg):
     cfg = tmp_cfg("algo.optimizer._target_=torch.optim.AdamW", "+algo.optimizer.weight_decay=0.1",
                   "algo.learning_rate=0.003")
-    [opt] = PPOLearner(cfg, OBS, ACTIONS).configure_optimizers()
+    [opt] = learner_for(cfg, OBS, ACTIONS).configure_optimizers()
     assert type(opt) is torch.optim.AdamW
     assert opt.param_groups[0]["lr"] == 0.003 and opt.param_groups[0]["weight_decay"] == 0.1
 
 
 def test_each_policy_has_its_own_optimizer(tmp_cfg):
-    learner = PPOLearner(tmp_cfg("algo.num_policies=3"), OBS, ACTIONS)
+    learner = learner_for(tmp_cfg("algo.num_policies=3"), OBS, ACTIONS)
     opts = learner.configure_optimizers()
     assert len(opts) == 3
     for opt, model in zip(opts, learner.policies):

@@ -11,7 +11,7 @@ from typing import Dict, List
 import torch
 
 from sf_hydra.config import validate
-from sf_hydra.models import build_model
+from sf_hydra.plan import plan_run
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.sampler import Sampler
 
@@ -31,8 +31,9 @@ def running_sampler(cfg):
     torch.set_num_threads(1)
     torch.manual_seed(0)
     info = describe_env(cfg.env, seed=cfg.seed)
-    model = build_model(cfg, info.observation_space, info.action_space)
-    sampler = Sampler(cfg, info.observation_space, info.action_space, model, info.num_agents)
+    plan = plan_run(cfg, info)
+    model = plan.initial_policies[0]
+    sampler = Sampler(plan.sampler, plan.spec, plan.spaces, model)
     sampler.model = model
     try:
         sampler.publish(0, model, 0)

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers.plans import plan_for, sampler_for
+
 TAGGED = "model._target_=tests.helpers.recording_models.TaggedActorCritic"
 TOY_2 = ("env=gym/multi_agent_toy", "env.kwargs.num_agents=2")
 
@@ -25,22 +27,29 @@ def _stream(cfg, batches: int, bumps=None, before_start=None):
     from sf_hydra.sampler.env_info import describe_env
 
     info = describe_env(cfg.env, seed=cfg.seed)
-    learner = PPOLearner(cfg, info.observation_space, info.action_space)
+    plan = plan_for(cfg, info.observation_space, info.action_space, info.num_agents)
+    learner = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
     for k, model in enumerate(learner.policies):
         model.tag.fill_(k)
-    data = SamplerDataModule(cfg, info.observation_space, info.action_space, learner, info.num_agents)
+    data = SamplerDataModule(sampler_for(cfg, plan), plan.batches)
     data.setup("fit")
     got = []
+
+    def publish(k):  # through the door, as learner/callbacks.py PublishPolicy does
+        data.door.publish(k, learner.policies[k], learner.policy_versions[k])
+
     try:
         if before_start is not None:
             before_start(data.sampler, learner)
+        for k in range(len(learner.policies)):
+            publish(k)
         stream = iter(data.train_dataloader())
         for _ in range(batches):
             batch = next(stream)
             k = batch["meta"]["policy"]
             got.append(batch)
             learner.stats[k].version += (bumps or {}).get(k, 1)
-            data.publish(k)
+            publish(k)
     finally:
         data.teardown("fit")
     return learner, got
@@ -119,7 +128,7 @@ def test_snapshots_act_in_opponent_seats_and_are_never_recorded(tmp_cfg):
 
         frozen = copy.deepcopy(learner.policies[0])
         frozen.tag.fill_(99)
-        sampler.pool_stores[0].publish(frozen, 1)
+        sampler.publish_opponent(0, frozen, 1)
 
     _, batches = _stream(cfg, 10, before_start=add_snapshot)
     tags = torch.cat([b["acting_tag"].reshape(-1) for b in batches])

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from sf_hydra.trajectory import Field, RolloutStaging, TrajectoryBuffers, TrajectoryWriter, trajectory_spec
+from tests.helpers.plans import plan_for, sampler_for
 
 
 def _dict_space():
@@ -107,9 +108,10 @@ def test_a_field_declared_by_the_model_arrives_in_the_learners_batch(tmp_cfg, en
 
     cfg = tmp_cfg(f"env={env}", "model._target_=tests.helpers.recording_models.LogitsActorCritic")
     info = describe_env(cfg.env, seed=cfg.seed)
-    learner = PPOLearner(cfg, info.observation_space, info.action_space)
+    plan = plan_for(cfg, info.observation_space, info.action_space, info.num_agents)
+    learner = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
     assert "behaviour_logits" in learner.spec
-    data = SamplerDataModule(cfg, info.observation_space, info.action_space, learner, info.num_agents)
+    data = SamplerDataModule(sampler_for(cfg, plan), plan.batches)
     data.setup("fit")
     try:
         batch = next(iter(data.train_dataloader()))
@@ -131,18 +133,17 @@ def test_agent_rows_worker_steps_single_agent_envs_like_the_single_agent_loop(tm
     """`SingleEnvGroup` lets the agent-rows worker step plain gymnasium envs (what
     benchmarks/sampler_throughput.py's `rows` variant measures): whole CartPole episodes
     (reward 1 per step, a done at each end) in its slots, log-probs those of the policy."""
-    from sf_hydra.learner.ppo_learner import PPOLearner
     from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
     from sf_hydra.sampler.env_info import describe_env
-    from sf_hydra.sampler.sampler import Sampler
     from sf_hydra.trajectory import obs_fields_of
 
     cfg = tmp_cfg("hardware.serial_mode=true", "hardware.num_workers=1")
     info = describe_env(cfg.env, seed=cfg.seed)
-    learner = PPOLearner(cfg, info.observation_space, info.action_space)
-    sampler = Sampler(cfg, info.observation_space, info.action_space, learner.model, None)
+    plan = plan_for(cfg, info.observation_space, info.action_space, info.num_agents)
+    model = plan.initial_policies[0]
+    sampler = sampler_for(cfg, plan)
     sampler.worker_cls = AgentRowsWorker
-    sampler.publish(0, learner.model, 0)
+    sampler.publish(0, model, 0)
     sampler.start()
     try:
         assert isinstance(sampler.serial_workers[0], AgentRowsWorker)
@@ -156,5 +157,5 @@ def test_agent_rows_worker_steps_single_agent_envs_like_the_single_agent_loop(tm
     batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     assert torch.equal(batch["rewards"], torch.ones_like(batch["rewards"]))
     assert batch["dones"].sum() >= 1 and batch["time_outs"].sum() == 0
-    log_probs, _, _ = learner.model.evaluate(obs_fields_of(batch), batch["actions"], None, None)
+    log_probs, _, _ = model.evaluate(obs_fields_of(batch), batch["actions"], None, None)
     torch.testing.assert_close(log_probs, batch["log_probs"], rtol=1e-5, atol=1e-5)

@@ -2,6 +2,7 @@
 launch_sampler): they act with the weights the learner starts from, each slot is handed out once,
 and a resumed run's workers wait for the learner's first publish."""
 
+import copy
 import time
 from contextlib import contextmanager
 
@@ -9,23 +10,37 @@ import torch
 
 from sf_hydra.config import validate
 from sf_hydra.learner.ppo_learner import PPOLearner
+from sf_hydra.plan import plan_run
 from sf_hydra.sampler.env_info import describe_env
-from sf_hydra.train import initial_policies, launch_sampler, seed_everything
+from sf_hydra.train import launch_sampler, seed_everything
+from tests.helpers.plans import sampler_for
 
 
-def test_the_learner_starts_from_the_weights_the_workers_act_with(tmp_cfg):
+def test_the_learner_trains_the_policies_the_workers_act_with(tmp_cfg):
+    """The plan builds each policy once: the learner trains those modules, the workers' stores hold
+    their weights, and the same seed gives the same weights."""
     cfg = tmp_cfg("algo.num_policies=2", "model.use_rnn=true", "model.rnn_size=16")
     env = describe_env(cfg.env, seed=0)
     seed_everything(0)
-    early = initial_policies(cfg, env)
-    learner = PPOLearner(cfg, env.observation_space, env.action_space)
-    assert len(early) == 2
-    for k, model in enumerate(early):
-        built = learner.policies[k].state_dict()
+    plan = plan_run(cfg, env)
+    learner = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
+    assert len(plan.initial_policies) == 2
+    assert all(a is b for a, b in zip(learner.policies, plan.initial_policies))
+    sampler = sampler_for(cfg, plan)
+    for k, model in enumerate(plan.initial_policies):
+        sampler.publish(k, model, 0)  # as launch_sampler does
+        acting = copy.deepcopy(model)
+        for p in acting.parameters():
+            p.data.zero_()
+        sampler.stores[k].load_into(acting)
         for name, tensor in model.state_dict().items():
-            assert torch.equal(tensor, built[name]), (k, name)
-    first, second = (dict(m.named_parameters()) for m in early)
-    assert any(not torch.equal(first[n], second[n]) for n in first)  # each policy its own draw, as the learner's
+            assert torch.equal(tensor, acting.state_dict()[name]), (k, name)
+    first, second = (dict(m.named_parameters()) for m in plan.initial_policies)
+    assert any(not torch.equal(first[n], second[n]) for n in first)  # each policy its own draw
+    seed_everything(0)
+    again = plan_run(cfg, env)
+    for model, same in zip(plan.initial_policies, again.initial_policies):
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), same.state_dict().values()))
 
 
 def _poll_for(sampler, seconds: float) -> list:
@@ -42,7 +57,8 @@ def _launched(tmp_cfg, fresh_run: bool, *overrides: str):
     """A sampler launched as train.py launches it (no learner); stopped on exit."""
     cfg = tmp_cfg(*overrides)
     validate(cfg)
-    sampler = launch_sampler(cfg, describe_env(cfg.env, seed=0), fresh_run=fresh_run)
+    plan = plan_run(cfg, describe_env(cfg.env, seed=0))
+    sampler = launch_sampler(plan, hand_out_slots=fresh_run)
     try:
         yield sampler
     finally:

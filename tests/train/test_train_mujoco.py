@@ -13,6 +13,7 @@ import torch
 pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco package (pip install -e '.[mujoco]')")
 
 from sf_hydra.env_names import env_configs  # noqa: E402
+from sf_hydra.plan import plan_run  # noqa: E402
 from sf_hydra.sampler.env_info import describe_env  # noqa: E402
 from sf_hydra.sampler.sampler import Sampler  # noqa: E402
 from sf_hydra.train import check_config, train  # noqa: E402
@@ -76,11 +77,9 @@ class ActionRecorder(gym.Wrapper):
 def sample_one_rollout(cfg):
     """One real rollout in serial mode; returns (sampler, its trajectories, the recorders)."""
     check_config(cfg)
-    obs_space, action_space, _ = describe_env(cfg.env, seed=cfg.seed)
-    from sf_hydra.models import build_model
-
-    model = build_model(cfg, obs_space, action_space)
-    sampler = Sampler(cfg, obs_space, action_space, model, num_agents=None)
+    plan = plan_run(cfg, describe_env(cfg.env, seed=cfg.seed))
+    model = plan.initial_policies[0]
+    sampler = Sampler(plan.sampler, plan.spec, plan.spaces, model)
     sampler.start()
     worker = sampler.serial_workers[0]
     worker.envs = [ActionRecorder(env) for env in worker.envs]

@@ -11,6 +11,7 @@ from typing import Optional
 
 import lightning as L
 
+from sf_hydra.door import door_of
 from sf_hydra.launch import signals
 from sf_hydra.learner.progress import (
     FPS_WINDOWS,
@@ -26,11 +27,19 @@ log = logging.getLogger("sf_hydra")
 
 
 class PublishPolicy(L.Callback):
-    """After each learner iteration the rollout workers get the new weights of the policy it trained."""
+    """Before the first batch every policy's weights (a restored checkpoint's, on resume) reach the
+    rollout workers, which get their slots only then; after each learner iteration the new weights
+    of the policy it trained follow."""
+
+    def on_train_start(self, trainer, pl_module):
+        door = door_of(trainer)
+        for k, (model, version) in enumerate(zip(pl_module.policies, pl_module.policy_versions)):
+            door.publish(k, model, version)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        k = pl_module.last_policy
         with pl_module.profile.part("publish_weights"):
-            trainer.datamodule.publish(pl_module.last_policy)
+            door_of(trainer).publish(k, pl_module.policies[k], pl_module.policy_versions[k])
 
 
 class StopConditions(L.Callback):
@@ -54,7 +63,7 @@ class StopConditions(L.Callback):
         if self.reason is None:
             self.reason = reason
         trainer.should_stop = True
-        trainer.datamodule.request_stop()
+        door_of(trainer).request_stop()
 
     def on_train_start(self, trainer, pl_module):
         self._last = time.monotonic()
@@ -109,8 +118,14 @@ class Summaries(L.Callback):
     scalars to the run's loggers every `experiment_summaries_interval`, both indexed by env steps (frames)."""
 
     def __init__(self, log_interval_sec: float, summaries_interval: float, progress: str = "lines",
-                 budget_steps: Optional[float] = None, budget_seconds: float = math.inf):
+                 budget_steps: Optional[float] = None, budget_seconds: float = math.inf,
+                 flush_interval_sec: float = 0.0, frames_per_step: int = 1, with_hyperparams: bool = False):
+        """frames_per_step: env frames per x-axis step of the scalars (1: frames; env.frameskip with
+        logger.summaries_use_frameskip=false: agent steps). with_hyperparams: each policy's current
+        hyperparameters are written too (PBT changes them)."""
         self.log_interval, self.summaries_interval = log_interval_sec, summaries_interval
+        self.flush_interval, self.frames_per_step = flush_interval_sec, max(1, int(frames_per_step))
+        self.with_hyperparams = with_hyperparams
         self.meter = FpsMeter()
         self.style = progress
         self.budget_steps, self.budget_seconds = budget_steps, budget_seconds
@@ -191,13 +206,13 @@ class Summaries(L.Callback):
     def _write_scalars(self, trainer, m) -> None:
         if trainer.logger is None:
             return
-        step = summary_step(m)
+        step = m.env_steps // self.frames_per_step
         scalars = dict(m.last_metrics)
         for k, stats in enumerate(m.stats):  # one policy: its tags unprefixed; several: policy_<k>/...
             prefix = "" if len(m.stats) == 1 else f"policy_{k}/"
             per_policy = {**stats.metrics, **stats.outcome_rates()}
             per_policy.update({f"episode/{name}": v for name, v in stats.avg_extra().items()})
-            if m.cfg.pbt.with_pbt:  # each policy's current hyperparameters
+            if self.with_hyperparams:  # each policy's current hyperparameters
                 per_policy.update({f"pbt/{name}": v for name, v in m.hyperparams[k].items()})
             if len(m.stats) > 1:
                 per_policy["perf/env_steps"] = float(stats.env_steps)
@@ -213,14 +228,7 @@ class Summaries(L.Callback):
         for agent, stats in m.avg_agent_stats().items():  # multi-agent envs: each agent besides the pool
             scalars[f"episode/agent_{agent}/return"] = stats["return"]
             scalars[f"episode/agent_{agent}/length"] = stats["length"]
-        send_scalars(trainer.loggers, scalars, step, m.cfg.logger.flush_summaries_interval)
-
-
-def summary_step(m) -> int:
-    """The summaries' x-axis: frames, or agent steps with logger.summaries_use_frameskip=false."""
-    if m.cfg.logger.summaries_use_frameskip:
-        return m.env_steps
-    return m.env_steps // m.cfg.env.frameskip
+        send_scalars(trainer.loggers, scalars, step, self.flush_interval)
 
 
 def send_scalars(loggers, scalars: dict, step: int, flush_every: float = 0.0) -> None:

@@ -20,6 +20,8 @@ from typing import Dict, List, Optional
 import lightning as L
 import torch
 
+from sf_hydra.door import door_of
+
 log = logging.getLogger("sf_hydra")
 
 INDEX = "pool.json"
@@ -43,7 +45,7 @@ class OpponentPool(L.Callback):
         index = {"generation": self.generation, "slots": self.slots}
         _write_atomically(self.directory / INDEX, lambda p: p.write_text(json.dumps(index, indent=2)))
 
-    def _restore(self, pl_module, stores) -> None:
+    def _restore(self, pl_module, door) -> None:
         path = self.directory / INDEX
         if not path.exists():
             return
@@ -54,7 +56,7 @@ class OpponentPool(L.Callback):
             if entry is None:
                 continue
             scratch.load_state_dict(torch.load(self.directory / entry["file"], map_location="cpu", weights_only=True))
-            stores[slot].publish(scratch, entry["generation"])
+            door.publish_opponent(slot, scratch, entry["generation"])
             self.slots[slot] = entry
             self.next_at[entry["policy"]] = max(self.next_at.get(entry["policy"], 0), entry["env_steps"] + self.every)
         log.info("opponent pool: %d snapshots restored from %s", sum(e is not None for e in self.slots), path)
@@ -62,7 +64,7 @@ class OpponentPool(L.Callback):
     # -- callbacks -----------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._restore(pl_module, trainer.datamodule.sampler.pool_stores)
+        self._restore(pl_module, door_of(trainer))
         for k, stats in enumerate(pl_module.stats):
             self.next_at.setdefault(k, stats.env_steps + self.every)
 
@@ -87,7 +89,7 @@ class OpponentPool(L.Callback):
         self._save_index()
         if replaced is not None:
             (self.directory / replaced["file"]).unlink(missing_ok=True)
-        trainer.datamodule.sampler.pool_stores[slot].publish(model, self.generation)
+        door_of(trainer).publish_opponent(slot, model, self.generation)
         log.info("opponent pool: policy %d (version %d, %d env steps) joined as snapshot %d in slot %d", policy,
                  stats.version, stats.env_steps, self.generation, slot)
         return slot

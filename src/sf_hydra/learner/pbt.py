@@ -29,6 +29,7 @@ from typing import Dict, Optional
 
 import lightning as L
 
+from sf_hydra.door import door_of
 from sf_hydra.learner.pbt_rules import (
     Decision,
     append_jsonl,
@@ -91,7 +92,7 @@ class PopulationBasedTraining(L.Callback):
     def _send_shaping(self, trainer, m, k: int) -> None:
         """Policy k's reward-shaping weights reach the rollout workers (the rows it acts in)."""
         if m.reward_shaping:
-            trainer.datamodule.sampler.set_reward_shaping(k, shaping_difference(m.hyperparams[k], m.reward_shaping))
+            door_of(trainer).set_reward_shaping(k, shaping_difference(m.hyperparams[k], m.reward_shaping))
 
     def _boundary_after(self, steps: int) -> int:
         period = self.pbt.period_env_steps
@@ -129,7 +130,7 @@ class PopulationBasedTraining(L.Callback):
                 donor_digest = weights_digest(m.policies[decision.donor].state_dict())
                 m.copy_policy(decision.donor, k)
             if decision.donor is not None:
-                trainer.datamodule.publish(k)
+                door_of(trainer).publish(k, m.policies[k], m.policy_versions[k])
         base = dict(m.hyperparams[k])  # its own, or the donor's it just took
         new = mutated(base, mutable_names(self.pbt, base), self.rng, self.pbt.mutation_rate, self.pbt.perturb_min,
                       self.pbt.perturb_max)

@@ -10,43 +10,14 @@ import random
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from sf_hydra.config.choices import PBT_HYPERPARAMS as HYPERPARAMS
+from sf_hydra.config.choices import PBT_HYPERPARAMS as HYPERPARAMS  # noqa: F401 (named here for PBT's readers)
+
+# A policy's hyperparameters at the start are resolved with the run's plan (sf_hydra/plan.py).
+from sf_hydra.plan import SHAPING, initial_hyperparams, initial_overrides, shaping_difference, shaping_hyperparams  # noqa
 
 BELOW_ONE = frozenset({"adam_beta1", "adam_beta2", "gamma"})  # perturbed through 1 - value
 TRUE_OBJECTIVE = "true_objective"  # the average episode return
 MIN_BELOW_ONE = 1e-6  # the least distance to 1 a BELOW_ONE value keeps
-
-
-def initial_hyperparams(algo) -> Dict[str, float]:
-    """A policy's hyperparameters at the start: the algo.* values."""
-    return {name: float(algo[name]) for name in HYPERPARAMS}
-
-
-SHAPING = "reward_shaping."  # hyperparameter names of the env's shaping weights: reward_shaping.<name>.up|down
-
-
-def shaping_hyperparams(shaping: Dict[str, Sequence[float]]) -> Dict[str, float]:
-    """The env family's reward-shaping weights ({name: (up, down)}) as hyperparameters."""
-    out = {}
-    for name, (up, down) in shaping.items():
-        out[f"{SHAPING}{name}.up"], out[f"{SHAPING}{name}.down"] = float(up), float(down)
-    return out
-
-
-def shaping_difference(hyper: Dict[str, float], shaping: Dict[str, Sequence[float]]) -> List[float]:
-    """[2V] a policy's shaping weights minus the env's: the ups, then the downs (the order of
-    the env's SHAPING_UNITS)."""
-    ups = [hyper[f"{SHAPING}{n}.up"] - float(w[0]) for n, w in shaping.items()]
-    return ups + [hyper[f"{SHAPING}{n}.down"] - float(w[1]) for n, w in shaping.items()]
-
-
-def initial_overrides(cfg) -> Dict[int, Dict[str, float]]:
-    """`pbt.initial_hyperparams` ({policy: {name: value}}) by the learner's policy index; with
-    `pbt.workspace`, the entry of this run's member goes to its one policy."""
-    given = {int(k): {n: float(v) for n, v in h.items()} for k, h in (cfg.pbt.initial_hyperparams or {}).items()}
-    if cfg.pbt.workspace:
-        return {0: given[cfg.pbt.member]} if cfg.pbt.member in given else {}
-    return given
 
 
 def perturbed(name: str, value: float, rng: random.Random, low: float, high: float) -> float:

@@ -13,16 +13,14 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from typing import Dict
+from typing import Dict, Sequence
 
 import lightning as L
 import numpy as np
 import torch
 
-from sf_hydra.envs import reward_shaping
 from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.learner.advantages import gae
-from sf_hydra.learner.loss_rules import check_losses_apply
 from sf_hydra.learner.losses import (
     approx_kl,
     entropy_loss,
@@ -32,13 +30,13 @@ from sf_hydra.learner.losses import (
     symmetric_kl_exploration_loss,
     value_loss,
 )
-from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams, initial_overrides, shaping_hyperparams
+from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams
 from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.vtrace import vtrace
-from sf_hydra.models import build_model
+from sf_hydra.plan import LearnerSettings
 from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
 from sf_hydra.sampler.training_batches import seconds_since_launch
-from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_fields_of
+from sf_hydra.trajectory import ACTION_DIST_PARAMS, TrajectorySpec, obs_fields_of
 
 
 class PolicyStats:
@@ -107,31 +105,28 @@ class PPOLearner(L.LightningModule):
     inside), optimizer, version and statistics; a batch holds one policy's trajectories and
     trains that policy only on the transitions it acted (`batch["policy_ids"]`)."""
 
-    def __init__(self, cfg, obs_space, action_space):
+    def __init__(self, policies: Sequence[torch.nn.Module], settings: LearnerSettings, spec: TrajectorySpec):
+        """policies: the run plan's initial models (sf_hydra/plan.py), trained in place; settings: the
+        algo's settings and what was resolved from them; spec: what the rollout workers record."""
         super().__init__()
         self.automatic_optimization = False
-        self.cfg, self.algo = cfg, cfg.algo
-        self.num_policies = cfg.algo.num_policies
-        self.policies = torch.nn.ModuleList(build_model(cfg, obs_space, action_space)
-                                            for _ in range(self.num_policies))
-        self.spec = model_trajectory_spec(obs_space, action_space, self.model, self.num_policies)
-        check_losses_apply(cfg.algo, action_space, self.spec)
-        self.recurrence = resolved_recurrence(cfg)
-        self.micro_batch = resolved_micro_batch(cfg, obs_space)
+        self.settings, self.algo = settings, settings.algo
+        self.num_policies = len(policies)
+        self.policies = torch.nn.ModuleList(policies)
+        self.spec = spec
+        self.recurrence = settings.recurrence
+        self.micro_batch = settings.micro_batch
         # Counters that survive a resume (saved in on_save_checkpoint).
-        self.stats = [PolicyStats(cfg.logger.stats_avg) for _ in range(self.num_policies)]
+        self.stats = [PolicyStats(settings.stats_avg) for _ in range(self.num_policies)]
         # Each policy's own hyperparameters (learner/pbt.py HYPERPARAMS): the algo.* values,
         # changed only by population-based training; the optimizers' groups follow them.
         # With PBT, the env's reward-shaping weights are per-policy hyperparameters too.
-        self.reward_shaping = reward_shaping(cfg.env) if cfg.pbt.with_pbt else {}
-        self.hyperparams = [{**initial_hyperparams(cfg.algo), **shaping_hyperparams(self.reward_shaping)}
-                            for _ in range(self.num_policies)]
-        for k, overrides in initial_overrides(cfg).items():
-            self.hyperparams[k].update(overrides)
+        self.reward_shaping = dict(settings.reward_shaping)
+        self.hyperparams = [dict(h) for h in settings.hyperparams]
         self.env_steps = 0  # frames of the whole run (every policy's, snapshots' too)
         self.train_seconds = 0.0
-        self.episode_returns: deque = deque(maxlen=cfg.logger.stats_avg)  # every trained policy's episodes
-        self.episode_lengths: deque = deque(maxlen=cfg.logger.stats_avg)
+        self.episode_returns: deque = deque(maxlen=settings.stats_avg)  # every trained policy's episodes
+        self.episode_lengths: deque = deque(maxlen=settings.stats_avg)
         self.episodes_total = 0
         self.dropped_total = 0  # trajectories older than max_policy_lag, this session
         self.last_metrics: Dict[str, float] = {}  # the run's own (not per policy)
@@ -173,9 +168,7 @@ class PPOLearner(L.LightningModule):
     def configure_optimizers(self):
         """`algo.optimizer` (a `_partial_` node, default Adam reading algo.learning_rate/adam_*)
         called with each policy's parameters."""
-        from sf_hydra.targets import build
-
-        optimizers = [build("algo.optimizer", self.algo.optimizer, m.parameters()) for m in self.policies]
+        optimizers = [self.settings.optimizer(m.parameters()) for m in self.policies]
         for opt, hyper in zip(optimizers, self.hyperparams):
             if any(hyper[n] != v for n, v in initial_hyperparams(self.algo).items()):  # pbt.initial_hyperparams
                 apply_to_optimizer(opt, hyper)
@@ -328,7 +321,7 @@ class PPOLearner(L.LightningModule):
         meta = batch.pop("meta")
         self._record_meta(meta)
         k = meta["policy"]
-        if self.cfg.get("benchmark", False):  # the sampler's ceiling: counted, not learned from
+        if self.settings.benchmark:  # the sampler's ceiling: counted, not learned from
             self.last_policy = k
             self.last_metrics = {"learner/wait_for_data_sec": float(meta["wait_seconds"]),
                                  **worker_shares(meta["worker_seconds"])}
@@ -496,7 +489,7 @@ class PPOLearner(L.LightningModule):
             group["lr"] = min(group["lr"] * 1.5, a.lr_adaptive_max)
 
     def _decay_lr(self, opt, env_steps: int, learning_rate: float) -> None:
-        frac = max(0.0, 1.0 - env_steps / float(self.cfg.train_for_env_steps))
+        frac = max(0.0, 1.0 - env_steps / float(self.settings.train_for_env_steps))
         opt.param_groups[0]["lr"] = learning_rate * frac
 
     # -- statistics and checkpoints ------------------------------------------------------------
@@ -511,7 +504,7 @@ class PPOLearner(L.LightningModule):
         are made on first use (single-agent runs have none)."""
         windows = self.__dict__.setdefault("agent_episodes", {})
         if agent not in windows:
-            windows[agent] = deque(maxlen=self.cfg.logger.stats_avg)
+            windows[agent] = deque(maxlen=self.settings.stats_avg)
         return windows[agent]
 
     def avg_agent_stats(self) -> Dict[int, Dict[str, float]]:
@@ -568,25 +561,3 @@ def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:
     """Where the rollout workers' time went since the last batch, as fractions."""
     total = sum(seconds.values())
     return {f"workers/{k}_fraction": v / total for k, v in seconds.items()} if total > 0 else {}
-
-
-def resolved_recurrence(cfg) -> int:
-    """Sample Factory's rule: -1 means the whole rollout for RNNs, 1 for feed-forward nets."""
-    if cfg.algo.recurrence == -1:
-        return cfg.algo.rollout if cfg.model.use_rnn else 1
-    return cfg.algo.recurrence
-
-
-def resolved_micro_batch(cfg, obs_space) -> int:
-    """hardware.learner_micro_batch with -1 resolved: 256 samples (rounded to whole
-    recurrence chunks) for image observations on CPU, else 0 (no split)."""
-    micro = cfg.hardware.learner_micro_batch
-    if micro != -1:
-        return micro
-    from sf_hydra.spaces import obs_shapes
-
-    has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())
-    if not has_images or cfg.hardware.device != "cpu":
-        return 0
-    r = resolved_recurrence(cfg)
-    return max(r, 256 // r * r)

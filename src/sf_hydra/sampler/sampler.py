@@ -12,7 +12,6 @@ that may skip inactive transitions: see agent_rows_worker.py).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import queue
 import time
@@ -22,36 +21,23 @@ import torch
 from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
-from sf_hydra.envs import reward_shaping
+from sf_hydra.door import SamplerHealth
+from sf_hydra.plan import SamplerSettings, Spaces
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 from sf_hydra.sampler.inference_server import InferenceChannel, server_process_main
 from sf_hydra.sampler.messages import DeviceWeights, ServerFailed, Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.sampler.rollout_worker import BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
+from sf_hydra.sampler.rollout_worker import BEAT_TIME, BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
 from sf_hydra.sampler.vector_envs import check_batched_sampling
-from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec
+from sf_hydra.trajectory import TrajectoryBuffers, TrajectorySpec
 
 log = logging.getLogger(__name__)
 
 
 class SamplerError(RuntimeError):
     """A rollout worker failed; the message says which and why."""
-
-
-def slots_per_worker(cfg, rows_per_worker: int, agent_rows: bool) -> int:
-    """Enough slots for the rows being filled plus `num_batches_to_accumulate` iterations
-    waiting for the learner; beyond that the workers block (back-pressure). With several
-    policies, at least one iteration per policy may wait: each policy's trajectories queue
-    apart, and a queue short of a batch must not starve the others of slots. An agent-rows
-    worker also holds, per row, a full slot waiting for its bootstrap value and, in sync
-    mode, one completed early for the next round."""
-    rows_total = cfg.hardware.num_workers * rows_per_worker
-    traj_per_iteration = cfg.algo.batch_size * cfg.algo.num_batches_per_epoch // cfg.algo.rollout
-    iterations = max(cfg.algo.num_batches_to_accumulate, cfg.algo.num_policies)
-    rounds_waiting = math.ceil(iterations * traj_per_iteration / rows_total)
-    return rows_per_worker * ((3 if agent_rows else 1) + max(1, rounds_waiting))
 
 
 def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
@@ -72,26 +58,29 @@ def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
 
 
 class Sampler:
-    def __init__(self, cfg, obs_space, action_space, model: torch.nn.Module, num_agents: Optional[int] = None):
-        """num_agents: None for a single-agent gymnasium env, else the multi-agent env's count.
-        `model` gives the weights' layout: every trained policy and snapshot has its store."""
-        check_sampling_options(cfg, num_agents)
-        self.cfg = cfg
+    """The worker processes and what they share, built from the run plan's pieces (sf_hydra/plan.py):
+    `settings` (slots, timeouts, inference placement, the workers' config), the trajectory `spec`,
+    the env's `spaces` and a `model` that gives the weights' layout (every trained policy and opponent
+    snapshot has its store)."""
+
+    def __init__(self, settings: SamplerSettings, spec: TrajectorySpec, spaces: Spaces, model: torch.nn.Module):
+        self.settings = settings
         self.ctx = mp.context()
         stale = mp.remove_stale_shared_memory()
         if stale:
             log.info("removed %d shared-memory files left by killed runs (/dev/shm/torch_<pid>_*)", stale)
-        self.num_workers = cfg.hardware.num_workers
-        agent_rows = num_agents is not None or cfg.hardware.batched_sampling
-        self.worker_cls = AgentRowsWorker if agent_rows else SingleAgentWorker
-        self.rows_per_worker = cfg.hardware.num_envs_per_worker * (num_agents or 1)
-        self.per_worker = slots_per_worker(cfg, self.rows_per_worker, agent_rows)
+        slots = settings.slots
+        self.num_workers = slots.num_workers
+        self.worker_cls = AgentRowsWorker if slots.agent_rows else SingleAgentWorker
+        self.rows_per_worker = slots.rows_per_worker
+        self.per_worker = slots.per_worker
+        self.num_policies = settings.num_policies
         with mp.signals_deferred():  # see there: a stop signal must not land inside share_memory_()
-            self._allocate(cfg, obs_space, action_space, model)
-        self.serial = cfg.hardware.serial_mode
-        self.obs_space, self.action_space = obs_space, action_space
-        self.num_servers = 0  # hardware.inference=server: inference server processes
-        self.channels = self._inference_channels(cfg, obs_space, model)
+            self._allocate(spec, model)
+        self.serial = settings.serial
+        self.obs_space, self.action_space = spaces.observation, spaces.action
+        self.num_servers = settings.inference_servers
+        self.channels = self._inference_channels(model)
         # The learner's messages to each server (DeviceWeights): (server's end, learner's end).
         self.control = [self.ctx.Pipe(duplex=False) for _ in range(self.num_servers)]
         self.out_queue = queue.Queue() if self.serial else self.ctx.Queue()
@@ -104,29 +93,26 @@ class Sampler:
         self.slots_handed_out = False  # launch(hand_out_slots=True) gave the workers their slots already
         self.ready_workers: set = set()  # workers that reported WorkerReady (start waits for all)
 
-    def _allocate(self, cfg, obs_space, action_space, model) -> None:
+    def _allocate(self, spec: TrajectorySpec, model) -> None:
         """Everything the processes share, in shared memory: buffers, weights, signals."""
-        spec = model_trajectory_spec(obs_space, action_space, model, cfg.algo.num_policies)
-        self.buffers = TrajectoryBuffers.allocate(spec, self.num_workers * self.per_worker, cfg.algo.rollout)
+        settings = self.settings
+        self.buffers = TrajectoryBuffers.allocate(spec, settings.slots.total, settings.rollout)
         # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
-        self.num_policies = cfg.algo.num_policies
-        shaping = 2 * len(reward_shaping(cfg.env)) if cfg.pbt.with_pbt else 0
-        self.stores = [PolicyStore(model, shaping_size=shaping)
-                       for _ in range(self.num_policies + cfg.selfplay.pool_size)]
+        self.stores = [PolicyStore(model, shaping_size=settings.shaping_size)
+                       for _ in range(self.num_policies + settings.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         # Each worker's progress (rollout_worker.BEAT_*): watched so that a stuck worker is named.
         self.heartbeats = torch.zeros(self.num_workers, 3, dtype=torch.float64).share_memory_()
         self._next_watch = 0.0
         self.sync_round = torch.zeros(1, dtype=torch.int64).share_memory_()
 
-    def _inference_channels(self, cfg, obs_space, model) -> Dict[int, InferenceChannel]:
+    def _inference_channels(self, model) -> Dict[int, InferenceChannel]:
         """hardware.inference=server: a channel per worker; worker w is served by server w mod n."""
-        if str(cfg.hardware.get("inference", "in_worker")) != "server":
+        if not self.num_servers:
             return {}
-        servers = self.num_servers = cfg.hardware.inference_workers
         with mp.signals_deferred():
-            return {w: InferenceChannel(w, w % servers, self.rows_per_worker, obs_space, self.buffers.spec,
-                                        model.rnn_state_size, self.ctx.Pipe(duplex=True))
+            return {w: InferenceChannel(w, w % self.num_servers, self.rows_per_worker, self.obs_space,
+                                        self.buffers.spec, model.rnn_state_size, self.ctx.Pipe(duplex=True))
                     for w in range(self.num_workers)}
 
     @property
@@ -146,7 +132,7 @@ class Sampler:
             return
         if hand_out_slots:
             self._hand_out_slots()
-        plain_cfg = OmegaConf.to_container(self.cfg, resolve=True)
+        plain_cfg = self.settings.worker_config
         state = mp.parent_state()
         for k in range(self.num_servers):
             served = {w: ch for w, ch in self.channels.items() if ch.server_id == k}
@@ -170,7 +156,7 @@ class Sampler:
         envs."""
         self._hand_out_slots()
         if self.serial:
-            cfg = OmegaConf.create(OmegaConf.to_container(self.cfg, resolve=True))
+            cfg = OmegaConf.create(self.settings.worker_config)
             self.serial_workers = [
                 self.worker_cls(w, cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
                                 self.stop_flag, self.sync_round, self.heartbeats, parent_pid=None)
@@ -190,14 +176,14 @@ class Sampler:
         self.slots_handed_out = True
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.cfg.hardware.worker_start_timeout_sec
+        deadline = time.monotonic() + self.settings.worker_start_timeout_sec
         while len(self.ready_workers) < self.num_workers:
             msg = self._get(deadline - time.monotonic(), during="start-up")
             if isinstance(msg, WorkerReady):
                 self.ready_workers.add(msg.worker_id)
             else:  # a fast worker's first trajectories: keep them for poll()
                 self._backlog.append(msg)
-        log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.cfg.hardware.num_envs_per_worker)
+        log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.settings.num_envs_per_worker)
 
     def stop(self) -> None:
         """Stops every worker and reaps it; a worker that does not exit in time is killed."""
@@ -259,32 +245,36 @@ class Sampler:
                 raise SamplerError(f"{p.name} (pid {p.pid}) died with exit code {p.exitcode}")
 
     def _watch(self) -> None:
-        """Every half second: a dead worker process, or one that made no progress (an env step
-        or reset that never returns) for hardware.worker_stall_timeout_sec, is an error that
-        names the worker, the env and its step. With env restarts on, a worker first gets
-        half as long again to re-create a hung env itself."""
+        """`check_workers`, at most every half second."""
         now = time.monotonic()
         if now < self._next_watch or self.serial:
             return
         self._next_watch = now + 0.5
+        self.check_workers()
+
+    def check_workers(self) -> None:
+        """A dead worker process, or one that made no progress (an env step or reset that never
+        returns) for hardware.worker_stall_timeout_sec, is an error that names the worker, the env
+        and its step. With env restarts on, a worker first gets half as long again to re-create a
+        hung env itself. Serial mode: nothing to check (the workers run in this process)."""
+        if self.serial:
+            return
         self._check_processes()
-        hw, limit = self.cfg.hardware, self.stall_limit()
+        limit = self.stall_limit()
         for w, (beat, env, step) in enumerate(self.heartbeats.tolist()):
             age = time.time() - beat
             if beat > 0 and age > limit:
                 where = (f"waiting for inference server {w % max(1, self.num_servers)}"
                          if env == BEAT_WAITING_FOR_SERVER
                          else "waiting for free slots or the learner" if env < 0
-                         else f"in env {int(env)} ({self.cfg.env.id!r}) at step {int(step) + 1} of its episode")
+                         else f"in env {int(env)} ({self.settings.env_id!r}) at step {int(step) + 1} of its episode")
                 raise SamplerError(f"rollout worker {w} made no progress for {age:.0f} s "
-                                   f"(hardware.worker_stall_timeout_sec={hw.worker_stall_timeout_sec:g}): "
+                                   f"(hardware.worker_stall_timeout_sec={self.settings.worker_stall_timeout_sec:g}): "
                                    f"stuck {where}")
 
     def stall_limit(self) -> float:
         """Seconds without progress before the learner gives up on a worker (or on all of them)."""
-        hw = self.cfg.hardware
-        restarts_hangs = hw.max_env_restarts > 0 and hw.restart_hung_envs and not self.serial
-        return hw.worker_stall_timeout_sec * (1.5 if restarts_hangs else 1.0)
+        return self.settings.stall_limit
 
     def poll(self, timeout: float = 0.5) -> Optional[Trajectories]:
         """The next worker message, or None if none came within `timeout` seconds."""
@@ -326,7 +316,7 @@ class Sampler:
         store.publish(model, version)
 
     def _servers_share_device(self, model: torch.nn.Module) -> bool:
-        if not self.num_servers or self.serial or str(self.cfg.hardware.inference_device) != "cuda":
+        if not self.num_servers or self.serial or self.settings.inference_device != "cuda":
             return False
         param = next(model.parameters(), None)
         return param is not None and param.is_cuda
@@ -351,10 +341,18 @@ class Sampler:
         """Policy `policy`'s reward-shaping weights minus the env's (PolicyStore.reward_shaping)."""
         self.stores[policy].set_reward_shaping(difference)
 
-    @property
-    def pool_stores(self) -> List[PolicyStore]:
-        """The opponent pool's slots (selfplay.pool_size), written by learner/opponent_pool.py."""
-        return self.stores[self.num_policies:]
+    def publish_opponent(self, slot: int, model: torch.nn.Module, generation: int) -> None:
+        """The opponent pool's slot `slot` (selfplay.pool_size of them, after the trained policies'
+        stores) holds `model` as its version `generation`."""
+        if not 0 <= slot < len(self.stores) - self.num_policies:
+            raise IndexError(f"opponent pool slot {slot} of {len(self.stores) - self.num_policies}")
+        self.stores[self.num_policies + slot].publish(model, generation)
+
+    def health(self) -> SamplerHealth:
+        """Its processes, and how long the least recently active rollout worker has been silent."""
+        beats = [b for b in self.heartbeats[:, BEAT_TIME].tolist() if b > 0]
+        silent = time.time() - min(beats) if beats and self.started and self.processes else 0.0
+        return SamplerHealth(len(self.processes), sum(p.is_alive() for p in self.processes), max(0.0, silent))
 
     def release_round(self) -> None:
         """Synchronous mode: lets the workers start their next rollout."""

@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 from torch.utils.data import IterableDataset
 
+from sf_hydra.plan import BatchSettings
 from sf_hydra.sampler.sampler import Sampler, SamplerError
 
 ENDLESS = 2**62
@@ -102,24 +103,24 @@ class TrainingBatches(IterableDataset):
     of one policy, served as soon as a policy has one. Sync: once a whole round arrived, each
     policy's share of it in batches of at most that size; then the next round starts."""
 
-    def __init__(self, sampler: Sampler, cfg, current_version: Callable[[int], int],
+    def __init__(self, sampler: Sampler, settings: BatchSettings, current_version: Callable[[int], int],
                  stop_requested: Callable[[], bool], on_start: Callable[[], None]):
-        """current_version(policy): the learner's version of that policy."""
-        self.sampler, self.cfg = sampler, cfg
+        """current_version(policy): the learner's version of that policy (the last it published)."""
+        self.sampler, self.settings = sampler, settings
         self.current_version, self.stop_requested, self.on_start = current_version, stop_requested, on_start
-        self.traj_per_batch = cfg.algo.batch_size * cfg.algo.num_batches_per_epoch // cfg.algo.rollout
-        self.sync = not cfg.algo.async_rl
+        self.traj_per_batch = settings.traj_per_batch
+        self.sync = settings.sync
         self.round_size = sampler.rows_total
-        self.num_policies = cfg.algo.num_policies
-        self.frameskip = cfg.env.frameskip
-        self.benchmark = bool(cfg.get("benchmark", False))
+        self.num_policies = settings.num_policies
+        self.frameskip = settings.frameskip
+        self.benchmark = settings.benchmark
         self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
         self.first_trajectory_s: Optional[float] = None  # seconds from launch to the learner's first trajectory
         self.first_rollout_s: Optional[float] = None  # ... to a worker reporting that trajectory
         # A CUDA learner: batches are gathered into pinned staging memory, so that moving one to
         # the device is a non-blocking DMA copy. A set is reused STAGING_RING batches later: its
         # copy to the device finished long before (the training step in between synchronizes).
-        self.pin = cfg.hardware.device == "cuda"
+        self.pin = settings.pin_memory
         self.staging: List[Dict[str, torch.Tensor]] = []
         self.batches_gathered = 0
 
@@ -234,7 +235,7 @@ class TrainingBatches(IterableDataset):
         for k, queue in enumerate(pending):
             if not queue:
                 continue
-            oldest_allowed = self.current_version(k) - self.cfg.algo.max_policy_lag
+            oldest_allowed = self.current_version(k) - self.settings.max_policy_lag
             slots = torch.tensor(list(queue), dtype=torch.int64)
             versions = self.sampler.buffers["policy_versions"][slots]
             if self.num_policies > 1:
@@ -254,10 +255,9 @@ class TrainingBatches(IterableDataset):
         (Sampler._watch); otherwise they all wait, and this says so."""
         limit = self.sampler.stall_limit()
         if time.monotonic() - silent_since > limit:
-            self.sampler._next_watch = 0.0
-            self.sampler._watch()
+            self.sampler.check_workers()
             raise SamplerError(
                 f"no trajectory from any rollout worker for {limit:.0f} s "
-                f"(hardware.worker_stall_timeout_sec={self.cfg.hardware.worker_stall_timeout_sec:g}): "
+                f"(hardware.worker_stall_timeout_sec={self.settings.stall_timeout_sec:g}): "
                 "an env may be hanging"
             )

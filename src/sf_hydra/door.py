@@ -1,0 +1,55 @@
+"""The one door between the learner and the sampler.
+
+The learner's side (its callbacks, population-based training, the opponent pool) asks the
+sampler for exactly what `SamplerDoor` names, and nothing else: it never reads the sampler's
+attributes and imports nothing from `sf_hydra.sampler`. The sampler's side implements it
+(`sf_hydra.sampler.door.Door`) and hands it out as `SamplerDataModule.door`; Lightning callbacks
+reach it with `door_of(trainer)`. Both sides import this module, which imports neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from torch import nn
+
+
+@dataclass(frozen=True)
+class SamplerHealth:
+    """What the sampler can say of its processes without waiting for a message.
+
+    Invariant: 0 <= processes_alive <= processes; `slowest_worker_silent_sec` is 0.0 before any
+    worker reported progress (and in serial mode, where the workers run in the learner's process)."""
+
+    processes: int  # rollout workers and inference servers started (0 in serial mode)
+    processes_alive: int
+    slowest_worker_silent_sec: float  # seconds since the least recent progress of any rollout worker
+
+
+class SamplerDoor(Protocol):
+    """What the learner may ask of the sampler. Every call returns at once (no call waits for a
+    worker); weights are copied into shared memory, never sent through a queue."""
+
+    def publish(self, policy: int, model: nn.Module, version: int) -> None:
+        """Trained policy `policy`'s weights (parameters and normalizer buffers) reach every rollout
+        worker and inference server, which act with them from their next step. A worker reloads only
+        when `version` changes: every change of the weights must come with a new version."""
+
+    def publish_opponent(self, slot: int, model: nn.Module, generation: int) -> None:
+        """The opponent pool's slot `slot` (0 <= slot < selfplay.pool_size) holds `model`, frozen, from
+        now on; `generation` (> 0) is its version."""
+
+    def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
+        """Policy `policy`'s reward-shaping weights minus the env's, per shaped quantity (up, down)."""
+
+    def request_stop(self) -> None:
+        """No more batches after the one being trained on; the sampler's processes stop at teardown."""
+
+    def health(self) -> SamplerHealth:
+        """Its processes now (a dead one also ends the next batch's wait with a SamplerError)."""
+
+
+def door_of(trainer) -> SamplerDoor:
+    """The door of the run's sampler, from a Lightning trainer fitted with a SamplerDataModule."""
+    return trainer.datamodule.door

@@ -1,0 +1,260 @@
+"""One plan per run: everything that depends on the config and the env's spaces, resolved once.
+
+`plan_run(cfg, env)` reads the config (after the validation stages passed) and the env's spaces
+and returns a frozen `RunPlan`. The sampler, its batches and the learner are built from the plan's
+typed pieces (`SamplerSettings`, `BatchSettings`, `LearnerSettings`, the trajectory spec, the
+initial policies), never from the whole config: each of the keys those pieces hold is read here,
+in one place. What a piece holds is what its consumer may depend on.
+
+Invariants of a plan:
+- `initial_policies` are the learner's models, built once from the run's random state: the rollout
+  workers start from their weights and the learner trains these very modules (no second build
+  that must draw the same random numbers);
+- `spec` is the trajectory spec of those models acting in the env (one spec per run);
+- `slots.total` shared trajectory slots are allocated, `slots.per_worker` owned by each worker.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import gymnasium as gym
+import torch
+from omegaconf import OmegaConf
+
+from sf_hydra.config.choices import PBT_HYPERPARAMS
+from sf_hydra.config.schema import AlgoConfig
+from sf_hydra.envs import episode_stats, reward_shaping
+from sf_hydra.models import build_model
+from sf_hydra.spaces import obs_shapes
+from sf_hydra.targets import build
+from sf_hydra.trajectory import TrajectorySpec, model_trajectory_spec
+
+
+def initial_hyperparams(algo) -> Dict[str, float]:
+    """A policy's hyperparameters at the start: the algo.* values."""
+    return {name: float(getattr(algo, name)) for name in PBT_HYPERPARAMS}
+
+
+SHAPING = "reward_shaping."  # hyperparameter names of the env's shaping weights: reward_shaping.<name>.up|down
+
+
+def shaping_hyperparams(shaping: Dict[str, Sequence[float]]) -> Dict[str, float]:
+    """The env family's reward-shaping weights ({name: (up, down)}) as hyperparameters."""
+    out = {}
+    for name, (up, down) in shaping.items():
+        out[f"{SHAPING}{name}.up"], out[f"{SHAPING}{name}.down"] = float(up), float(down)
+    return out
+
+
+def shaping_difference(hyper: Dict[str, float], shaping: Dict[str, Sequence[float]]) -> List[float]:
+    """[2V] a policy's shaping weights minus the env's: the ups, then the downs (the order of
+    the env's SHAPING_UNITS)."""
+    ups = [hyper[f"{SHAPING}{n}.up"] - float(w[0]) for n, w in shaping.items()]
+    return ups + [hyper[f"{SHAPING}{n}.down"] - float(w[1]) for n, w in shaping.items()]
+
+
+def initial_overrides(cfg) -> Dict[int, Dict[str, float]]:
+    """`pbt.initial_hyperparams` ({policy: {name: value}}) by the learner's policy index; with
+    `pbt.workspace`, the entry of this run's member goes to its one policy."""
+    given = {int(k): {n: float(v) for n, v in h.items()} for k, h in (cfg.pbt.initial_hyperparams or {}).items()}
+    if cfg.pbt.workspace:
+        return {0: given[cfg.pbt.member]} if cfg.pbt.member in given else {}
+    return given
+
+
+@dataclass(frozen=True)
+class Spaces:
+    """One agent's spaces, and the agent count of a multi-agent env (None: a single-agent env)."""
+
+    observation: gym.Space
+    action: gym.Space
+    num_agents: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Slots:
+    """How the shared trajectory slots are laid out. Invariant: worker w owns slots
+    [w * per_worker, (w + 1) * per_worker); one synchronous round fills `rows_total` of them."""
+
+    num_workers: int
+    rows_per_worker: int  # envs x agents (one row per agent or sub-env)
+    per_worker: int
+    agent_rows: bool  # AgentRowsWorker (multi-agent or batched sampling) rather than SingleAgentWorker
+
+    @property
+    def total(self) -> int:
+        return self.num_workers * self.per_worker
+
+    @property
+    def rows_total(self) -> int:
+        return self.num_workers * self.rows_per_worker
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """What the Sampler itself decides with (its workers get `worker_config`)."""
+
+    slots: Slots
+    rollout: int
+    num_policies: int
+    pool_size: int  # the opponent pool's slots (selfplay.pool_size), after the trained policies' stores
+    shaping_size: int  # numbers per policy of reward-shaping difference (0: PBT does not shape rewards)
+    serial: bool
+    inference_servers: int  # 0: each worker acts with its own policy copy (hardware.inference=in_worker)
+    inference_device: str
+    num_envs_per_worker: int
+    worker_start_timeout_sec: float
+    worker_stall_timeout_sec: float
+    restarts_hung_envs: bool  # a worker re-creates a hung env itself: the stall limit grows by half
+    env_id: str  # named in messages about a stuck env
+    worker_config: Dict[str, Any] = field(repr=False, default_factory=dict)  # the resolved plain config
+
+    @property
+    def stall_limit(self) -> float:
+        """Seconds without progress before the learner gives up on a worker (or on all of them)."""
+        return self.worker_stall_timeout_sec * (1.5 if self.restarts_hung_envs and not self.serial else 1.0)
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What TrainingBatches needs to turn trajectories into one policy's batches."""
+
+    traj_per_batch: int  # algo.batch_size x num_batches_per_epoch / rollout
+    sync: bool  # synchronous PPO rounds (algo.async_rl=false)
+    num_policies: int
+    frameskip: int
+    max_policy_lag: int
+    pin_memory: bool  # a CUDA learner: batches are gathered into pinned staging memory
+    benchmark: bool  # trajectories are counted, not copied (the sampler's ceiling)
+    stall_timeout_sec: float  # hardware.worker_stall_timeout_sec, named in the stall message
+
+
+@dataclass(frozen=True)
+class LearnerSettings:
+    """What PPOLearner reads besides its models: the algo's settings (typed), the resolved
+    recurrence and micro-batch, and each policy's initial hyperparameters."""
+
+    algo: AlgoConfig
+    recurrence: int
+    micro_batch: int  # 0: no split of a minibatch's backward pass
+    stats_avg: int  # episodes averaged in the statistics
+    train_for_env_steps: int  # the linear learning-rate decay's horizon
+    benchmark: bool
+    reward_shaping: Mapping[str, Tuple[float, float]]  # the env's weights; empty unless PBT perturbs them
+    hyperparams: Tuple[Mapping[str, float], ...]  # per policy, at the start (pbt.initial_hyperparams applied)
+    optimizer: Callable[..., torch.optim.Optimizer] = field(repr=False, default=None)  # called with parameters
+
+    @property
+    def num_policies(self) -> int:
+        return len(self.hyperparams)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    spaces: Spaces
+    spec: TrajectorySpec
+    initial_policies: Tuple[torch.nn.Module, ...]
+    statistics: Tuple[str, ...]  # what the env reports at an episode's end (besides the return)
+    learner_device: str
+    sampler: SamplerSettings
+    batches: BatchSettings
+    learner: LearnerSettings
+
+
+def resolved_recurrence(algo, use_rnn: bool) -> int:
+    """Sample Factory's rule: -1 means the whole rollout for RNNs, 1 for feed-forward nets."""
+    if algo.recurrence == -1:
+        return algo.rollout if use_rnn else 1
+    return algo.recurrence
+
+
+def resolved_micro_batch(micro: int, recurrence: int, device: str, obs_space: gym.Space) -> int:
+    """hardware.learner_micro_batch with -1 resolved: 256 samples (rounded to whole recurrence
+    chunks) for image observations on CPU, else 0 (no split)."""
+    if micro != -1:
+        return micro
+    has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())
+    if not has_images or device != "cpu":
+        return 0
+    return max(recurrence, 256 // recurrence * recurrence)
+
+
+def slots_per_worker(algo, num_workers: int, rows_per_worker: int, agent_rows: bool) -> int:
+    """Enough slots for the rows being filled plus `num_batches_to_accumulate` iterations
+    waiting for the learner; beyond that the workers block (back-pressure). With several
+    policies, at least one iteration per policy may wait: each policy's trajectories queue
+    apart, and a queue short of a batch must not starve the others of slots. An agent-rows
+    worker also holds, per row, a full slot waiting for its bootstrap value and, in sync
+    mode, one completed early for the next round."""
+    rows_total = num_workers * rows_per_worker
+    traj_per_iteration = algo.batch_size * algo.num_batches_per_epoch // algo.rollout
+    iterations = max(algo.num_batches_to_accumulate, algo.num_policies)
+    rounds_waiting = math.ceil(iterations * traj_per_iteration / rows_total)
+    return rows_per_worker * ((3 if agent_rows else 1) + max(1, rounds_waiting))
+
+
+def slot_layout(cfg, num_agents: Optional[int]) -> Slots:
+    hw = cfg.hardware
+    agent_rows = num_agents is not None or bool(hw.batched_sampling)
+    rows = hw.num_envs_per_worker * (num_agents or 1)
+    return Slots(hw.num_workers, rows, slots_per_worker(cfg.algo, hw.num_workers, rows, agent_rows), agent_rows)
+
+
+def sampler_settings(cfg, num_agents: Optional[int]) -> SamplerSettings:
+    hw = cfg.hardware
+    servers = hw.inference_workers if str(hw.get("inference", "in_worker")) == "server" else 0
+    shaping = 2 * len(reward_shaping(cfg.env)) if cfg.pbt.with_pbt else 0
+    return SamplerSettings(
+        slots=slot_layout(cfg, num_agents), rollout=cfg.algo.rollout, num_policies=cfg.algo.num_policies,
+        pool_size=cfg.selfplay.pool_size, shaping_size=shaping, serial=bool(hw.serial_mode),
+        inference_servers=servers, inference_device=str(hw.inference_device),
+        num_envs_per_worker=hw.num_envs_per_worker, worker_start_timeout_sec=hw.worker_start_timeout_sec,
+        worker_stall_timeout_sec=hw.worker_stall_timeout_sec,
+        restarts_hung_envs=hw.max_env_restarts > 0 and bool(hw.restart_hung_envs), env_id=str(cfg.env.id),
+        worker_config=OmegaConf.to_container(cfg, resolve=True),
+    )
+
+
+def batch_settings(cfg) -> BatchSettings:
+    algo = cfg.algo
+    return BatchSettings(
+        traj_per_batch=algo.batch_size * algo.num_batches_per_epoch // algo.rollout, sync=not algo.async_rl,
+        num_policies=algo.num_policies, frameskip=cfg.env.frameskip, max_policy_lag=algo.max_policy_lag,
+        pin_memory=cfg.hardware.device == "cuda", benchmark=bool(cfg.get("benchmark", False)),
+        stall_timeout_sec=cfg.hardware.worker_stall_timeout_sec,
+    )
+
+
+def learner_settings(cfg, obs_space: gym.Space) -> LearnerSettings:
+    algo: AlgoConfig = OmegaConf.to_object(cfg.algo) if OmegaConf.is_config(cfg.algo) else cfg.algo
+    recurrence = resolved_recurrence(algo, cfg.model.use_rnn)
+    shaping = reward_shaping(cfg.env) if cfg.pbt.with_pbt else {}
+    hyperparams = [{**initial_hyperparams(algo), **shaping_hyperparams(shaping)} for _ in range(algo.num_policies)]
+    for k, overrides in initial_overrides(cfg).items():
+        hyperparams[k].update(overrides)
+    return LearnerSettings(
+        algo=algo, recurrence=recurrence,
+        micro_batch=resolved_micro_batch(cfg.hardware.learner_micro_batch, recurrence, str(cfg.hardware.device),
+                                         obs_space),
+        stats_avg=cfg.logger.stats_avg, train_for_env_steps=cfg.train_for_env_steps,
+        benchmark=bool(cfg.get("benchmark", False)), reward_shaping=shaping, hyperparams=tuple(hyperparams),
+        optimizer=functools.partial(build, "algo.optimizer", cfg.algo.optimizer),
+    )
+
+
+def plan_run(cfg, env) -> RunPlan:
+    """The run's plan for an env with `env.observation_space`, `env.action_space` and `env.num_agents`
+    (sampler/env_info.py EnvInfo). Builds the `algo.num_policies` initial models from the current
+    random state (seed it first): the learner trains these modules."""
+    policies = tuple(build_model(cfg, env.observation_space, env.action_space) for _ in range(cfg.algo.num_policies))
+    spec = model_trajectory_spec(env.observation_space, env.action_space, policies[0], cfg.algo.num_policies)
+    return RunPlan(
+        spaces=Spaces(env.observation_space, env.action_space, env.num_agents), spec=spec,
+        initial_policies=policies, statistics=tuple(episode_stats(cfg.env)), learner_device=str(cfg.hardware.device),
+        sampler=sampler_settings(cfg, env.num_agents), batches=batch_settings(cfg),
+        learner=learner_settings(cfg, env.observation_space),
+    )
