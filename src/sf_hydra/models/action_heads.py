@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from sf_hydra.learner.losses import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
+from sf_hydra.models.kl import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
 from sf_hydra.spaces import discrete_sizes, is_mixed_tuple, tuple_action_widths
 
 # Argument validation costs more than the sampling itself for small batches, on every step.
