@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, NamedTuple, Optional
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -28,6 +29,41 @@ class StepOutput(NamedTuple):
     # More per-row outputs to record in the trajectory, one per field the model declares in
     # `extra_trajectory_fields`, and `action_dist_params` when the model records it.
     extras: Optional[Dict[str, torch.Tensor]] = None
+
+
+def act_per_policy(models, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor],
+                   policies: np.ndarray) -> StepOutput:
+    """Each policy (`models[p]`) acts for its rows (one forward per policy present); outputs in row order.
+    The rollout workers and the inference servers both act through it, so a row's output is the same
+    function of its policy's weights wherever it is computed."""
+    present = np.unique(policies)
+    if len(present) == 1:
+        return models[present[0]].act(obs, rnn)
+    parts = []
+    for p in present:
+        sel = torch.from_numpy(np.flatnonzero(policies == p))
+        part_obs = {k: v.index_select(0, sel) for k, v in obs.items()}
+        parts.append((sel, models[p].act(part_obs, None if rnn is None else rnn.index_select(0, sel))))
+    return merge_outputs(parts, len(policies))
+
+
+def merge_outputs(parts, rows: int) -> StepOutput:
+    """One StepOutput of `rows` rows from `(row indices, output)` parts that cover them."""
+
+    def merged(get):
+        first = get(parts[0][1])
+        if first is None:
+            return None
+        out = first.new_empty((rows, *first.shape[1:]))
+        for sel, o in parts:
+            out[sel] = get(o)
+        return out
+
+    extras = parts[0][1].extras
+    extras = {k: merged(lambda o, k=k: o.extras[k]) for k in extras} if extras else None
+    return StepOutput(merged(lambda o: o.actions), merged(lambda o: o.log_probs), merged(lambda o: o.values),
+                      merged(lambda o: o.rnn_states), extras)
+
 
 
 class ActorCritic(nn.Module):
