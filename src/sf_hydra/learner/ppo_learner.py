@@ -21,6 +21,7 @@ import torch
 
 from sf_hydra.envs import reward_shaping
 from sf_hydra.faults import NonFiniteTraining
+from sf_hydra.launch.clock import seconds_since_launch
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.loss_rules import check_losses_apply
 from sf_hydra.learner.losses import (
@@ -35,9 +36,8 @@ from sf_hydra.learner.losses import (
 from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams, initial_overrides, shaping_hyperparams
 from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.vtrace import vtrace
+from sf_hydra.metric_names import DRAW, LOSS, WIN
 from sf_hydra.models import build_model
-from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
-from sf_hydra.sampler.training_batches import seconds_since_launch
 from sf_hydra.trajectory import ACTION_DIST_PARAMS, model_trajectory_spec, obs_fields_of
 
 

@@ -270,7 +270,7 @@ FLAGS: Tuple[Flag, ...] = (
        family="atari", inert=(1,)),
     _m("pixel_format", "CHW", "env.pixel_format"),
     _na("use_record_episode_statistics", False,
-        "every episode's return and length are always recorded (sf_hydra.episode_metrics)", _B),
+        "every episode's return and length are always recorded (sf_hydra.metric_names)", _B),
     _m("episode_counter", False, "env.episode_counter", _B),
     _m("with_wandb", False, "logger.with_wandb", _B),
     _m("wandb_user", None, "logger.wandb_user", "str?"),
