@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.schema import ModelConfig
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd, check_normalize_input_keys
@@ -223,8 +224,6 @@ def check_action_mask(obs_shapes: Dict[str, tuple], action_space: gym.Space, env
     """An `action_mask` observation needs discrete actions, one mask entry per discrete action."""
     if ACTION_MASK not in obs_shapes:
         return
-    from sf_hydra.config.errors import ConfigError
-
     n, shape = num_discrete_actions(action_space), tuple(obs_shapes[ACTION_MASK])
     env_id = env_cfg.get("id", "?") if hasattr(env_cfg, "get") else "?"
     if n == 0:
@@ -242,8 +241,6 @@ def action_dist_params_size(action_head: nn.Module, algo_cfg) -> int:
         return 0
     size = getattr(action_head, "params_size", None)
     if size is None:
-        from sf_hydra.config.errors import ConfigError
-
         raise ConfigError("algo.kl_loss_coeff", algo_cfg.kl_loss_coeff,
                           f"0 with the action head {type(action_head).__name__}: the KL penalty needs a head with "
                           "`params_size` whose distributions offer params() and kl_to(old_params)")
