@@ -44,7 +44,9 @@ install() {  # install(target, wheels...)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$target" "$@"
 }
 install /tmp/site .whl/*.whl || exit 1
-install /tmp/sfsite .whl_sf/*.whl .whl/vizdoom-*.whl || exit 1
+case ",$SYSTEMS," in  # Sample Factory's wheels only where its runs are asked for
+    *,sf,*) install /tmp/sfsite .whl_sf/*.whl .whl/vizdoom-*.whl || exit 1 ;;
+esac
 export PYTHONPATH=/tmp/site:$PWD/src:$PWD
 
 {
@@ -52,8 +54,8 @@ export PYTHONPATH=/tmp/site:$PWD/src:$PWD
     echo "cores: $(nproc), memory: $(free -g | awk '/Mem/ {print $2}') GiB, /dev/shm: $(df -h /dev/shm | awk 'NR==2 {print $2}')"
     python3 -c "import torch, lightning, sys; print('python', sys.version.split()[0], 'torch', torch.__version__,
 'lightning', lightning.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name())"
-    PYTHONPATH=/tmp/sfsite python3 -c "from importlib.metadata import version as v; print('sample-factory',
-v('sample-factory'), 'gymnasium', v('gymnasium'), 'numpy', v('numpy'))"
+    [ -d /tmp/sfsite ] && PYTHONPATH=/tmp/sfsite python3 -c "from importlib.metadata import version as v; print(
+'sample-factory', v('sample-factory'), 'gymnasium', v('gymnasium'), 'numpy', v('numpy'))"
 } 2>&1 | tee "$OUT/machine.txt"
 
 [ "${SKIP_TESTS:-0}" = 1 ] || timeout 150 python3 -m pytest -p no:cacheprovider -q -rs -m gpu -o addopts="" \

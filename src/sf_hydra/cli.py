@@ -4,41 +4,24 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.util
 import logging
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Tuple
+from typing import Callable
 
 import hydra
 from omegaconf import DictConfig
 
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
+from sf_hydra.config.location import find_configs
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
 from sf_hydra.faults import EXIT_BAD_CONFIG, Fault
 from sf_hydra.help import help_request, print_help, prog
 from sf_hydra.sample_factory.translate import sf_command_line
-
-CONFIG_PACKAGE = "sf_hydra_conf"  # conf/ (and experiments/ in it) as installed by `pip install .`
-
-
-def find_configs() -> Tuple[str, str]:
-    """(config_path for Hydra, the same configs' folder on disk): the checkout's conf/ when sf_hydra
-    runs from a checkout (`python train.py`, an editable install: an edit applies at once), else the
-    configs the installed package ships, at Hydra's `pkg://sf_hydra_conf`."""
-    checkout = Path(__file__).resolve().parents[2] / "conf"
-    if (checkout / "train.yaml").is_file():
-        return str(checkout), str(checkout)
-    spec = importlib.util.find_spec(CONFIG_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise SystemExit(f"sf_hydra: no configs: neither {checkout} nor the package {CONFIG_PACKAGE} "
-                         "(reinstall: pip install sf_hydra)")
-    return f"pkg://{CONFIG_PACKAGE}", str(Path(spec.origin).parent)
-
 
 CONFIG_PATH, CONFIG_DIR = find_configs()
 log = logging.getLogger("sf_hydra")

@@ -26,6 +26,8 @@ from sf_hydra.envs import check_env, make_env
 from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
 from sf_hydra.loggers import log_videos
+from sf_hydra.models import build_model
+from sf_hydra.run_dir import best_checkpoint_name, checkpoint_dir, read_best
 from sf_hydra.spaces import obs_specs, to_env_action
 from sf_hydra.targets import check_targets
 
@@ -47,8 +49,6 @@ def find_checkpoint(run_dir: Path, checkpoint: str, kind: str = "latest", policy
 
 
 def best_checkpoint(run_dir: Path, checkpoint: str, policy: int, train_cfg=None) -> Path:
-    from sf_hydra.run_dir import best_checkpoint_name, checkpoint_dir, read_best
-
     if checkpoint != "last":
         raise ConfigError("load_checkpoint_kind", "best", f"latest when checkpoint={checkpoint!r} names a file "
                           "(leave checkpoint at 'last' to load the best checkpoint)")
@@ -85,8 +85,6 @@ def load_run(run_dir: Path):
 def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int = 0):
     """The weights of trained policy `policy` (`policies.<k>.` in the checkpoint; `model.` in
     checkpoints saved before several policies)."""
-    from sf_hydra.models import build_model
-
     num_policies = OmegaConf.select(train_cfg, "algo.num_policies", default=1)
     if not 0 <= policy < num_policies:
         raise ConfigError("policy", policy, f"a trained policy of this run: 0 to {num_policies - 1}")
@@ -199,8 +197,8 @@ class EpisodeProgress:
 def has_ffmpeg() -> bool:
     """imageio and the ffmpeg binary its imageio-ffmpeg package ships (`pip install 'sf_hydra[video]'`)."""
     try:
-        import imageio  # noqa: F401
-        import imageio_ffmpeg  # noqa: F401
+        import imageio  # noqa: F401  (the optional `video` extra: probed, not required)
+        import imageio_ffmpeg  # noqa: F401  (as above)
     except ImportError:
         return False
     return True
@@ -233,14 +231,14 @@ def save_video(frames: List[np.ndarray], path: Path, fps: float) -> Path:
     """`path`'s suffix picks the format: .mp4 (H.264 through imageio-ffmpeg) or .gif."""
     if path.suffix == ".gif":
         return save_gif(frames, path, fps)
-    import imageio.v2 as imageio
+    import imageio.v2 as imageio  # the optional `video` extra, only for an mp4
 
     imageio.mimwrite(path, viewable(frames), fps=fps, macro_block_size=2)
     return path
 
 
 def save_gif(frames: List[np.ndarray], path: Path, fps: float) -> Path:
-    from PIL import Image
+    from PIL import Image  # only for a GIF: Pillow stays unloaded otherwise
 
     images = [Image.fromarray(f) for f in frames]
     centiseconds = max(1, round(100 / fps))  # GIF frame times are whole centiseconds

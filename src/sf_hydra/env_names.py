@@ -8,6 +8,8 @@ first and lists every env config there is: the yaml files of the config folders,
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 from pathlib import Path
 from typing import Iterable, List
 
@@ -40,8 +42,6 @@ def extra_config_dirs(argv: Iterable[str]) -> List[Path]:
 
 def _package_dir(name: str):
     """The folder of an importable package `a.b` (or `a/b`), None if there is none."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(name.strip("/").replace("/", "."))
     except (ImportError, ValueError):
@@ -60,13 +60,11 @@ def _served_game(name: str) -> bool:
 
 def _unknown(name: str, files: List[str]) -> ConfigError:
     """The near matches first (at most 10), then the configs of the named family (at most 10) and the families."""
-    import difflib
-
     listed = [f for f in files if not f.startswith(SERVED_FAMILY + "/")]
     families = sorted({k.split("/")[0] for k in files} | {SERVED_FAMILY})
     atari = f"{SERVED_FAMILY}/<game> for every ALE game ale_py ships"
     if name.startswith(SERVED_FAMILY + "/"):
-        from sf_hydra.envs.atari.games import available_game_ids, close_games
+        from sf_hydra.envs.atari.games import available_game_ids, close_games  # ale_py: only for an atari name
 
         games = available_game_ids()
         close = close_games(name.partition("/")[2]) if games else []

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import List, Optional
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.location import find_configs
 from sf_hydra.faults import EXIT_BAD_CONFIG
+from sf_hydra.sample_factory.translate import import_config, preset_yaml
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -34,12 +36,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="an experiment preset (yaml) or a python train.py command line")
     args = parser.parse_args(argv)
 
-    from sf_hydra.cli import CONFIG_DIR
-    from sf_hydra.sample_factory.translate import import_config, preset_yaml
-
     try:
         sf_cfg = json.loads(args.config.read_text())
-        imported = import_config(sf_cfg, CONFIG_DIR)
+        imported = import_config(sf_cfg, find_configs()[1])
     except (OSError, json.JSONDecodeError) as e:
         print(f"{args.config}: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG

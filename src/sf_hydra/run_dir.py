@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from sf_hydra.config.errors import ConfigError
 from sf_hydra.faults import CheckpointError, RunFolderBusy
 
 LAST = "last.ckpt"
@@ -33,7 +34,7 @@ def best_checkpoint_name(policy: int = 0) -> str:
 
 def read_best(path: Path) -> Optional[dict]:
     """What a best checkpoint records of itself (BEST_KEY), or None when it is missing or unreadable."""
-    import torch
+    import torch  # cli.py imports run_dir on the config-error path, which must not load torch
 
     if not Path(path).is_file():
         return None
@@ -118,7 +119,7 @@ def prepare(run_dir: Path, restart_behavior: str) -> None:
 
 def read_checkpoint(path: Path) -> Tuple[Optional[int], str]:
     """(env steps, "") for a checkpoint that loads with `torch.load(weights_only=True)`, else (None, why not)."""
-    import torch
+    import torch  # cli.py imports run_dir on the config-error path, which must not load torch
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -155,8 +156,6 @@ def resume_checkpoint(run_dir: Path, kind: str = "latest") -> Optional[Path]:
 
 
 def _best_to_resume(folder: Path) -> Path:
-    from sf_hydra.config.errors import ConfigError
-
     best = folder / best_checkpoint_name(0)
     if not best.is_file():
         raise ConfigError("load_checkpoint_kind", "best", f"latest: {folder} holds no best checkpoint yet "

@@ -1,5 +1,6 @@
-"""The KL penalty and the symmetric-KL exploration loss (learner/losses.py), and the action
-distributions' recorded parameters they read (models/action_heads.py), from the definitions."""
+"""The exact divergences (models/kl.py), the KL penalty and the symmetric-KL exploration loss
+(learner/losses.py), and the action distributions' recorded parameters they read
+(models/action_heads.py), from the definitions."""
 
 from __future__ import annotations
 
@@ -13,15 +14,9 @@ from omegaconf import OmegaConf
 from torch.distributions import Categorical, Normal, kl_divergence
 
 from sf_hydra.config.schema import ModelConfig
-from sf_hydra.learner.losses import (
-    SYMMETRIC_KL_CAP,
-    categorical_kl,
-    gaussian_kl,
-    kl_penalty_loss,
-    symmetric_kl_exploration_loss,
-    symmetric_kl_with_uniform,
-)
+from sf_hydra.learner.losses import SYMMETRIC_KL_CAP, kl_penalty_loss, symmetric_kl_exploration_loss
 from sf_hydra.models.action_heads import make_action_head
+from sf_hydra.models.kl import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
 
 
 def np_log_softmax(x):

@@ -11,9 +11,9 @@ import torch
 
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.learner.advantages import gae
-from sf_hydra.learner.losses import categorical_kl, symmetric_kl_with_uniform
 from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.models.action_heads import CategoricalHead
+from sf_hydra.models.kl import categorical_kl, symmetric_kl_with_uniform
 from sf_hydra.spaces import discrete_sizes
 from sf_hydra.trajectory import ACTION_DIST_PARAMS
 from tests.helpers.plans import learner_for

@@ -20,10 +20,10 @@ import torch
 from sf_hydra.config import validate
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.models import build_model
+from sf_hydra.models.actor_critic import act_per_policy
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer, decode_rows, encode_rows
 from sf_hydra.sampler.policy_store import DEVICE, PolicyStore
-from sf_hydra.sampler.rollout_worker import act_per_policy
 from sf_hydra.sampler.sampler import SamplerError
 from sf_hydra.trajectory import model_trajectory_spec
 from tests.sampler.collect import collect, running_sampler

@@ -28,7 +28,7 @@ MARKER = Path("env_family") / "atari.yaml"  # a config folder with this file is 
 
 
 def _games() -> List[str]:
-    from sf_hydra.envs.atari.games import available_game_ids
+    from sf_hydra.envs.atari.games import available_game_ids  # Hydra loads plugins at start: ale_py only on demand
 
     return available_game_ids()
 
@@ -51,7 +51,7 @@ class AtariGamesSource(ConfigSource):
         game = self._game(config_path)
         if game is None or game not in _games():
             raise ConfigLoadError(f"Config not found: {config_path} (not an ALE game of sf_hydra's table)")
-        from sf_hydra.envs.atari.games import game_env_keys
+        from sf_hydra.envs.atari.games import game_env_keys  # as above: only once an atari game is asked for
 
         node = {"defaults": ["/env_family/atari", "_self_"],
                 "env": {"name": f"atari_{game}", "id": game, **game_env_keys(game)}}

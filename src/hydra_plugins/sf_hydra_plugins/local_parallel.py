@@ -59,7 +59,7 @@ def gpu_for_slot(slot: int, experiments_per_gpu: int, num_gpus: int) -> Optional
 class LocalParallelLauncher(LocalLauncher or object):
     def __init__(self, max_parallel: int = 2, experiments_per_gpu: int = 1, num_gpus: int = 0,
                  pin_cpus: bool = True, poll_sec: float = 0.5, **params: Any) -> None:
-        from sf_hydra.config.errors import ConfigError
+        from sf_hydra.config.errors import ConfigError  # a cycle: sf_hydra.config.store imports this module
 
         for key, value in (("max_parallel", max_parallel), ("experiments_per_gpu", experiments_per_gpu)):
             if value < 1:
@@ -79,7 +79,7 @@ class LocalParallelLauncher(LocalLauncher or object):
         return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
 
     def _executor(self):
-        import submitit
+        import submitit  # Hydra imports every plugin at start: submitit only when this launcher runs
 
         executor = submitit.LocalExecutor(folder=self.params["submitit_folder"])
         executor.update_parameters(timeout_min=self.params["timeout_min"], tasks_per_node=1)

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 from typing import List, Optional, Sequence
 
+from hydra._internal.utils import get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
+
+from sf_hydra.config.aliases import cores
 
 MAX_NAME = 80
 # Overrides that say where or how runs execute, not what they compute: never in names.
@@ -40,8 +45,6 @@ def _is_placement(key: str) -> bool:
 
 def command_line_overrides(argv: Sequence[str]) -> List[str]:
     """The overrides of a command line, without Hydra's own options (`--cfg hydra`, `-m`)."""
-    from hydra._internal.utils import get_args_parser
-
     return list(get_args_parser().parse_known_args(list(argv))[0].overrides)
 
 
@@ -54,8 +57,6 @@ def with_overrides(argv: Sequence[str], extra: Sequence[str]) -> List[str]:
 
 
 def is_multirun(argv: Sequence[str]) -> bool:
-    from hydra._internal.utils import get_args_parser
-
     return bool(get_args_parser().parse_known_args(list(argv))[0].multirun)
 
 
@@ -66,8 +67,6 @@ def _is_budget(key: str) -> bool:
 def sweep_overrides(argv: Sequence[str]) -> List[str]:
     """Extra overrides for a `--multirun` command line: the sweep's name (unless given) and
     which keys to leave out of each run's folder name (those equal in every run)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parsed = OverridesParser.create().parse_overrides(command_line_overrides(argv))
     named = [o for o in parsed if not _is_placement(o.key_or_group)]
     extra = []
@@ -92,16 +91,12 @@ def job_dirname(override_dirname: Optional[str]) -> str:
 def sqlite_path(path: str) -> str:
     """An sqlite URL for a file whose folder may not exist yet (e.g. an Optuna study kept in
     the sweep's folder, opened before any run has made that folder)."""
-    from pathlib import Path
-
     file = Path(path).absolute()
     file.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{file}"
 
 
 def register_resolvers() -> None:
-    from sf_hydra.config.aliases import cores
-
     for name, fn in (("sf_job_dirname", job_dirname), ("sf_sqlite_path", sqlite_path), ("sf_cores", cores)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.metrics import check_metric
 
 AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
@@ -98,8 +99,6 @@ def _check_ranges(cfg) -> None:
 
 def _check_checkpoints(cfg) -> None:
     """Best and milestone checkpoints (sf_hydra.learner.checkpointing)."""
-    from sf_hydra.episode_metrics import check_metric
-
     if not cfg.save_best_after >= 0:
         raise ConfigError("save_best_after", cfg.save_best_after, "an integer >= 0 (env steps)")
     if not (cfg.save_milestones_sec == -1 or cfg.save_milestones_sec > 0):
@@ -309,12 +308,8 @@ def check_pbt_against_env(cfg, reported, shaping) -> None:
             if key.startswith("reward_shaping.") and key not in declared:
                 raise ConfigError(f"pbt.initial_hyperparams.{k}", key, ", ".join(declared) if declared else
                                   "no reward_shaping.* name: this env declares no reward shaping")
-    name = cfg.pbt.target_objective
-    allowed = ("true_objective", *reported)
-    if cfg.pbt.with_pbt and name not in allowed:
-        raise ConfigError("pbt.target_objective", name,
-                          ", ".join(allowed) + " (true_objective: the average return; the others: statistics "
-                          "this env reports at an episode's end, env.episode_stats where the family has it)")
+    if cfg.pbt.with_pbt:
+        check_metric(cfg, "pbt.target_objective", env_stats=reported)
 
 
 def _check_missing(cfg) -> None:

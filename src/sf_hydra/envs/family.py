@@ -16,6 +16,8 @@ import gymnasium as gym
 from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.envs.multi_agent.protocol import is_multi_agent
+from sf_hydra.envs.wrappers import ChannelsFirst, EpisodeCounter
 from sf_hydra.targets import build
 
 
@@ -99,9 +101,6 @@ def make_env(env_cfg: Any, seed: Optional[int] = None, render_mode: Optional[str
 def _wrapped(env, env_cfg):
     """The wrappers the `env` node's common keys ask for (single-agent envs; a multi-agent env
     with them is refused before any process starts: sampler.check_sampling_options)."""
-    from sf_hydra.envs.multi_agent.protocol import is_multi_agent
-    from sf_hydra.envs.wrappers import ChannelsFirst, EpisodeCounter
-
     hwc, counter = str(env_cfg.get("pixel_format", "CHW")) == "HWC", env_cfg.get("episode_counter", False)
     if not (hwc or counter) or is_multi_agent(env):
         return env

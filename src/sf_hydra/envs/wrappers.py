@@ -5,6 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+from sf_hydra.envs.episode_info import EPISODE_STATS
+
 
 class ActionRepeat(gym.Wrapper):
     """Repeats each action `repeat` times and sums the rewards (`env.frameskip` for envs that
@@ -47,8 +49,6 @@ class EpisodeCounter(gym.Wrapper):
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
-            from sf_hydra.envs.episode_info import EPISODE_STATS
-
             info = dict(info)
             info[EPISODE_STATS] = {**(info.get(EPISODE_STATS) or {}), "episode_number": float(self.episodes)}
             self.episodes += 1

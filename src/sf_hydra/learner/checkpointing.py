@@ -9,37 +9,33 @@ no traceback."""
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import lightning as L
 
-from sf_hydra.episode_metrics import metric_value
 from sf_hydra.faults import CheckpointSaveError
+from sf_hydra.files import write_atomically
+from sf_hydra.metric_names import metric_value
 from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, best_checkpoint_name, read_best
 
 log = logging.getLogger("sf_hydra")
 
 
 def save_atomically(trainer, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    """The trainer's checkpoint at `path`, written atomically (sf_hydra.files); an OSError (disk full, no
+    permission) becomes CheckpointSaveError naming `path`, and leaves no temporary file behind."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        trainer.save_checkpoint(tmp)
-        os.replace(tmp, path)
+        write_atomically(path, trainer.save_checkpoint)
     except OSError as e:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise CheckpointSaveError(path, e) from e
 
 
 class BestCheckpoint:
     """Each trained policy's best checkpoint, `best_p<k>.ckpt`: the whole learner state when policy k's
-    `metric` (sf_hydra.episode_metrics, over its last logger.stats_avg episodes) was the highest yet,
+    `metric` (sf_hydra.metric_names, over its last logger.stats_avg episodes) was the highest yet,
     checked every `every_sec` and before every other save, once the policy has trained `after_env_steps`
     of its own env steps. The file records the metric, its value and the env steps (BEST_KEY), and the best
     value so far is read back from the files when a run resumes."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -21,16 +20,11 @@ import lightning as L
 import torch
 
 from sf_hydra.door import door_of
+from sf_hydra.files import write_atomically
 
 log = logging.getLogger("sf_hydra")
 
 INDEX = "pool.json"
-
-
-def _write_atomically(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
 
 
 class OpponentPool(L.Callback):
@@ -43,7 +37,7 @@ class OpponentPool(L.Callback):
     # -- persistence ---------------------------------------------------------------------------
     def _save_index(self) -> None:
         index = {"generation": self.generation, "slots": self.slots}
-        _write_atomically(self.directory / INDEX, lambda p: p.write_text(json.dumps(index, indent=2)))
+        write_atomically(self.directory / INDEX, lambda p: p.write_text(json.dumps(index, indent=2)))
 
     def _restore(self, pl_module, door) -> None:
         path = self.directory / INDEX
@@ -82,7 +76,7 @@ class OpponentPool(L.Callback):
         self.generation += 1
         model, stats = pl_module.policies[policy], pl_module.stats[policy]
         name = f"snapshot_{self.generation:06d}.pt"
-        _write_atomically(self.directory / name, lambda p: torch.save(model.state_dict(), p))
+        write_atomically(self.directory / name, lambda p: torch.save(model.state_dict(), p))
         replaced = self.slots[slot]
         self.slots[slot] = {"policy": policy, "policy_version": stats.version, "env_steps": stats.env_steps,
                             "generation": self.generation, "file": name}

@@ -15,25 +15,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Dict, Optional
 
 import torch
 
+from sf_hydra.files import write_atomically
 from sf_hydra.learner.pbt_rules import weights_digest
 
 log = logging.getLogger("sf_hydra")
-
-
-def write_atomically(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class Workspace:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from sf_hydra.faults import NonFiniteTraining
+from sf_hydra.launch.clock import seconds_since_launch
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import (
     approx_kl,
@@ -33,9 +34,8 @@ from sf_hydra.learner.losses import (
 from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams
 from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.vtrace import vtrace
+from sf_hydra.metric_names import DRAW, LOSS, WIN, outcome_rate
 from sf_hydra.plan import LearnerSettings
-from sf_hydra.sampler.policy_mapping import DRAW, LOSS, WIN
-from sf_hydra.sampler.training_batches import seconds_since_launch
 from sf_hydra.trajectory import ACTION_DIST_PARAMS, TrajectorySpec, obs_fields_of
 
 
@@ -81,7 +81,7 @@ class PolicyStats:
     def outcome_rates(self) -> Dict[str, float]:
         if not self.outcomes:
             return {}
-        return {f"selfplay/vs_pool_{r}_rate": sum(o == r for o in self.outcomes) / len(self.outcomes)
+        return {outcome_rate(r): sum(o == r for o in self.outcomes) / len(self.outcomes)
                 for r in (WIN, DRAW, LOSS)}
 
     def state(self) -> dict:

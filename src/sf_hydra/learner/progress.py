@@ -15,6 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional
 
+from tqdm import tqdm
+
 FPS_WINDOWS = (10, 60, 300)  # seconds, as Sample Factory reports its FPS
 PROGRESS = {"progress": True}  # `extra` of a progress line's log record: the bar's console skips it
 
@@ -108,8 +110,6 @@ class ConsoleBar:
     that a log record clears the bar, prints, and redraws it; progress records (PROGRESS) skip the console."""
 
     def __init__(self, budget_steps: Optional[int], initial_steps: int, stream=None):
-        from tqdm import tqdm
-
         self.stream = sys.stdout if stream is None else stream
         self.bar = tqdm(total=budget_steps, initial=initial_steps, unit="frame", unit_scale=True,
                         file=self.stream, dynamic_ncols=True, mininterval=0, smoothing=0,

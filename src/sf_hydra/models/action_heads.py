@@ -19,7 +19,8 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from sf_hydra.learner.losses import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
+from sf_hydra.config.errors import ConfigError
+from sf_hydra.models.kl import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
 from sf_hydra.spaces import discrete_sizes, is_mixed_tuple, tuple_action_widths
 
 # Argument validation costs more than the sampling itself for small batches, on every step.
@@ -150,8 +151,6 @@ class GaussianHead(nn.Module):
 
 def box_center_and_half_range(space: gym.spaces.Box):
     """Flat float tensors; squashing needs finite bounds (a tanh cannot reach infinity)."""
-    from sf_hydra.config.errors import ConfigError
-
     low, high = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
         raise ConfigError("model.tanh_squash_actions", True,

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Dict, List, NamedTuple, Optional
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
+from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.schema import ModelConfig
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd, check_normalize_input_keys
@@ -28,6 +30,41 @@ class StepOutput(NamedTuple):
     # More per-row outputs to record in the trajectory, one per field the model declares in
     # `extra_trajectory_fields`, and `action_dist_params` when the model records it.
     extras: Optional[Dict[str, torch.Tensor]] = None
+
+
+def act_per_policy(models, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor],
+                   policies: np.ndarray) -> StepOutput:
+    """Each policy (`models[p]`) acts for its rows (one forward per policy present); outputs in row order.
+    The rollout workers and the inference servers both act through it, so a row's output is the same
+    function of its policy's weights wherever it is computed."""
+    present = np.unique(policies)
+    if len(present) == 1:
+        return models[present[0]].act(obs, rnn)
+    parts = []
+    for p in present:
+        sel = torch.from_numpy(np.flatnonzero(policies == p))
+        part_obs = {k: v.index_select(0, sel) for k, v in obs.items()}
+        parts.append((sel, models[p].act(part_obs, None if rnn is None else rnn.index_select(0, sel))))
+    return merge_outputs(parts, len(policies))
+
+
+def merge_outputs(parts, rows: int) -> StepOutput:
+    """One StepOutput of `rows` rows from `(row indices, output)` parts that cover them."""
+
+    def merged(get):
+        first = get(parts[0][1])
+        if first is None:
+            return None
+        out = first.new_empty((rows, *first.shape[1:]))
+        for sel, o in parts:
+            out[sel] = get(o)
+        return out
+
+    extras = parts[0][1].extras
+    extras = {k: merged(lambda o, k=k: o.extras[k]) for k in extras} if extras else None
+    return StepOutput(merged(lambda o: o.actions), merged(lambda o: o.log_probs), merged(lambda o: o.values),
+                      merged(lambda o: o.rnn_states), extras)
+
 
 
 class ActorCritic(nn.Module):
@@ -187,8 +224,6 @@ def check_action_mask(obs_shapes: Dict[str, tuple], action_space: gym.Space, env
     """An `action_mask` observation needs discrete actions, one mask entry per discrete action."""
     if ACTION_MASK not in obs_shapes:
         return
-    from sf_hydra.config.errors import ConfigError
-
     n, shape = num_discrete_actions(action_space), tuple(obs_shapes[ACTION_MASK])
     env_id = env_cfg.get("id", "?") if hasattr(env_cfg, "get") else "?"
     if n == 0:
@@ -206,8 +241,6 @@ def action_dist_params_size(action_head: nn.Module, algo_cfg) -> int:
         return 0
     size = getattr(action_head, "params_size", None)
     if size is None:
-        from sf_hydra.config.errors import ConfigError
-
         raise ConfigError("algo.kl_loss_coeff", algo_cfg.kl_loss_coeff,
                           f"0 with the action head {type(action_head).__name__}: the KL penalty needs a head with "
                           "`params_size` whose distributions offer params() and kl_to(old_params)")

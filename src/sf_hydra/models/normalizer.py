@@ -8,6 +8,8 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
+from sf_hydra.config.errors import ConfigError
+
 
 class RunningMeanStd(nn.Module):
     """Parallel-algorithm running mean/var (Chan et al.), updated by the learner only."""
@@ -73,8 +75,6 @@ def check_normalize_input_keys(keys: Optional[Sequence[str]], obs_keys: Sequence
     """Every key of `algo.normalize_input_keys` (None: all) names an observation key of the env."""
     unknown = [k for k in keys or () if k not in obs_keys]
     if unknown:
-        from sf_hydra.config.errors import ConfigError
-
         raise ConfigError("algo.normalize_input_keys", list(keys),
                           f"observation keys of this env ({', '.join(obs_keys)}); unknown: {', '.join(unknown)}")
 

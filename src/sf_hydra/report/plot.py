@@ -14,10 +14,10 @@ Band = Tuple[np.ndarray, np.ndarray, np.ndarray]  # steps, mean, std
 
 
 def plot_curves(bands: Dict[str, Band], seeds: Dict[str, int], out: Path, title: str, ylabel: str) -> Path:
-    import matplotlib
+    import matplotlib  # only to draw: reading runs (sf_hydra.report) stays light; the backend is set first
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
     for i, (label, (steps, mean, std)) in enumerate(bands.items()):

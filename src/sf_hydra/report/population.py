@@ -49,10 +49,10 @@ def read_population(root: Path):
 
 
 def plot_population(looks, rates, out: Path, title: str, objective: str) -> Path:
-    import matplotlib
+    import matplotlib  # only to draw, as in plot.py; the backend is set first
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), dpi=100, sharex=True, height_ratios=[2, 1])
     for k in sorted(set(looks) | set(rates)):

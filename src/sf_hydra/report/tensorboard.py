@@ -17,7 +17,7 @@ def read_scalars(run_dir: Path) -> Dict[str, List[Scalar]]:
     """tag -> every value of that scalar, in the order the run wrote them (a resumed run may
     write a step twice). A run without a `tb/` folder (not started, or logger.tensorboard=false)
     reads as {}."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # heavy: only to read
 
     tb_dir = Path(run_dir) / "tb"
     if not tb_dir.is_dir():

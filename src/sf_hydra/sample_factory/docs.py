@@ -12,6 +12,11 @@ import typing
 from enum import Enum
 from typing import Any, Optional, Tuple
 
+from sf_hydra.config.docs import field_docs
+from sf_hydra.config.location import find_configs
+from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
+from sf_hydra.config.store import env_schemas
+from sf_hydra.sample_factory.env_names import IRREGULAR, mapped_table
 from sf_hydra.sample_factory.flags import DOOM_FLAGS, ENJOY_KEYS, EVAL_FLAGS, FLAGS, MAPPED, NA, REPLACED, Flag, counts
 
 GROUP_DEFAULTS = {"env": "gym/cartpole", "algo": "appo"}  # conf/train.yaml's defaults list
@@ -62,17 +67,12 @@ def _fmt(value: Any) -> str:
 def schema_field(key: str, family: str = "", stage: str = "train") -> Optional[Tuple[Any, str]]:
     """(default, doc) of a dotted key in the schema (env keys: the family's schema; stage enjoy:
     enjoy.py's schema); None if absent."""
-    from sf_hydra.config.docs import field_docs
-    from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
-
     cls: Any = EnjoyConfig if stage == "enjoy" else TrainConfig
     *parents, leaf = key.split(".")
     for part in parents:
         if cls is TrainConfig and part == "env":
             cls = EnvConfig
             if family:
-                from sf_hydra.config.store import env_schemas
-
                 cls = env_schemas()[family]
             continue
         sub = {f.name: f for f in dataclasses.fields(cls)}.get(part)
@@ -112,8 +112,6 @@ def row_cells(row: Flag) -> Tuple[str, str, str, str, str]:
 
 
 def render() -> str:
-    from sf_hydra.sample_factory.env_names import IRREGULAR, mapped_table
-
     c = counts()
     out = [HEADER.format(total=len(FLAGS), mapped=c[MAPPED], replaced=c[REPLACED], na=c[NA])]
     out += ["## Flags", "", "| flag | Sample Factory default | ours | our default | meaning |", "|---|---|---|---|---|"]
@@ -141,9 +139,7 @@ def render() -> str:
             + ", ".join(f"`{k}` -> `{v}`" for k, v in IRREGULAR.items()) + ".",
             "Any other name is refused, with the closest mapped names.", "",
             "| Sample Factory `--env` | ours: `env=` |", "|---|---|"]
-    from sf_hydra.cli import CONFIG_DIR
-
-    out += [f"| `{sf}` | `{config}` |" for sf, config in mapped_table(CONFIG_DIR)]
+    out += [f"| `{sf}` | `{config}` |" for sf, config in mapped_table(find_configs()[1])]
     return "\n".join(out) + "\n"
 
 

@@ -18,11 +18,13 @@ generated docs/parameters.md.
 from __future__ import annotations
 
 import ast
+import difflib
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.doom.schema import DOOM_TICRATE
+from sf_hydra.sample_factory.env_names import to_config, to_sf
 
 MAPPED, REPLACED, NA = "mapped", "replaced", "n/a"
 GROUPS = ("env", "algo")  # keys that are config groups: `env=doom/basic`, not `env.x=...`
@@ -131,14 +133,10 @@ _algo = _choice({"APPO": "appo"}, "algo")  # Sample Factory has one algorithm; a
 
 
 def _env_to_ours(conf_dir: str):
-    from sf_hydra.sample_factory.env_names import to_config
-
     return lambda name: to_config(str(name), conf_dir)
 
 
 def _env_to_sf(conf_dir: str):
-    from sf_hydra.sample_factory.env_names import to_sf
-
     return lambda ours: to_sf(ours["env"], ours.get("env.id"), conf_dir)
 
 
@@ -270,7 +268,7 @@ FLAGS: Tuple[Flag, ...] = (
        family="atari", inert=(1,)),
     _m("pixel_format", "CHW", "env.pixel_format"),
     _na("use_record_episode_statistics", False,
-        "every episode's return and length are always recorded (sf_hydra.episode_metrics)", _B),
+        "every episode's return and length are always recorded (sf_hydra.metric_names)", _B),
     _m("episode_counter", False, "env.episode_counter", _B),
     _m("with_wandb", False, "logger.with_wandb", _B),
     _m("wandb_user", None, "logger.wandb_user", "str?"),
@@ -397,8 +395,6 @@ def with_env_converter(flag: Flag, conf_dir: str) -> Flag:
 def flag(name: str, conf_dir: Optional[str] = None, value=None) -> Flag:
     """The row of `--name`; ConfigError (with close names) if Sample Factory has no such flag."""
     if name not in BY_NAME:
-        import difflib
-
         close = difflib.get_close_matches(name, list(BY_NAME), n=5, cutoff=0.6)
         hint = f"close matches: {['--' + c for c in close]}" if close else "no close match"
         raise flag_error(name, value, f"not a Sample Factory flag nor one of Hydra's ({hint}; "

@@ -9,11 +9,19 @@
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Sequence, Tuple
 
+import yaml
+from omegaconf import OmegaConf
+
+from sf_hydra.config import register_configs
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.faults import EXIT_BAD_CONFIG
+from sf_hydra.help import compose_for_help
 from sf_hydra.sample_factory.flags import (
     GROUPS,
     MAPPED,
@@ -208,9 +216,6 @@ def _same(ours_value, value) -> bool:
 
 
 def compose(conf_dir: str, overrides: Sequence[str]):
-    from sf_hydra.config import register_configs
-    from sf_hydra.help import compose_for_help
-
     register_configs()
     return compose_for_help(conf_dir, list(overrides))
 
@@ -218,8 +223,6 @@ def compose(conf_dir: str, overrides: Sequence[str]):
 def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
     """What of a Sample Factory run's config.json differs from our defaults for its env. Every
     flag that cannot be honoured is named in one ConfigError."""
-    from omegaconf import OmegaConf
-
     errors: List[str] = []
 
     def attempt(fn, *args):
@@ -287,8 +290,6 @@ def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
 
 def preset_yaml(imported: Imported, source: str = "") -> str:
     """An experiment preset (`+experiment=<name>`): the env group and the values that differ."""
-    import yaml
-
     tree: Dict[str, Any] = {}
     for key, value in imported.values.items():
         node = tree
@@ -307,11 +308,6 @@ def sf_command_line(argv: Sequence[str], conf_dir: str, prog: str, stage: str = 
     """`argv` with its Sample Factory flags translated (unchanged when it has none); prints the
     equivalent command on stderr. A flag that cannot be mapped exits 2, naming it, before any
     process starts. `stage`: train (train.py) or enjoy (enjoy.py)."""
-    import shlex
-    import sys
-
-    from sf_hydra.faults import EXIT_BAD_CONFIG
-
     if not sf_flags_in(argv):
         return list(argv)
     try:

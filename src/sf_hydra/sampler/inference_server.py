@@ -29,9 +29,13 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
+from multiprocess.connection import wait
+from omegaconf import OmegaConf
 
-from sf_hydra.models.actor_critic import StepOutput
+from sf_hydra.models import build_model
+from sf_hydra.models.actor_critic import StepOutput, act_per_policy
 from sf_hydra.sampler import mp
+from sf_hydra.sampler.messages import ServerFailed
 from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectorySpec
 
@@ -195,8 +199,6 @@ class InferenceServer:
     def __init__(self, cfg, obs_space, action_space, stores, channels: Dict[int, InferenceChannel],
                  control=None, control_wait: float = 60.0):
         """control: the receiving end of the learner's pipe to this server (messages.DeviceWeights)."""
-        from sf_hydra.models import build_model
-
         self.cfg, self.stores, self.channels, self.control = cfg, stores, channels, control
         self.control_wait = control_wait
         self.device = torch.device(str(cfg.hardware.inference_device))
@@ -256,8 +258,6 @@ class InferenceServer:
         self.batches, self.rows_served = self.batches + 1, self.rows_served + start
 
     def _act(self, obs, rnn, policies) -> StepOutput:
-        from sf_hydra.sampler.rollout_worker import act_per_policy
-
         if self.device.type != "cpu":
             obs = {k: v.to(self.device, non_blocking=True) for k, v in obs.items()}
             rnn = None if rnn is None else rnn.to(self.device, non_blocking=True)
@@ -278,11 +278,6 @@ def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_s
     if parent_state is not None:
         mp.adopt(parent_state)
     parent = mp.ParentWatch(parent_pid)
-    from multiprocess.connection import wait
-    from omegaconf import OmegaConf
-
-    from sf_hydra.sampler.messages import ServerFailed
-
     cfg = OmegaConf.create(cfg_container)
     torch.set_num_threads(cfg.hardware.torch_threads)
     try:

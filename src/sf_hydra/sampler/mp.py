@@ -11,6 +11,8 @@ import sys
 import threading
 
 import multiprocess
+import multiprocess.reduction as mp_reduction
+from multiprocess import forkserver
 
 _registered = False
 
@@ -19,10 +21,9 @@ def register_torch_reducers() -> None:
     global _registered
     if _registered:
         return
-    import multiprocess.reduction as mp_reduction
-    import torch
-    import torch.multiprocessing.reductions as torch_reductions
-    from torch.nn.parameter import Parameter
+    import torch  # mp.warm_up runs on the config-error path (cli.py), which must not load torch
+    import torch.multiprocessing.reductions as torch_reductions  # as above
+    from torch.nn.parameter import Parameter  # as above
 
     torch.multiprocessing.set_sharing_strategy("file_system")
     register = mp_reduction.ForkingPickler.register
@@ -59,8 +60,6 @@ def warm_up() -> None:
     start-up work. train.py calls it once the config's own rules passed, before its own checks
     that import torch: the two imports of torch then run side by side (~2 s each here). Light:
     this process does not import torch for it."""
-    from multiprocess import forkserver
-
     multiprocess.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
     # The server ignores Ctrl+C only once its preload is imported; started with SIGINT ignored (kept
     # across exec), a Ctrl+C during its imports is train.py's alone, without a second traceback.
@@ -144,8 +143,6 @@ def remove_stale_shared_memory() -> int:
     creating process is gone: a run killed with SIGKILL leaves its buffers' names behind, and
     nothing else removes them. A file of a live process is kept (a process still mapping an
     unlinked file keeps its memory). Returns how many were removed."""
-    import os
-
     if not os.path.isdir(SHM_DIR):
         return 0
     removed, alive = 0, {}

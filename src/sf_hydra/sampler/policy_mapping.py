@@ -28,7 +28,7 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-WIN, DRAW, LOSS = "win", "draw", "loss"
+from sf_hydra.metric_names import DRAW, LOSS, WIN
 
 
 class PolicyMapping:

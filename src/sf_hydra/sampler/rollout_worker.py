@@ -22,10 +22,13 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
+from threadpoolctl import threadpool_limits
 
 from sf_hydra.models import build_model
-from sf_hydra.models.actor_critic import StepOutput
+from sf_hydra.models.actor_critic import act_per_policy
 from sf_hydra.sampler import mp
+from sf_hydra.sampler.inference_server import InferenceClient
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_mapping import PolicyMapping
 from sf_hydra.sampler.policy_store import PolicyStore
@@ -112,8 +115,6 @@ class WorkerBase:
         if self.channel is None:
             self.versions = np.array([store.load_into(m) for store, m in zip(self.stores, self.models)], np.int64)
         else:  # the server acts: the worker follows the versions only (the opponent pool's filled slots)
-            from sf_hydra.sampler.inference_server import InferenceClient
-
             self.versions = np.array([store.current_version() for store in self.stores], dtype=np.int64)
             self.client = InferenceClient(self.channel, self.model.core is not None, self._check_alive,
                                           self.cfg.hardware.worker_stall_timeout_sec)
@@ -341,38 +342,6 @@ class WorkerBase:
             self.client.drop_answers()
 
 
-def act_per_policy(models, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor],
-                   policies: np.ndarray) -> StepOutput:
-    """Each policy (`models[p]`) acts for its rows (one forward per policy present); outputs in row order."""
-    present = np.unique(policies)
-    if len(present) == 1:
-        return models[present[0]].act(obs, rnn)
-    parts = []
-    for p in present:
-        sel = torch.from_numpy(np.flatnonzero(policies == p))
-        part_obs = {k: v.index_select(0, sel) for k, v in obs.items()}
-        parts.append((sel, models[p].act(part_obs, None if rnn is None else rnn.index_select(0, sel))))
-    return merge_outputs(parts, len(policies))
-
-
-def merge_outputs(parts, rows: int) -> StepOutput:
-    """One StepOutput of `rows` rows from `(row indices, output)` parts that cover them."""
-
-    def merged(get):
-        first = get(parts[0][1])
-        if first is None:
-            return None
-        out = first.new_empty((rows, *first.shape[1:]))
-        for sel, o in parts:
-            out[sel] = get(o)
-        return out
-
-    extras = parts[0][1].extras
-    extras = {k: merged(lambda o, k=k: o.extras[k]) for k in extras} if extras else None
-    return StepOutput(merged(lambda o: o.actions), merged(lambda o: o.log_probs), merged(lambda o: o.values),
-                      merged(lambda o: o.rnn_states), extras)
-
-
 def close_all(envs) -> None:
     for env in envs:
         try:
@@ -400,8 +369,6 @@ def force_single_thread():
     """hardware.force_envs_single_thread: OpenMP and BLAS libraries already loaded here get one
     thread (threadpoolctl), and the variables make those loaded later, and env processes, start
     with one. Returns the threadpoolctl limiter (kept alive: the limits hold while it does)."""
-    from threadpoolctl import threadpool_limits
-
     for var in SINGLE_THREAD_VARS:
         os.environ[var] = "1"
     return threadpool_limits(limits=1)
@@ -438,8 +405,6 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_state is not None:
         mp.adopt(parent_state)
-    from omegaconf import OmegaConf
-
     cfg = OmegaConf.create(cfg_container)
     torch.set_num_threads(cfg.hardware.torch_threads)
     os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it

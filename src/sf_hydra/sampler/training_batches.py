@@ -7,7 +7,6 @@ accounting depend on asking for data only after the weights were published.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import deque
 from typing import Callable, Dict, List, Optional
@@ -15,24 +14,12 @@ from typing import Callable, Dict, List, Optional
 import torch
 from torch.utils.data import IterableDataset
 
+from sf_hydra.launch.clock import seconds_since_launch
 from sf_hydra.plan import BatchSettings
 from sf_hydra.sampler.sampler import Sampler, SamplerError
 
 ENDLESS = 2**62
 STAGING_RING = 2
-_IMPORTED = time.monotonic()
-
-
-def seconds_since_launch() -> float:
-    """Seconds since this process started (Linux: its start time in /proc, so interpreter start-up
-    and imports count); elsewhere, since this module was imported."""
-    try:
-        with open("/proc/self/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: clock ticks after boot
-        return time.clock_gettime(time.CLOCK_BOOTTIME) - started
-    except (OSError, ValueError, IndexError, AttributeError):
-        return time.monotonic() - _IMPORTED
 
 
 def timing_since(timing: Dict[str, float], began_at: float, since: float) -> Dict[str, float]:

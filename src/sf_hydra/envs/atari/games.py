@@ -6,6 +6,8 @@ import difflib
 import re
 from typing import Tuple
 
+import gymnasium as gym
+
 from sf_hydra.config.errors import ConfigError
 
 
@@ -13,8 +15,7 @@ def game_ids() -> list:
     """Single-player ROM ids in ale_py's spelling (`pong`, `space_invaders`, ...): the games
     ale_py registers as `ALE/<Name>-v5`. It also ships four multi-player-only ROMs (combat,
     joust, maze_craze, warlords) that a single agent cannot play: loading one exits the process."""
-    import ale_py  # noqa: F401  (registers the ALE/* ids)
-    import gymnasium as gym
+    import ale_py  # noqa: F401  (registers the ALE/* ids; the optional `atari` extra, absent: no games)
 
     return sorted({spec.kwargs["game"] for name, spec in gym.registry.items()
                    if name.startswith("ALE/") and name.endswith("-v5")})
@@ -42,13 +43,13 @@ def available_game_ids() -> list:
 
 
 def multiplayer_only_ids() -> list:
-    from ale_py import roms
+    from ale_py import roms  # the optional `atari` extra, as in game_ids
 
     return sorted(set(roms.get_all_rom_ids()) - set(game_ids()))
 
 
 def action_meanings(game: str, full_action_space: bool = False) -> list:
-    from ale_py.env import AtariEnv
+    from ale_py.env import AtariEnv  # the optional `atari` extra, as in game_ids
 
     env = AtariEnv(game=game, obs_type="ram", frameskip=1, full_action_space=full_action_space)
     try:

@@ -51,7 +51,7 @@ def serve(conn: Connection) -> None:
                 return
             cmd = msg[0]
             if cmd == "init":
-                from sf_hydra.envs.doom.env import DoomEnv
+                from sf_hydra.envs.doom.env import DoomEnv  # in the try: a failed import reaches the parent
 
                 env = DoomEnv(**msg[1])
                 conn.send(("ready", env.observation_space, env.action_space))

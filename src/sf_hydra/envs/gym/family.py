@@ -96,7 +96,7 @@ def _native(env_cfg, num_envs: int) -> Optional[VectorEnv]:
 
 
 def _envpool(env_cfg, num_envs: int, seed) -> VectorEnv:
-    import envpool
+    import envpool  # the optional `envpool` extra, only for hardware.batched_sampling with its backend
 
     vec = envpool.make(str(env_cfg.id), env_type="gymnasium", num_envs=num_envs, seed=int(seed or 0),
                        **_env_kwargs(env_cfg))

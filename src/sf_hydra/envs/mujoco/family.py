@@ -13,8 +13,10 @@ from typing import Optional
 
 import gymnasium as gym
 import mujoco  # at import: a missing package becomes a clear config error (env.factory._target_)
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.envs.registration import load_env_creator
 
+from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs.family import EnvFamily
 from sf_hydra.envs.wrappers import ActionRepeat, float32_observations
 
@@ -39,8 +41,6 @@ def known_ids() -> list:
 
 def task_arguments(env_id: str) -> list:
     """What the task's constructor (and MuJoCo's base env) accept as keyword arguments."""
-    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
-
     names = set()
     for fn in (load_env_creator(gym.spec(env_id).entry_point).__init__, MujocoEnv.__init__):
         names |= {p.name for p in inspect.signature(fn).parameters.values()
@@ -50,8 +50,6 @@ def task_arguments(env_id: str) -> list:
 
 def validate_env(env_cfg) -> None:
     """Before any process starts: a known task id, and kwargs the task accepts."""
-    from sf_hydra.config.errors import ConfigError
-
     ids = known_ids()
     if env_cfg.id not in ids:
         close = difflib.get_close_matches(str(env_cfg.id), ids, n=3, cutoff=0.5)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -23,6 +22,7 @@ from sf_hydra.envs.doom.maps.grid import spot_areas
 from sf_hydra.envs.doom.maps.layouts import Layout, open_arena, room_maze
 from sf_hydra.envs.doom.maps.udmf import Thing, textmap
 from sf_hydra.envs.doom.maps.wad import map_lumps, write_wad
+from sf_hydra.files import write_atomically
 
 CACHE_ENV = "SF_HYDRA_CACHE_DIR"
 PLAYER1_START = 1
@@ -111,19 +111,6 @@ def cache_root() -> Path:
     return Path(root) / "doom_maps"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def build_scenario(name: str, root: Optional[Path] = None) -> Path:
     """The .cfg path of battle scenario `name`, building its files if they are missing."""
     spec = BATTLE_SPECS[name]
@@ -134,6 +121,6 @@ def build_scenario(name: str, root: Optional[Path] = None) -> Path:
     wad_path, cfg_path = folder / f"{name}.wad", folder / f"{name}.cfg"
     if not (wad_path.is_file() and cfg_path.is_file()):
         folder.mkdir(parents=True, exist_ok=True)
-        _write_atomically(wad_path, wad)
-        _write_atomically(cfg_path, cfg)
+        write_atomically(wad_path, lambda tmp: tmp.write_bytes(wad))
+        write_atomically(cfg_path, lambda tmp: tmp.write_bytes(cfg))
     return cfg_path
