@@ -95,6 +95,56 @@ class Slots:
 
 
 @dataclass(frozen=True)
+class ModelRecipe:
+    """build_model's three config nodes, resolved and plain (picklable): how every process (rollout
+    worker, inference server) builds a policy of the run's class and shape, to load weights into."""
+
+    model: Dict[str, Any] = field(repr=False)
+    env: Dict[str, Any] = field(repr=False)
+    algo: Dict[str, Any] = field(repr=False)
+
+    def build(self, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
+        return build_model(OmegaConf.create({"model": self.model, "env": self.env, "algo": self.algo}), obs_space,
+                           action_space)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a rollout worker process (and an inference server) decides with; it reaches them by
+    pickle, so it holds plain values only."""
+
+    seed: Optional[int]
+    rollout: int
+    num_policies: int
+    sync: bool  # synchronous PPO rounds (algo.async_rl=false)
+    env: Dict[str, Any] = field(repr=False)  # the env node, resolved: each worker builds its envs from it
+    env_id: str
+    reward_scale: float
+    reward_clip: float
+    frameskip: int
+    replace_nonfinite: bool  # env.nonfinite=replace (else a non-finite value stops the run)
+    num_envs_per_worker: int
+    worker_num_splits: int
+    batched_sampling: bool
+    vector_backend: str
+    max_env_restarts: int  # per hour and worker
+    restart_hung_envs: bool
+    stall_timeout_sec: float
+    bf16: bool  # act in bfloat16 autocast, as the learner computes (hardware.precision=bf16-mixed)
+    mix_policies_in_one_env: bool
+    pool_size: int
+    latest_prob: float
+    decorrelate_envs_on_one_worker: bool
+    decorrelate_experience_max_seconds: float
+    torch_threads: int
+    worker_nice: int
+    set_workers_cpu_affinity: bool
+    force_envs_single_thread: bool
+    inference_device: str
+    model: ModelRecipe
+
+
+@dataclass(frozen=True)
 class SamplerSettings:
     """What the Sampler itself decides with (its workers get `worker_config`)."""
 
@@ -111,7 +161,7 @@ class SamplerSettings:
     worker_stall_timeout_sec: float
     restarts_hung_envs: bool  # a worker re-creates a hung env itself: the stall limit grows by half
     env_id: str  # named in messages about a stuck env
-    worker_config: Dict[str, Any] = field(repr=False, default_factory=dict)  # the resolved plain config
+    workers: WorkerSettings  # what each worker process and inference server gets
 
     @property
     def stall_limit(self) -> float:
@@ -215,7 +265,32 @@ def sampler_settings(cfg, num_agents: Optional[int]) -> SamplerSettings:
         num_envs_per_worker=hw.num_envs_per_worker, worker_start_timeout_sec=hw.worker_start_timeout_sec,
         worker_stall_timeout_sec=hw.worker_stall_timeout_sec,
         restarts_hung_envs=hw.max_env_restarts > 0 and bool(hw.restart_hung_envs), env_id=str(cfg.env.id),
-        worker_config=OmegaConf.to_container(cfg, resolve=True),
+        workers=worker_settings(cfg),
+    )
+
+
+def plain(node) -> Dict[str, Any]:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+
+
+def worker_settings(cfg) -> WorkerSettings:
+    hw, env = cfg.hardware, cfg.env
+    return WorkerSettings(
+        seed=None if cfg.seed is None else int(cfg.seed), rollout=cfg.algo.rollout,
+        num_policies=cfg.algo.num_policies, sync=not cfg.algo.async_rl, env=plain(env), env_id=str(env.id),
+        reward_scale=float(env.reward_scale), reward_clip=float(env.reward_clip), frameskip=int(env.frameskip),
+        replace_nonfinite=str(env.nonfinite) == "replace", num_envs_per_worker=hw.num_envs_per_worker,
+        worker_num_splits=hw.worker_num_splits, batched_sampling=bool(hw.batched_sampling),
+        vector_backend=str(hw.vector_backend), max_env_restarts=hw.max_env_restarts,
+        restart_hung_envs=bool(hw.restart_hung_envs), stall_timeout_sec=float(hw.worker_stall_timeout_sec),
+        bf16=str(hw.precision) == "bf16-mixed", mix_policies_in_one_env=bool(cfg.pbt.mix_policies_in_one_env),
+        pool_size=cfg.selfplay.pool_size, latest_prob=float(cfg.selfplay.latest_prob),
+        decorrelate_envs_on_one_worker=bool(hw.decorrelate_envs_on_one_worker),
+        decorrelate_experience_max_seconds=float(hw.decorrelate_experience_max_seconds),
+        torch_threads=hw.torch_threads, worker_nice=hw.worker_nice,
+        set_workers_cpu_affinity=bool(hw.set_workers_cpu_affinity),
+        force_envs_single_thread=bool(hw.force_envs_single_thread), inference_device=str(hw.inference_device),
+        model=ModelRecipe(plain(cfg.model), plain(env), plain(cfg.algo)),
     )
 
 

@@ -33,7 +33,8 @@ def _check_cartpole_rows(got) -> None:
 
 
 def test_cartpole_uses_its_numpy_vector_env(tmp_path):
-    vector = make_vector_env(make_cfg(tmp_path, *BATCHED), 8, seed=0)
+    cfg = make_cfg(tmp_path, *BATCHED)
+    vector = make_vector_env(cfg.env, cfg.hardware.vector_backend, 8, seed=0)
     assert type(vector.env).__name__ == "CartPoleVectorEnv" and vector.resets_next_step
     assert vector.observation_space.shape == (4,) and vector.env.num_envs == 8
     vector.env.close()

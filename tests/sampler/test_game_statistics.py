@@ -80,7 +80,7 @@ def check_whole_games(cfg, rows: int, got) -> None:
     # Scores are sums of whole points, exact in floating point: compared exactly.
     reported = sorted((e.ret, e.length) for e in got.episodes)
     assert reported == sorted(from_buffers)
-    replayed = [g for r, s in enumerate(streams) for g in replayed_games(cfg, env_seed(cfg, 0, r), s["actions"])]
+    replayed = [g for r, s in enumerate(streams) for g in replayed_games(cfg, env_seed(cfg.seed, 0, r), s["actions"])]
     assert reported == sorted(replayed)
 
 

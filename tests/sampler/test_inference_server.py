@@ -21,6 +21,7 @@ from sf_hydra.config import validate
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import act_per_policy
+from sf_hydra.plan import worker_settings
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer, decode_rows, encode_rows
 from sf_hydra.sampler.policy_store import DEVICE, PolicyStore
@@ -44,7 +45,7 @@ def _server_and_channel(cfg, rows: int, policies: int = 1):
     for k, t in channel.obs.items():
         t.copy_(torch.randn(t.shape) if t.is_floating_point() else torch.randint(0, 255, t.shape).to(t.dtype))
     channel.rnn.copy_(torch.randn(channel.rnn.shape))
-    server = InferenceServer(cfg, info.observation_space, info.action_space, stores, {0: channel})
+    server = InferenceServer(worker_settings(cfg), info.observation_space, info.action_space, stores, {0: channel})
     return server, channel, models
 
 

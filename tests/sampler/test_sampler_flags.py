@@ -12,6 +12,7 @@ import torch
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import episode_stats, make_env
+from sf_hydra.plan import worker_settings
 from sf_hydra.sampler.env_info import env_info, env_info_cache_file
 from sf_hydra.sampler.rollout_worker import decorrelation_delay, env_seed
 from sf_hydra.train import check_config
@@ -73,7 +74,7 @@ def test_envs_on_one_worker_start_after_rollout_x_index_random_steps(tmp_path):
     first = _first_obs_per_env(cfg)
     for i in range(3):
         env = gym.make("CartPole-v1")
-        seed = env_seed(cfg, 0, i)
+        seed = env_seed(cfg.seed, 0, i)
         obs, _ = env.reset(seed=seed)
         env.action_space.seed(seed)
         for _ in range(cfg.algo.rollout * i):  # what the worker did before acting
@@ -86,7 +87,7 @@ def test_envs_on_one_worker_start_after_rollout_x_index_random_steps(tmp_path):
 @pytest.mark.slow
 def test_workers_start_after_their_decorrelation_delay(tmp_path):
     cfg = make_cfg(tmp_path, "hardware.decorrelate_experience_max_seconds=4")
-    delays = [decorrelation_delay(cfg, w) for w in range(2)]
+    delays = [decorrelation_delay(worker_settings(cfg), w) for w in range(2)]
     assert all(0 <= d <= 4 for d in delays) and abs(delays[0] - delays[1]) > 0.5, delays  # seed 0 spreads them
     first = {}
     with running_sampler(cfg) as sampler:  # start() returns once every worker is ready, before its pause

@@ -42,6 +42,7 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
+from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler.env_groups import ProtocolEnvGroup, SingleEnvGroup, StepBatch, VectorEnvGroup
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
@@ -50,21 +51,21 @@ from sf_hydra.sampler.vector_envs import make_vector_env
 from sf_hydra.trajectory import TrajectoryWriter
 
 
-def make_groups(cfg, worker_id: int) -> list:
+def make_groups(settings: WorkerSettings, env_cfg, worker_id: int) -> list:
     """Batched sampling: one vector env per split. Otherwise one group per env (a multi-agent
     env's agents, or a single-agent env's one row)."""
-    n, splits = cfg.hardware.num_envs_per_worker, cfg.hardware.worker_num_splits
-    count = splits if cfg.hardware.batched_sampling else n
-    return [make_group(cfg, worker_id, i) for i in range(count)]
+    n, splits = settings.num_envs_per_worker, settings.worker_num_splits
+    count = splits if settings.batched_sampling else n
+    return [make_group(settings, env_cfg, worker_id, i) for i in range(count)]
 
 
-def make_group(cfg, worker_id: int, index: int, seed="default"):
+def make_group(settings: WorkerSettings, env_cfg, worker_id: int, index: int, seed="default"):
     """The worker's group `index`: the vector env of split `index` (batched sampling), else env `index`."""
-    if cfg.hardware.batched_sampling:
-        per = cfg.hardware.num_envs_per_worker // cfg.hardware.worker_num_splits
-        seed = env_seed(cfg, worker_id, index * per) if seed == "default" else seed
-        return VectorEnvGroup(make_vector_env(cfg, per, seed))
-    env = make_env(cfg.env, seed=env_seed(cfg, worker_id, index) if seed == "default" else seed)
+    if settings.batched_sampling:
+        per = settings.num_envs_per_worker // settings.worker_num_splits
+        seed = env_seed(settings.seed, worker_id, index * per) if seed == "default" else seed
+        return VectorEnvGroup(make_vector_env(env_cfg, settings.vector_backend, per, seed))
+    env = make_env(env_cfg, seed=env_seed(settings.seed, worker_id, index) if seed == "default" else seed)
     return ProtocolEnvGroup(env) if is_multi_agent(env) else SingleEnvGroup(env)
 
 
@@ -85,18 +86,18 @@ class Split:
 
 
 class AgentRowsWorker(WorkerBase):
-    def __init__(self, worker_id: int, cfg, *args, **kwargs):
-        super().__init__(worker_id, cfg, *args, **kwargs)
+    def __init__(self, worker_id: int, settings: WorkerSettings, *args, **kwargs):
+        super().__init__(worker_id, settings, *args, **kwargs)
         self.writer = TrajectoryWriter(self.buffers)  # rows at their own steps: written in place, (slot, step)
-        self.groups = make_groups(cfg, worker_id)
+        self.groups = make_groups(settings, self.env_cfg, worker_id)
         # Batched sampling: a whole worker serves one policy (validated: every policy has one).
-        fixed = worker_id % cfg.algo.num_policies if cfg.hardware.batched_sampling else None
+        fixed = worker_id % settings.num_policies if settings.batched_sampling else None
         self._init_policy(self.groups[0].observation_space, self.groups[0].action_space,
                           [g.num_agents for g in self.groups], fixed)
         bounds = np.cumsum([0] + [g.num_agents for g in self.groups])
         self.num_rows = rows = int(bounds[-1])
         group_rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-        per_split = len(self.groups) // cfg.hardware.worker_num_splits
+        per_split = len(self.groups) // settings.worker_num_splits
         self.splits = []
         for s in range(0, len(self.groups), per_split):
             members = range(s, s + per_split)
@@ -116,10 +117,10 @@ class AgentRowsWorker(WorkerBase):
         self.games = EpisodeTracker(rows, agents)
         self.dropping = set()  # rows whose env was re-created: the done that follows ends no reported game
         for i, (group, r) in enumerate(zip(self.groups, group_rows)):
-            obs, active = group.reset(seed=env_seed(cfg, worker_id, i))
+            obs, active = group.reset(seed=env_seed(settings.seed, worker_id, i))
             steps = self.decorrelation_steps(i)
             if steps and not isinstance(group, VectorEnvGroup):  # a vector env's sub-envs start together
-                obs, active = group.random_steps(steps, env_seed(cfg, worker_id, i))
+                obs, active = group.random_steps(steps, env_seed(settings.seed, worker_id, i))
                 self.dropping.update(range(r.start, r.stop))  # their episodes in progress are partial: unreported
             self._store_obs(r, obs)
             self.active[r] = active
@@ -189,10 +190,10 @@ class AgentRowsWorker(WorkerBase):
         every row of it ends its episode, cut short (truncated) and not reported; else
         re-raises the env's error, which stops the run."""
         index = split.indices[k]
-        if not self._may_restart(f"env {index} ({self.cfg.env.id!r})", error):
+        if not self._may_restart(f"env {index} ({self.settings.env_id!r})", error):
             raise error
         self._close_quietly(split.groups[k])
-        group = make_group(self.cfg, self.id, index, self._restart_seed(index))
+        group = make_group(self.settings, self.env_cfg, self.id, index, self._restart_seed(index))
         self.groups[index] = split.groups[k] = group
         obs, active = self.env_call(group.reset, seed=self._restart_seed(index))
         rows = split.group_rows[k]

@@ -30,10 +30,9 @@ from typing import Dict, List, Optional, Tuple, Union
 import numpy as np
 import torch
 from multiprocess.connection import wait
-from omegaconf import OmegaConf
 
-from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import StepOutput, act_per_policy
+from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.messages import ServerFailed
 from sf_hydra.spaces import obs_specs
@@ -196,19 +195,20 @@ class InferenceClient:
 class InferenceServer:
     """One server: a model per policy store, the channels of the workers it serves."""
 
-    def __init__(self, cfg, obs_space, action_space, stores, channels: Dict[int, InferenceChannel],
-                 control=None, control_wait: float = 60.0):
-        """control: the receiving end of the learner's pipe to this server (messages.DeviceWeights)."""
-        self.cfg, self.stores, self.channels, self.control = cfg, stores, channels, control
+    def __init__(self, settings: WorkerSettings, obs_space, action_space, stores,
+                 channels: Dict[int, InferenceChannel], control=None, control_wait: float = 60.0):
+        """settings: the run plan's (its model recipe, device and precision); control: the receiving end
+        of the learner's pipe to this server (messages.DeviceWeights)."""
+        self.stores, self.channels, self.control = stores, channels, control
         self.control_wait = control_wait
-        self.device = torch.device(str(cfg.hardware.inference_device))
-        self.models = [build_model(cfg, obs_space, action_space).eval().to(self.device) for _ in stores]
+        self.device = torch.device(settings.inference_device)
+        self.models = [settings.model.build(obs_space, action_space).eval().to(self.device) for _ in stores]
         self.versions = np.full(len(stores), -1, dtype=np.int64)
         self.sync_weights()
         self.recurrent = self.models[0].core is not None
         self.single_policy = len(stores) == 1
         self.autocast = torch.autocast(self.device.type, dtype=torch.bfloat16,
-                                       enabled=cfg.hardware.precision == "bf16-mixed")
+                                       enabled=settings.bf16)
         self.batches, self.rows_served = 0, 0
 
     def sync_weights(self) -> None:
@@ -268,7 +268,7 @@ class InferenceServer:
         return out
 
 
-def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_space, stores,
+def server_process_main(server_id: int, settings: WorkerSettings, obs_space, action_space, stores,
                         channels: Dict[int, InferenceChannel], control, out_queue, stop_flag, parent_pid: int,
                         parent_state: Optional[dict] = None) -> None:
     """Entry point of an inference server process. Ctrl+C is the learner's to handle: it stops us.
@@ -278,10 +278,9 @@ def server_process_main(server_id: int, cfg_container: Dict, obs_space, action_s
     if parent_state is not None:
         mp.adopt(parent_state)
     parent = mp.ParentWatch(parent_pid)
-    cfg = OmegaConf.create(cfg_container)
-    torch.set_num_threads(cfg.hardware.torch_threads)
+    torch.set_num_threads(settings.torch_threads)
     try:
-        server = InferenceServer(cfg, obs_space, action_space, stores, channels, control)
+        server = InferenceServer(settings, obs_space, action_space, stores, channels, control)
         by_end = {ch.server_end: (w, ch) for w, ch in channels.items()}
         while not bool(stop_flag[0]) and parent.alive():
             batch = []  # every request waiting on any worker's pipe joins this batch

@@ -25,8 +25,8 @@ import torch
 from omegaconf import OmegaConf
 from threadpoolctl import threadpool_limits
 
-from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import act_per_policy
+from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.inference_server import InferenceClient
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
@@ -56,24 +56,26 @@ BEAT_TIME, BEAT_ENV, BEAT_STEP = 0, 1, 2  # time.time() of the last progress; th
 BEAT_WAITING_FOR_SERVER = -2
 
 
-def env_seed(cfg, worker_id: int, env_index: int):
-    if cfg.seed is None:
+def env_seed(seed: Optional[int], worker_id: int, env_index: int) -> Optional[int]:
+    """The seed of env `env_index` of worker `worker_id` in a run seeded with `seed` (None: unseeded)."""
+    if seed is None:
         return None
-    return int(cfg.seed) * 100_003 + worker_id * 1_009 + env_index
+    return int(seed) * 100_003 + worker_id * 1_009 + env_index
 
 
 class WorkerBase:
     """What every rollout worker shares: its policy copy, its slots, the stop and sync
     signals, and the message it sends after a rollout."""
 
-    def __init__(self, worker_id: int, cfg, buffers: TrajectoryBuffers, stores: List[PolicyStore],
+    def __init__(self, worker_id: int, settings: WorkerSettings, buffers: TrajectoryBuffers, stores: List[PolicyStore],
                  free_slots, out_queue, stop_flag: torch.Tensor, sync_round: torch.Tensor, heartbeats: torch.Tensor,
                  parent_pid, channel=None):
         """stores: the trained policies' weights, then the opponent pool's snapshots (policy ids
         in that order). parent_pid: the learner's pid, watched so that we exit if it dies (None
         in serial mode). channel: this worker's InferenceChannel with hardware.inference=server
         (its observations and RNN states then live there), else None."""
-        self.id, self.cfg = worker_id, cfg
+        self.id, self.settings = worker_id, settings
+        self.env_cfg = OmegaConf.create(settings.env)  # what the env family's factory reads
         self.channel, self.client, self.acted_versions = channel, None, None
         self.buffers, self.stores = buffers, stores
         # Each policy's reward-shaping difference (PolicyStore.reward_shaping); None: no shaping to adjust.
@@ -84,45 +86,45 @@ class WorkerBase:
         self.free_slots, self.out_queue = free_slots, out_queue
         self.stop_flag, self.sync_round, self.parent_pid = stop_flag, sync_round, parent_pid
         self.parent_watch = mp.ParentWatch(parent_pid) if parent_pid is not None else None
-        self.rollout = cfg.algo.rollout
-        self.reward_scale, self.reward_clip = cfg.env.reward_scale, cfg.env.reward_clip
-        self.frameskip = cfg.env.frameskip
-        self.num_policies = cfg.algo.num_policies
+        self.rollout = settings.rollout
+        self.reward_scale, self.reward_clip = settings.reward_scale, settings.reward_clip
+        self.frameskip = settings.frameskip
+        self.num_policies = settings.num_policies
         self.owned: List[int] = []  # free slots handed to us by the learner
         self.round = 0
         self.timing: Dict[str, float] = {}  # seconds spent per part of the last rollout
-        self.sync_mode = not cfg.algo.async_rl
+        self.sync_mode = settings.sync
         self.outcomes: list = []  # self-play games against snapshots ended since the last message
         self.beat = heartbeats.numpy()[worker_id]
         self.beat[:] = (time.time(), -1, 0)
         self.restarts: List[float] = []  # times of this worker's env restarts (hardware.max_env_restarts per hour)
         self.restarts_done = 0  # since the last message
         self._in_env_call = False  # an env's step/reset runs: a hang timer may interrupt it
-        self._hang_timer = (cfg.hardware.max_env_restarts > 0 and cfg.hardware.restart_hung_envs
+        self._hang_timer = (settings.max_env_restarts > 0 and settings.restart_hung_envs
                             and parent_pid is not None)
         if self._hang_timer:  # a worker process: SIGALRM is ours (serial mode: the learner's process, no timer)
             signal.signal(signal.SIGALRM, self._on_alarm)
-        self.replace_nonfinite = cfg.env.nonfinite == "replace"
+        self.replace_nonfinite = settings.replace_nonfinite
         self.nonfinite_replaced = 0  # non-finite env values replaced by 0 since the last message
 
     def _init_policy(self, obs_space, action_space, group_sizes, fixed_policy: Optional[int] = None) -> None:
         """A model per store (trained policies, then snapshots) and the rows' policy mapping."""
         self.obs_space, self.action_space = obs_space, action_space
-        self.models = [build_model(self.cfg, obs_space, action_space).eval() for _ in self.stores]
+        self.models = [self.settings.model.build(obs_space, action_space).eval() for _ in self.stores]
         self.model = self.models[0]
         # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
-        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.hardware.precision == "bf16-mixed")
+        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.settings.bf16)
         if self.channel is None:
             self.versions = np.array([store.load_into(m) for store, m in zip(self.stores, self.models)], np.int64)
         else:  # the server acts: the worker follows the versions only (the opponent pool's filled slots)
             self.versions = np.array([store.current_version() for store in self.stores], dtype=np.int64)
             self.client = InferenceClient(self.channel, self.model.core is not None, self._check_alive,
-                                          self.cfg.hardware.worker_stall_timeout_sec)
+                                          self.settings.stall_timeout_sec)
         self.version = int(self.versions[0])
-        cfg = self.cfg
-        seed = None if cfg.seed is None else [int(cfg.seed), self.id, 31_337]
-        self.mapping = PolicyMapping(group_sizes, self.num_policies, cfg.pbt.mix_policies_in_one_env,
-                                     cfg.selfplay.pool_size, cfg.selfplay.latest_prob, np.random.default_rng(seed),
+        s = self.settings
+        seed = None if s.seed is None else [s.seed, self.id, 31_337]
+        self.mapping = PolicyMapping(group_sizes, self.num_policies, s.mix_policies_in_one_env,
+                                     s.pool_size, s.latest_prob, np.random.default_rng(seed),
                                      fixed_policy)
         self.mapping.start(self._filled_snapshots)
         self.single_policy = self.mapping.trivial
@@ -132,7 +134,7 @@ class WorkerBase:
         takes after its first reset (rollout x its index, as Sample Factory does), so that the
         envs of a worker do not end their episodes in the same rollout. Those steps are neither
         recorded nor counted."""
-        return self.rollout * env_index if self.cfg.hardware.decorrelate_envs_on_one_worker else 0
+        return self.rollout * env_index if self.settings.decorrelate_envs_on_one_worker else 0
 
     def _rnn_states(self, rows: int) -> torch.Tensor:
         """The rows' RNN states (in the inference channel with a server), zero at the start."""
@@ -175,7 +177,8 @@ class WorkerBase:
         row = rows.start + int(np.flatnonzero(flags)[0])
         value = rewards[row - rows.start] if field == "reward" else "NaN or inf"
         raise NonFiniteEnvOutput(
-            f"env {self.cfg.env.id!r} (rollout worker {self.id}, {self._row_name(row)}) returned a non-finite {field} "
+            f"env {self.settings.env_id!r} (rollout worker {self.id}, {self._row_name(row)}) returned a non-finite "
+            f"{field} "
             f"({value}) at step {int(self.games.lengths[row]) + 1} of its episode; env.nonfinite=replace turns such "
             "values into 0 and counts them")
 
@@ -273,7 +276,7 @@ class WorkerBase:
         if not self._hang_timer:
             return call(*args, **kwargs)
         self._in_env_call = True
-        signal.setitimer(signal.ITIMER_REAL, self.cfg.hardware.worker_stall_timeout_sec)
+        signal.setitimer(signal.ITIMER_REAL, self.settings.stall_timeout_sec)
         try:
             return call(*args, **kwargs)
         finally:
@@ -285,7 +288,7 @@ class WorkerBase:
         per hour); logs the restart. False: the error stops the run."""
         now = time.time()
         self.restarts = [t for t in self.restarts if now - t < 3600.0]
-        limit = self.cfg.hardware.max_env_restarts
+        limit = self.settings.max_env_restarts
         if len(self.restarts) >= limit:
             return False
         self.restarts.append(now)
@@ -297,7 +300,7 @@ class WorkerBase:
         return True
 
     def _restart_seed(self, env_index: int):
-        seed = env_seed(self.cfg, self.id, env_index)
+        seed = env_seed(self.settings.seed, self.id, env_index)
         return None if seed is None else int(seed) + 1_000_003 * len(self.restarts)
 
     def _close_quietly(self, env) -> None:
@@ -374,20 +377,20 @@ def force_single_thread():
     return threadpool_limits(limits=1)
 
 
-def decorrelation_delay(cfg, worker_id: int) -> float:
+def decorrelation_delay(settings: WorkerSettings, worker_id: int) -> float:
     """hardware.decorrelate_experience_max_seconds: worker `worker_id`'s pause before its first
     rollout, uniform in [0, max] (seeded by the run's seed and the worker; 0 when max is 0)."""
-    limit = float(cfg.hardware.decorrelate_experience_max_seconds)
+    limit = settings.decorrelate_experience_max_seconds
     if limit <= 0:
         return 0.0
-    seed = None if cfg.seed is None else [int(cfg.seed), worker_id, 4_242]
+    seed = None if settings.seed is None else [settings.seed, worker_id, 4_242]
     return float(np.random.default_rng(seed).uniform(0.0, limit))
 
 
-def decorrelation_sleep(worker_id: int, cfg, check_alive, beat) -> float:
+def decorrelation_sleep(worker_id: int, settings: WorkerSettings, check_alive, beat) -> float:
     """Sleeps `decorrelation_delay`, so workers hand in trajectories at spread-out times. The
     worker stays responsive: it stops when asked, and beats so it is not taken for stuck."""
-    delay = decorrelation_delay(cfg, worker_id)
+    delay = decorrelation_delay(settings, worker_id)
     end = time.monotonic() + delay
     while time.monotonic() < end:
         beat(-1)
@@ -396,7 +399,7 @@ def decorrelation_sleep(worker_id: int, cfg, check_alive, beat) -> float:
     return delay
 
 
-def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers, stores, free_slots, out_queue,
+def worker_process_main(worker_cls, worker_id: int, settings: WorkerSettings, buffers, stores, free_slots, out_queue,
                         stop_flag, sync_round, heartbeats, parent_pid: int, channel=None,
                         parent_state: Optional[dict] = None) -> None:
     """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
@@ -405,20 +408,18 @@ def worker_process_main(worker_cls, worker_id: int, cfg_container: Dict, buffers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_state is not None:
         mp.adopt(parent_state)
-    cfg = OmegaConf.create(cfg_container)
-    torch.set_num_threads(cfg.hardware.torch_threads)
-    os.nice(cfg.hardware.worker_nice)  # children (env processes) inherit it
-    hw = cfg.hardware
-    core = pin_to_core(worker_id) if hw.set_workers_cpu_affinity else None
-    limiter = force_single_thread() if hw.force_envs_single_thread else None  # noqa: F841 (held for the process)
+    torch.set_num_threads(settings.torch_threads)
+    os.nice(settings.worker_nice)  # children (env processes) inherit it
+    core = pin_to_core(worker_id) if settings.set_workers_cpu_affinity else None
+    limiter = force_single_thread() if settings.force_envs_single_thread else None  # noqa: F841 (held for the process)
     worker = None
     try:
-        worker = worker_cls(worker_id, cfg, buffers, stores, free_slots, out_queue, stop_flag, sync_round,
+        worker = worker_cls(worker_id, settings, buffers, stores, free_slots, out_queue, stop_flag, sync_round,
                             heartbeats, parent_pid, channel)
         out_queue.put(WorkerReady(worker_id))
         if core is not None:
             log.debug("rollout worker %d pinned to core %d", worker_id, core)
-        decorrelation_sleep(worker_id, cfg, worker._check_alive, worker._beat)
+        decorrelation_sleep(worker_id, settings, worker._check_alive, worker._beat)
         while True:
             worker.collect()
     except StopRequested:

@@ -18,7 +18,6 @@ import time
 from typing import Dict, List, Optional, Union
 
 import torch
-from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.door import SamplerHealth
@@ -132,11 +131,11 @@ class Sampler:
             return
         if hand_out_slots:
             self._hand_out_slots()
-        plain_cfg = self.settings.worker_config
+        workers = self.settings.workers
         state = mp.parent_state()
         for k in range(self.num_servers):
             served = {w: ch for w, ch in self.channels.items() if ch.server_id == k}
-            args = (k, plain_cfg, self.obs_space, self.action_space, self.stores, served, self.control[k][0],
+            args = (k, workers, self.obs_space, self.action_space, self.stores, served, self.control[k][0],
                     self.out_queue, self.stop_flag, os.getpid(), state)
             p = self.ctx.Process(target=server_process_main, args=args, name=f"inference-server-{k}", daemon=True)
             p.start()
@@ -145,7 +144,7 @@ class Sampler:
             if store.device_flat is not None:
                 self._send_device_weights(policy)
         for w in range(self.num_workers):
-            args = (self.worker_cls, w, plain_cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
+            args = (self.worker_cls, w, workers, self.buffers, self.stores, self.free_queues[w], self.out_queue,
                     self.stop_flag, self.sync_round, self.heartbeats, os.getpid(), self.channels.get(w), state)
             p = self.ctx.Process(target=worker_process_main, args=args, name=f"rollout-worker-{w}", daemon=True)
             p.start()
@@ -156,10 +155,9 @@ class Sampler:
         envs."""
         self._hand_out_slots()
         if self.serial:
-            cfg = OmegaConf.create(self.settings.worker_config)
             self.serial_workers = [
-                self.worker_cls(w, cfg, self.buffers, self.stores, self.free_queues[w], self.out_queue,
-                                self.stop_flag, self.sync_round, self.heartbeats, parent_pid=None)
+                self.worker_cls(w, self.settings.workers, self.buffers, self.stores, self.free_queues[w],
+                                self.out_queue, self.stop_flag, self.sync_round, self.heartbeats, parent_pid=None)
                 for w in range(self.num_workers)
             ]
         else:

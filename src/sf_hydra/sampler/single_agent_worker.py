@@ -15,6 +15,7 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.envs.episode_info import SHAPING_UNITS, episode_stats, game_continues
+from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler.env_groups import random_steps
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
@@ -26,19 +27,19 @@ from sf_hydra.trajectory import RolloutStaging
 class SingleAgentWorker(WorkerBase):
     """Single-agent envs, one trajectory slot per env and rollout, stepped in a Python loop."""
 
-    def __init__(self, worker_id: int, cfg, *args, **kwargs):
-        super().__init__(worker_id, cfg, *args, **kwargs)
-        n = cfg.hardware.num_envs_per_worker
-        self.envs = [make_env(cfg.env, seed=env_seed(cfg, worker_id, i)) for i in range(n)]
+    def __init__(self, worker_id: int, settings: WorkerSettings, *args, **kwargs):
+        super().__init__(worker_id, settings, *args, **kwargs)
+        n = settings.num_envs_per_worker
+        self.envs = [make_env(self.env_cfg, seed=env_seed(settings.seed, worker_id, i)) for i in range(n)]
         self._init_policy(self.envs[0].observation_space, self.envs[0].action_space, [1] * n)
         self.obs = self._obs_arrays(n)
         self.rnn = self._rnn_states(n)
-        bounds = np.linspace(0, n, cfg.hardware.worker_num_splits + 1).astype(int)
+        bounds = np.linspace(0, n, settings.worker_num_splits + 1).astype(int)
         self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         self.games = EpisodeTracker(n)
         self.staging = RolloutStaging(self.buffers, n)
         for i, env in enumerate(self.envs):
-            seed = env_seed(cfg, worker_id, i)
+            seed = env_seed(settings.seed, worker_id, i)
             self._store_obs(i, random_steps(env, self.decorrelation_steps(i), seed, env.reset(seed=seed)[0]))
         # An episode that random steps started is not reported: its return and length would be partial.
         self.dropping = {i for i in range(n) if self.decorrelation_steps(i) > 0}
@@ -98,10 +99,10 @@ class SingleAgentWorker(WorkerBase):
     def _restart_env(self, i: int, error: Exception):
         """Re-creates env i after `error` (within hardware.max_env_restarts), returning its first
         observation; else re-raises the env's error, which stops the run."""
-        if not self._may_restart(f"env {i} ({self.cfg.env.id!r})", error):
+        if not self._may_restart(f"env {i} ({self.settings.env_id!r})", error):
             raise error
         self._close_quietly(self.envs[i])
-        self.envs[i] = make_env(self.cfg.env, seed=self._restart_seed(i))
+        self.envs[i] = make_env(self.env_cfg, seed=self._restart_seed(i))
         return self.env_call(self.envs[i].reset, seed=self._restart_seed(i))[0]
 
     def _bootstrap_values(self, split: slice) -> None:

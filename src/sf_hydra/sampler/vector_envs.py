@@ -40,11 +40,11 @@ def check_batched_sampling(cfg) -> None:
     family.check_vector_backend(cfg.env, backend)
 
 
-def make_vector_env(cfg, num_envs: int, seed) -> VectorEnv:
-    """Not reset yet: the caller resets it with its seed."""
-    backend = cfg.hardware.vector_backend
-    vec = None if backend == "sync" else env_family(cfg.env).make_vector(cfg.env, num_envs, seed, backend)
-    return vec if vec is not None else _sync(cfg.env, num_envs, seed)
+def make_vector_env(env_cfg, backend: str, num_envs: int, seed) -> VectorEnv:
+    """`num_envs` envs of `env_cfg` as one vector env of `backend` (hardware.vector_backend), not reset yet:
+    the caller resets it with its seed."""
+    vec = None if backend == "sync" else env_family(env_cfg).make_vector(env_cfg, num_envs, seed, backend)
+    return vec if vec is not None else _sync(env_cfg, num_envs, seed)
 
 
 def _sync(env_cfg, num_envs: int, seed) -> VectorEnv:
