@@ -18,7 +18,6 @@ import dataclasses
 import difflib
 import importlib.util
 import inspect
-import logging
 import os
 import re
 from pathlib import Path
@@ -38,7 +37,6 @@ from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.sweep_folders import is_multirun
 from sf_hydra.env_names import check_env_overrides
 
-log = logging.getLogger(__name__)
 SKIP_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
 SLURM_EXTRA = 'pip install -e ".[slurm]"'
 SUBMITIT_LAUNCHERS = ("local_parallel", "slurm", "submitit_local", "submitit_slurm")
