@@ -1,15 +1,15 @@
-"""The command line checked before Hydra starts the run: one message shape for every bad input,
-`key=value is not allowed: ...` (ConfigError), and nothing written into the run folder.
+"""The schema stage (sf_hydra.checks): train.py's command line composed and checked before Hydra starts
+the run, with one message shape for every bad input, `key=value is not allowed: ...` (ConfigError), and
+nothing written into the run folder.
 
-`train.py` composes the config here the way `hydra.main` will (same search path, `--config-dir`,
-`--config-name`), and turns what Hydra and OmegaConf raise while composing (an unparsable override,
-an unknown key, a value of the wrong type or outside an Enum, an unknown group option) into a
-ConfigError that names the key, with the near matches (difflib) and the keys or options there are.
-It also refuses what Hydra accepts silently: `+group.key=...` adding a key to a typed node
-(`+algo.learnign_rate=1`). A single run is then validated (sf_hydra.train.check_config), its
-`train_dir` must be creatable, and its run folder is locked (sf_hydra.run_dir.RunLock) before
-Hydra writes `.hydra/` and `train.log` into it. In --multirun only the keys are checked here (with
-the first value of each sweep): each run's values are checked in its own job, as before.
+`compose_command_line` composes the config the way `hydra.main` will (same primary config folder,
+`--config-dir`, `--config-name`), through Hydra's public compose API, and turns what Hydra and OmegaConf
+raise while composing (an unparsable override, an unknown key, a value of the wrong type or outside an
+Enum, an unknown group option) into a ConfigError that names the key, with the near matches (difflib)
+and the keys or options there are. It also refuses what Hydra accepts silently: `+group.key=...` adding
+a key to a typed node (`+algo.learnign_rate=1`), and checks the env names, the launcher's packages and
+that `train_dir` can be created. In --multirun only the keys are checked (with the first value of each
+sweep): each run's values are checked in its own job.
 """
 
 from __future__ import annotations
@@ -17,60 +17,93 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
-import logging
+import inspect
 import os
 import re
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from hydra import compose, initialize_config_dir, initialize_config_module
+from hydra._internal.utils import get_args_parser  # hydra.main's own argument parser: no public equivalent
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, MissingConfigException
+from hydra.utils import get_object
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from sf_hydra.config import register_configs
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.sweep_folders import is_multirun
+from sf_hydra.env_names import check_env_overrides
 
-log = logging.getLogger(__name__)
 SKIP_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
 SLURM_EXTRA = 'pip install -e ".[slurm]"'
 SUBMITIT_LAUNCHERS = ("local_parallel", "slurm", "submitit_local", "submitit_slurm")
 SHOWN_KEYS = 40  # a group's keys listed in a message, at most
+SEARCHPATH = "hydra.searchpath"
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _initialize(primary: str):
+    """Hydra's global state for `primary`, the config folder hydra.main reads (cli.py's config_path, or
+    --config-path): a package (pkg://), or a folder (relative: to cli.py's folder, as hydra.main takes it)."""
+    if primary.startswith("pkg://"):
+        return initialize_config_module(primary[len("pkg://"):].replace("/", "."), job_name="train",
+                                        version_base="1.3")
+    folder = primary[len("file://"):] if primary.startswith("file://") else primary
+    if not os.path.isabs(folder):
+        folder = os.path.join(os.path.dirname(os.path.realpath(__file__)), folder)
+    return initialize_config_dir(os.path.normpath(folder), job_name="train", version_base="1.3")
 
 
 class Composer:
-    """Composes the config as hydra.main would for `argv` (Hydra's own argument parser and search path)."""
+    """Composes the config as hydra.main would for `args` (Hydra's parsed command line). `--config-dir`
+    becomes a `hydra.searchpath` entry: hydra.main puts that folder where Hydra puts hydra.searchpath's
+    (after the primary folder and the plugins', before the schema), ahead of any hydra.searchpath given."""
 
     def __init__(self, args, config_dir: str):
-        from hydra._internal.hydra import Hydra
-        from hydra._internal.utils import create_automatic_config_search_path
-        from hydra.core.config_search_path import SearchPathQuery
-        from hydra.core.global_hydra import GlobalHydra
-
         self.config_name = args.config_name or "train"
-        cli_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli.py")  # hydra.main's caller
-        search_path = create_automatic_config_search_path(cli_file, None, args.config_path or config_dir)
+        self.extra: List[str] = []
         if args.config_dir is not None:
             extra = os.path.abspath(args.config_dir)
             if not os.path.isdir(extra):
                 raise ConfigError("--config-dir", args.config_dir, "an existing folder")
-            search_path.prepend(provider="command-line", path=f"file://{extra}",
-                                anchor=SearchPathQuery(provider="schema"))
+            self.extra = [f"file://{extra}"]
         GlobalHydra.instance().clear()
-        self.hydra = Hydra.create_main_hydra2(task_name="train", config_search_path=search_path)
+        self.context = _initialize(args.config_path or config_dir)
+
+    def _with_search_path(self, overrides: Sequence[str]) -> List[str]:
+        if not self.extra:
+            return list(overrides)
+        given: List[str] = []
+        rest = []
+        for arg in overrides:
+            if _key_value(arg)[0] == SEARCHPATH:
+                value = OverridesParser.create().parse_override(arg).value()
+                given = [str(v) for v in value] if isinstance(value, list) else []
+            else:
+                rest.append(arg)
+        return rest + [f"{SEARCHPATH}=[{','.join(_quoted(p) for p in self.extra + given)}]"]
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
-        from hydra.types import RunMode
-
-        return self.hydra.compose_config(self.config_name, list(overrides), run_mode=RunMode.RUN,
-                                         with_log_configuration=False)
-
-    def group_exists(self, name: str) -> bool:
-        return self.hydra.config_loader.repository.group_exists(name)
+        return compose(self.config_name, self._with_search_path(overrides), return_hydra_config=True)
 
     def group_options(self, group: str) -> List[str]:
-        return sorted(self.hydra.config_loader.get_group_options(group))
+        loader = GlobalHydra.instance().config_loader()
+        return sorted(loader.get_group_options(group, config_name=self.config_name,
+                                               overrides=self._with_search_path([])))
+
+    def group_exists(self, name: str) -> bool:
+        loader = GlobalHydra.instance().config_loader()
+        return bool(loader.get_group_options(name, results_filter=None, config_name=self.config_name,
+                                             overrides=self._with_search_path([])))
 
     def close(self) -> None:
-        from hydra.core.global_hydra import GlobalHydra
-
+        self.context.__exit__(None, None, None)  # Hydra's global state as it was before
         GlobalHydra.instance().clear()
 
 
@@ -84,9 +117,6 @@ def _shown_key(key: str) -> str:
 
 
 def _parse(overrides: Sequence[str]):
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     parser, parsed = OverridesParser.create(), []
     for arg in overrides:
         try:
@@ -171,9 +201,6 @@ def _safe_compose(composer: Composer, overrides: Sequence[str]) -> Optional[Dict
 
 def framed(exc: Exception, composer: Composer, overrides: Sequence[str]) -> ConfigError:
     """What Hydra raised while composing `overrides`, as a ConfigError naming the key."""
-    from hydra.errors import MissingConfigException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
-
     cause = exc.__cause__
     text = str(exc).strip()
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
@@ -243,10 +270,6 @@ def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Seq
 def _arguments(target: str) -> Optional[List[str]]:
     """The keyword arguments the callable at dotted path `target` takes; None when it takes any (**kwargs) or
     they cannot be known (check_config names a target that does not import)."""
-    import inspect
-
-    from hydra.utils import get_object
-
     try:
         params = list(inspect.signature(get_object(target)).parameters.values())
     except Exception:
@@ -285,13 +308,14 @@ def check_creatable(key: str, folder) -> None:
         raise ConfigError(key, str(folder), f"a folder that can be created: permission denied on {probe}")
 
 
-def precheck(argv: Sequence[str], config_dir: str, multirun: bool, rules_passed: Optional[Callable] = None):
-    """Raises ConfigError for bad input in `argv` (Hydra's command line). For a single run returns the
-    composed config after sf_hydra.train.check_config passed; None when Hydra only shows something (--help, --cfg)
-    or in --multirun. `rules_passed`: called (single runs) once the config's own rules passed, before the checks
-    that import torch and the envs (train.py starts the sampler's fork server there)."""
-    from hydra._internal.utils import get_args_parser
-
+def compose_command_line(argv: Sequence[str], config_dir: str) -> Optional[DictConfig]:
+    """The schema stage: raises ConfigError for bad input in `argv` (Hydra's command line). For a single run
+    returns the composed config, without Hydra's node (as the task function gets it); None when Hydra only
+    shows something (--help, --cfg) or in --multirun (its keys checked with each sweep's first value)."""
+    register_configs()  # the schema nodes
+    check_env_overrides(argv, Path(config_dir))
+    multirun = is_multirun(argv) or any(a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun")
+                                        for a in argv)
     args = get_args_parser().parse_args(list(argv))
     if any(getattr(args, flag, None) for flag in SKIP_FLAGS):
         return None
@@ -301,9 +325,6 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool, rules_passed:
     if multirun:
         overrides = _first_of_sweeps(parsed)
         parsed = _parse(overrides)
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
     composer = Composer(args, config_dir)
     try:
         try:
@@ -313,39 +334,9 @@ def precheck(argv: Sequence[str], config_dir: str, multirun: bool, rules_passed:
         _check_additions(cfg, parsed, composer, overrides)
     finally:
         composer.close()
-    key = "run_dir" if any(_key_value(a)[0].lstrip("+~") == "run_dir" for a in overrides) else "train_dir"
     check_creatable("train_dir", cfg.train_dir)
     if multirun:
         return None
-    from omegaconf import open_dict
-
-    from sf_hydra.config import validate
-
     with open_dict(cfg):
         cfg.pop("hydra", None)  # the task function's config has no hydra node either
-    validate(cfg)  # the config's own rules first: they need no heavy import (torch, envs) to refuse
-    if rules_passed is not None:
-        try:
-            rules_passed()
-        except Exception as e:  # a start-up speed-up only: its failure must not skip the checks below
-            log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
-    from sf_hydra.train import check_config
-
-    check_config(cfg)
-    check_creatable(key, cfg.run_dir)
-    from sf_hydra.resume_config import check_resume_config
-
-    check_resume_config(cfg, Path(cfg.run_dir).absolute())  # a resume keeps its saved config
     return cfg
-
-
-def check_command_line(argv: Sequence[str], config_dir: str, rules_passed: Optional[Callable] = None):
-    """Every check of train.py's command line before Hydra runs: the env names, then `precheck`."""
-    from sf_hydra.config.sweep_folders import is_multirun
-    from sf_hydra.env_names import check_env_overrides
-
-    register_configs()  # the schema nodes (train.py's import of sf_hydra.cli registered them already)
-    check_env_overrides(argv, Path(config_dir))
-    multirun = is_multirun(argv) or any(a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun")
-                                        for a in argv)
-    return precheck(argv, config_dir, multirun, rules_passed)

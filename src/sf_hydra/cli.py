@@ -1,4 +1,6 @@
-"""Hydra entry points (`train.py` at the repo root and the `sf-train` console script)."""
+"""Hydra entry points (`train.py` at the repo root and the `sf-train` console script, `enjoy.py` and
+`sf-enjoy`). Importing this module defines them and does nothing else: the configs are found, the schema
+registered and the command line rewritten (once) when an entry point runs."""
 
 from __future__ import annotations
 
@@ -10,52 +12,65 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, List, Optional, Sequence
 
 import hydra
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from sf_hydra.checks import Checked, check_command_line
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.location import find_configs
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
-from sf_hydra.faults import EXIT_BAD_CONFIG, Fault
-from sf_hydra.help import help_request, print_help, prog
+from sf_hydra.faults import EXIT_BAD_CONFIG, Fault, NonFiniteTraining
+from sf_hydra.help import help_request, print_enjoy_help, print_help, prog
+from sf_hydra.launch import signals
+from sf_hydra.run_dir import RunLock
 from sf_hydra.sample_factory.translate import sf_command_line
+from sf_hydra.sampler import mp
 
-CONFIG_PATH, CONFIG_DIR = find_configs()
 log = logging.getLogger("sf_hydra")
 
-register_configs()
+
+def __getattr__(name: str):
+    """CONFIG_PATH and CONFIG_DIR (find_configs), found when first read rather than when this module is imported."""
+    if name in ("CONFIG_PATH", "CONFIG_DIR"):
+        return find_configs()[name == "CONFIG_DIR"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="train")
-def _train(cfg: DictConfig):
-    from sf_hydra.faults import NonFiniteTraining  # not from the learner: that would import Lightning before
-    from sf_hydra.sampler.sampler import SamplerError  # train() launched the workers (they start meanwhile)
-    from sf_hydra.train import train
+def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
+    """hydra.main's task function for train.py; `checked`: the stages the command line's checks passed
+    (a single run), which train() does not run again on Hydra's compose of the same command line."""
 
-    in_sweep = use_sweep_folder(cfg)
-    try:
-        summary = train(cfg)
-    except (ConfigError, SamplerError, NonFiniteTraining, Fault) as e:
-        log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
-        if in_sweep:
-            raise  # Hydra records this run as failed, runs the others, then reports it
-        sys.exit(EXIT_BAD_CONFIG if isinstance(e, ConfigError) else getattr(e, "exit_code", 1))
-    from sf_hydra.launch import signals
+    def task(cfg: DictConfig) -> float:
+        # Imported here, not above: torch and Lightning, which a refused command line never imports (the
+        # sampler's fork server imports them meanwhile, started once the config's own rules passed).
+        from sf_hydra.sampler.sampler import SamplerError
+        from sf_hydra.train import train
 
-    if signals.received() is not None and not in_sweep:
-        sys.exit(128 + signals.received())  # this session was stopped (with a checkpoint) by that signal
-    # Sweepers (e.g. Optuna) optimise what the task function returns.
-    return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
+        in_sweep = use_sweep_folder(cfg)
+        try:
+            summary = train(cfg, checked)
+        except (ConfigError, SamplerError, NonFiniteTraining, Fault) as e:
+            log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
+            if in_sweep:
+                raise  # Hydra records this run as failed, runs the others, then reports it
+            sys.exit(EXIT_BAD_CONFIG if isinstance(e, ConfigError) else getattr(e, "exit_code", 1))
+        if signals.received() is not None and not in_sweep:
+            sys.exit(128 + signals.received())  # this session was stopped (with a checkpoint) by that signal
+        # Sweepers (e.g. Optuna) optimise what the task function returns.
+        return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
+
+    return task
 
 
 def use_sweep_folder(cfg: DictConfig) -> bool:
     """In --multirun, a run's folder is the one Hydra made for it inside the sweep's folder."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode != RunMode.MULTIRUN:
         return False
@@ -94,7 +109,7 @@ def ends_process(main: Callable[[], None]) -> Callable[[], None]:
 
 @ends_process
 def train_main() -> None:
-    """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.bad_input);
+    """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.checks);
     exit codes: README.md, "Exit codes"."""
 
     def stop_starting(signum, frame):  # SIGTERM before training takes the signals: stop, cleaning up
@@ -111,39 +126,48 @@ def train_main() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+def train_command_line(argv: Sequence[str], config_dir: str) -> List[str]:
+    """What Hydra gets for train.py's `argv`: Sample Factory's flags translated, the aliases spelled out
+    (config/aliases.py) and, in --multirun, the sweep's folder names (config/sweep_folders.py)."""
+    argv = apply_aliases(sf_command_line(argv, config_dir, prog("train.py")))
+    if help_request(argv) is None and is_multirun(argv):
+        try:
+            argv = with_overrides(argv, sweep_overrides(argv))
+        except HydraException:
+            pass  # an override that does not parse: the checks refuse it, naming it
+    return argv
+
+
 def _train_main() -> None:
-    from sf_hydra.bad_input import check_command_line
-    from sf_hydra.run_dir import RunLock
-
-    sys.argv[1:] = apply_aliases(sf_command_line(sys.argv[1:], CONFIG_DIR, prog("train.py")))
+    config_path, config_dir = find_configs()
+    register_configs()
+    sys.argv[1:] = train_command_line(sys.argv[1:], config_dir)  # the one rewrite, before anything reads it
     if help_request(sys.argv[1:]) is not None:  # our --help [prefix]: groups and keys from the schema
-        sys.exit(print_help(sys.argv[1:], CONFIG_DIR))
+        sys.exit(print_help(sys.argv[1:], config_dir))
+    checked = None
     try:
-        from sf_hydra.sampler import mp
-
         # Once the config's own rules pass, the fork server imports torch for the workers while this
-        # process imports it for the checks that need it (targets, envs, the resume config).
-        cfg = check_command_line(sys.argv[1:], CONFIG_DIR, rules_passed=mp.warm_up)
-        if cfg is not None:  # a single run: its folder is ours until this process ends
-            RunLock(Path(cfg.run_dir).absolute()).acquire()
+        # process imports what the later stages need (the targets' modules, the env family's code).
+        checked = check_command_line(sys.argv[1:], config_dir, rules_passed=mp.warm_up)
+        if checked is not None:  # a single run: its folder is ours until this process ends
+            RunLock(Path(checked.cfg.run_dir).absolute()).acquire()
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     except Fault as e:
         print(e, file=sys.stderr)
         sys.exit(e.exit_code)
-    except Exception as e:  # a check that failed in itself: Hydra composes again and reports what it finds
-        from hydra.core.global_hydra import GlobalHydra
-
+    except Exception as e:  # a check that failed in itself: Hydra composes again and train() runs every check
         GlobalHydra.instance().clear()
+        checked = None
         log.debug("command-line check skipped: %r", e)
-    if is_multirun(sys.argv[1:]):
-        sys.argv[1:] = with_overrides(sys.argv[1:], sweep_overrides(sys.argv[1:]))
-    _train()
+    # Hydra composes the command line again: hydra.main owns the run (its folder, .hydra/, the job's
+    # logging, --multirun's sweeper and launcher) and takes no composed config (docs/validation.md).
+    hydra.main(version_base="1.3", config_path=config_path, config_name="train")(train_task(checked))()
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="enjoy")
 def _enjoy(cfg: DictConfig):
+    # Imported here, not above: torch and the envs, which `enjoy.py --help` and a bad command line never need.
     from sf_hydra.enjoy import enjoy
 
     if cfg.episodes < 1:
@@ -158,9 +182,9 @@ def _enjoy(cfg: DictConfig):
 
 @ends_process
 def enjoy_main() -> None:
-    from sf_hydra.help import print_enjoy_help
-
-    sys.argv[1:] = sf_command_line(sys.argv[1:], CONFIG_DIR, prog("enjoy.py"), stage="enjoy")
+    config_path, config_dir = find_configs()
+    register_configs()
+    sys.argv[1:] = sf_command_line(sys.argv[1:], config_dir, prog("enjoy.py"), stage="enjoy")
     if help_request(sys.argv[1:]) is not None:  # enjoy's keys and their meanings, not Hydra's generic help
-        sys.exit(print_enjoy_help(sys.argv[1:], CONFIG_DIR))
-    _enjoy()
+        sys.exit(print_enjoy_help(sys.argv[1:], config_dir))
+    hydra.main(version_base="1.3", config_path=config_path, config_name="enjoy")(_enjoy)()

@@ -13,6 +13,7 @@ unresolved (`${...}` interpolations as written).
 
 from __future__ import annotations
 
+import sys
 import textwrap
 import typing
 from dataclasses import is_dataclass
@@ -21,9 +22,12 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 import yaml
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.config.docs import class_doc, field_docs
+from sf_hydra.env_names import SERVED_FAMILY, env_configs
 
 HELP_FLAGS = ("--help", "-h")
 WIDTH = 120
@@ -54,8 +58,6 @@ sf_hydra enjoy: plays a trained run's policy (its config and checkpoint come fro
 
 def prog(script: str) -> str:
     """How the user started us: `sf-train` / `sf-enjoy` (console scripts) or `python train.py`."""
-    import sys
-
     name = Path(sys.argv[0]).name
     return name if name.startswith("sf-") else f"python {script}"
 
@@ -77,9 +79,6 @@ def help_request(argv: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
 
 
 def compose_for_help(config_dir: str, overrides: Sequence[str], config_name: str = "train") -> DictConfig:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
@@ -90,11 +89,6 @@ def compose_for_help(config_dir: str, overrides: Sequence[str], config_name: str
 
 def group_options(config_dir: str, cfg: DictConfig) -> List[Tuple[str, str, List[str]]]:
     """[(group, chosen option, options)] for the groups a user picks from."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from sf_hydra.env_names import SERVED_FAMILY, env_configs
-
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
     groups = sorted(g for g in choices if not g.startswith(HIDDEN_GROUPS)
                     and (not g.startswith("hydra/") or g in SHOWN_HYDRA_GROUPS))
@@ -212,8 +206,6 @@ def render(cfg: DictConfig, groups, prefix: str = "") -> str:
 def print_help(argv: Sequence[str], config_dir: str) -> int:
     """Prints the help `argv` asks for; the exit status (2: nothing matches the prefix or the
     overrides do not compose)."""
-    import sys
-
     prefix, overrides = help_request(argv)
     try:
         cfg = compose_for_help(config_dir, overrides)
@@ -229,8 +221,6 @@ def print_help(argv: Sequence[str], config_dir: str) -> int:
 
 def print_enjoy_help(argv: Sequence[str], config_dir: str) -> int:
     """`python enjoy.py --help [prefix]`: enjoy's keys (sf_hydra.config.schema.EnjoyConfig) with their meanings."""
-    import sys
-
     prefix, overrides = help_request(argv)
     try:
         cfg = compose_for_help(config_dir, overrides, "enjoy")

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Tuple
 from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.faults import Fault
 
 log = logging.getLogger("sf_hydra")
 
@@ -128,14 +129,10 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
     try:
         saved = OmegaConf.load(run_dir / CONFIG)
     except Exception as e:  # not yaml, or not a mapping: say so rather than resume blind
-        from sf_hydra.faults import Fault
-
         raise Fault(f"the saved config {run_dir / CONFIG} of the run to resume cannot be read ({type(e).__name__}: "
                     f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); restart_behavior=restart (moves "
                     "the old run aside) or restart_behavior=overwrite starts anew") from None
     if not isinstance(saved, DictConfig):
-        from sf_hydra.faults import Fault
-
         raise Fault(f"the saved config {run_dir / CONFIG} of the run to resume is not a mapping; "
                     "restart_behavior=restart or restart_behavior=overwrite starts anew")
     refused, accepted, ignored = config_differences(cfg, saved)

@@ -1,4 +1,4 @@
-"""One training run from a composed config: validate, prepare the run folder, build the
+"""One training run from a composed config: check it (sf_hydra.checks), prepare the run folder, build the
 learner and sampler, fit, and leave a checkpoint and a summary behind whatever happens."""
 
 from __future__ import annotations
@@ -6,34 +6,20 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
 import time
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-import torch
-
 from sf_hydra import run_dir as rd
-from sf_hydra.config import ConfigError, validate
-from sf_hydra.config.validation import check_pbt_against_env
-from sf_hydra.envs import check_env, episode_stats, reward_shaping
-from sf_hydra.faults import EnvStartError, NonFiniteTraining
+from sf_hydra.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
+from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
-from sf_hydra.plan import RunPlan, plan_run
-from sf_hydra.resume_config import check_resume_config, save_config
-from sf_hydra.targets import check_targets
+from sf_hydra.plan import RunPlan, seed_everything  # noqa: F401 (seed_everything: re-exported)
+from sf_hydra.resume_config import save_config
 
 log = logging.getLogger("sf_hydra")
-
-
-def seed_everything(seed: Optional[int]) -> None:
-    if seed is not None:
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
 
 
 def quiet_lightning() -> None:
@@ -142,58 +128,19 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
     return summary
 
 
-def check_config(cfg) -> None:
-    """Every check that runs before any process starts, raising ConfigError: the config's own
-    rules (sf_hydra.config), then, from the layers above it, every `_target_` importable, the
-    env family's validation of its node, and the sampler's vector-backend choice."""
-    from sf_hydra.sampler.vector_envs import check_batched_sampling
-
-    validate(cfg)
-    check_targets(cfg)
-    check_env(cfg.env)
-    check_pbt_against_env(cfg, episode_stats(cfg.env), reward_shaping(cfg.env))
-    check_batched_sampling(cfg)
-
-
-def check_config_against_env(cfg):
-    """The rules that need the env's spaces, read from one env build (or hardware.use_env_info_cache)
-    and from a model built from the config: raises ConfigError before any process starts and before
-    the run folder is touched (restart_behavior=overwrite must not delete a run for a bad key).
-    Returns the env's EnvInfo."""
-    from sf_hydra.learner.loss_rules import check_losses_apply
-    from sf_hydra.models import build_model
-    from sf_hydra.models.actor_critic import check_model_for_env
-    from sf_hydra.sampler.env_info import env_info
-    from sf_hydra.sampler.sampler import check_sampling_options
-    from sf_hydra.trajectory import model_trajectory_spec
-
-    try:
-        env = env_info(cfg)  # one env build (or the cache): its spaces and agent count
-    except ConfigError:
-        raise  # an env key the env's own checks refuse (env.downsample=0): a bad config, not a crash
-    except Exception as e:
-        raise EnvStartError(cfg.env, e) from e
-    check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
-    check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
-    with torch.random.fork_rng():  # the learner's initial weights stay those of the seed
-        model = build_model(cfg, env.observation_space, env.action_space)
-    spec = model_trajectory_spec(env.observation_space, env.action_space, model, cfg.algo.num_policies)
-    check_losses_apply(cfg.algo, env.action_space, spec)  # symmetric_kl, kl_loss_coeff: the spaces, the model
-    return env
-
-
-def train(cfg) -> dict:
-    """Runs (or resumes) the experiment described by `cfg`; returns the run's summary."""
-    check_config(cfg)
+def train(cfg, checked: Optional[Checked] = None) -> dict:
+    """Runs (or resumes) the experiment described by `cfg`; returns the run's summary. The checks
+    (sf_hydra.checks) run before the run folder is locked; those `checked` (the command line's, before
+    Hydra composed this config) passed for an equal config are not run again."""
+    check_before_start(cfg, checked)
     run_dir = Path(cfg.run_dir).absolute()
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
         return _train_in(cfg, run_dir)
 
 
 def _train_in(cfg, run_dir: Path) -> dict:
-    env = check_config_against_env(cfg)
+    plan = check_config_against_env(cfg)  # the last stage of sf_hydra.checks: the run's plan, seeded
     rd.prepare(run_dir, cfg.restart_behavior)
-    check_resume_config(cfg, run_dir)  # a resumed run keeps its saved config: other changes are refused
     done = rd.finished_summary(run_dir, cfg.train_for_env_steps)
     if done is not None:
         log.info("run folder %s: already trained for %d env steps (train_for_env_steps=%d); nothing to do", run_dir,
@@ -201,12 +148,9 @@ def _train_in(cfg, run_dir: Path) -> dict:
         return done
     ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
     save_config(cfg, run_dir)
-    torch.set_num_threads(cfg.hardware.torch_threads)
-    seed_everything(cfg.seed)
 
     from sf_hydra.sampler.sampler import SamplerError
 
-    plan = plan_run(cfg, env)  # the learner's initial policies, from the seeded random state
     # the workers start while this process imports Lightning and builds the learner
     sampler = launch_sampler(plan, hand_out_slots=ckpt is None and not cfg.pbt.with_pbt)
     failed = True

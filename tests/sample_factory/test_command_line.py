@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from sf_hydra.bad_input import check_command_line
+from sf_hydra.checks import check_command_line
 from sf_hydra.sample_factory.translate import sf_flags_in, translate_argv
 from tests.conftest import CONF_DIR, REPO_ROOT
 

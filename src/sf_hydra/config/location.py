@@ -4,6 +4,7 @@ import_sf_config.py) all ask here, so they read the same folder."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 from typing import Tuple
@@ -11,6 +12,7 @@ from typing import Tuple
 CONFIG_PACKAGE = "sf_hydra_conf"  # conf/ (and experiments/ in it) as installed by `pip install .`
 
 
+@functools.lru_cache(maxsize=None)
 def find_configs() -> Tuple[str, str]:
     """(config_path for Hydra, the same configs' folder on disk): the checkout's conf/ when sf_hydra
     runs from a checkout (`python train.py`, an editable install: an edit applies at once), else the

@@ -1,0 +1,177 @@
+"""Every check of a launch, as one ordered list of stages (docs/validation.md: where a new rule goes).
+
+Each stage owns its inputs: a rule belongs to the first stage that has everything it reads. Each
+refuses with ConfigError(key, value, allowed), before any process starts and before anything is
+written into the run folder.
+
+    schema       the command line: override syntax, key names, types, Enum values, `+key=` additions,
+                 group options, env names, launcher packages, a creatable train_dir   (sf_hydra.bad_input)
+    config       the config's own values, key against key                  (sf_hydra.config.validate)
+    targets      every `_target_`: a dotted path that imports              (sf_hydra.targets)
+    family       what the env family declares, without building an env: its node's rules, its episode
+                 statistics and reward shaping (PBT), its vector backends
+    run folder   the run folder: creatable, and a resume keeps its saved config (sf_hydra.resume_config)
+    env          one env build (or hardware.use_env_info_cache): the agent count, the spaces, a model
+                 built for them and the losses (check_config_against_env; returns the EnvInfo)
+
+A launch runs each stage once. `python train.py` runs schema to run folder in `check_command_line`,
+before Hydra (Hydra writes `.hydra/` and `train.log` into the run folder before the task function
+runs); `hydra.main` then composes the same command line again (it owns the run: output folder, job
+logging, sweeps, launchers, and takes no composed config), and train() skips the stages that passed
+for an equal config (`Checked`). train(cfg) called with a composed config runs every stage but the
+schema, which Hydra's compose applied. The env stage runs in train, where its EnvInfo is used.
+
+This module is on the refusal path of the command line, which stays light (no torch, no Lightning:
+tests/config/test_refusal_is_light.py): a stage that needs the layers above sf_hydra.config imports
+them when it runs, after the config's own rules passed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+from omegaconf import DictConfig, OmegaConf
+
+from sf_hydra.bad_input import check_creatable, compose_command_line
+from sf_hydra.config import ConfigError, validate
+from sf_hydra.config.validation import check_pbt_against_env
+from sf_hydra.faults import EnvStartError
+from sf_hydra.resume_config import check_resume_config
+from sf_hydra.targets import check_targets
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    owns: str  # what its rules read; a rule that needs more belongs to a later stage
+    check: Callable  # raises ConfigError; schema: (argv, config_dir) -> cfg; the others: (cfg) -> Any
+
+
+def check_family(cfg) -> None:
+    """The env family's own rules, from its code and declarations; no env is built."""
+    # Imported here, not above: env families import numpy and gymnasium, the sampler's module torch, and a
+    # refusal by an earlier stage stays light.
+    from sf_hydra.envs import check_env, episode_stats, reward_shaping
+    from sf_hydra.sampler.vector_envs import check_batched_sampling
+
+    check_env(cfg.env)
+    check_pbt_against_env(cfg, episode_stats(cfg.env), reward_shaping(cfg.env))
+    check_batched_sampling(cfg)
+
+
+def check_run_folder(cfg) -> None:
+    """The run folder can be created and, when the run resumes, the config is the one it was saved with."""
+    run_dir = Path(cfg.run_dir).absolute()
+    check_creatable("train_dir" if OmegaConf.is_interpolation(cfg, "run_dir") else "run_dir", cfg.run_dir)
+    check_resume_config(cfg, run_dir)  # reads the folder's config.yaml; writes nothing
+
+
+def check_config_against_env(cfg):
+    """The rules that need the env's spaces, read from one env build (or hardware.use_env_info_cache),
+    and the run's plan (sf_hydra/plan.py) built for them from the run's seed: its policies are the
+    learner's initial models, its trajectory spec the one the loss rules read. Raises ConfigError before
+    any process starts and before the run folder is touched (restart_behavior=overwrite must not delete
+    a run for a bad key). Seeds torch, numpy and random with `seed` first. Returns the plan."""
+    # Imported here, not above: torch and the env, model and learner code; a refusal by an earlier stage
+    # (the command line's, before Hydra) imports none of them.
+    import torch
+
+    from sf_hydra.learner.loss_rules import check_losses_apply
+    from sf_hydra.models.actor_critic import check_model_for_env
+    from sf_hydra.plan import plan_run, seed_everything
+    from sf_hydra.sampler.env_info import env_info
+    from sf_hydra.sampler.sampler import check_sampling_options
+
+    try:
+        env = env_info(cfg)  # one env build (or the cache): its spaces and agent count
+    except ConfigError:
+        raise  # an env key the env's own checks refuse (env.downsample=0): a bad config, not a crash
+    except Exception as e:
+        raise EnvStartError(cfg.env, e) from e
+    check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
+    check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
+    torch.set_num_threads(cfg.hardware.torch_threads)
+    seed_everything(cfg.seed)
+    plan = plan_run(cfg, env)  # the learner's initial policies, from the seeded random state
+    check_losses_apply(cfg.algo, env.action_space, plan.spec)  # symmetric_kl, kl_loss_coeff: the spaces, the model
+    return plan
+
+
+STAGES: Tuple[Stage, ...] = (
+    Stage("schema", "the command line, as Hydra composes it", compose_command_line),
+    Stage("config", "the composed config's values", validate),
+    Stage("targets", "every _target_ (dotted path) in the config", check_targets),
+    Stage("family", "the env family's code and declarations (no env built)", check_family),
+    Stage("run folder", "run_dir on disk: its parent, its saved config.yaml", check_run_folder),
+    Stage("env", "one env's spaces and agent count; the run's plan (its policies, spec) built for them",
+          check_config_against_env),
+)
+STAGE = {stage.name: stage for stage in STAGES}
+# What runs on a composed config before the run folder is locked; the env stage runs in train() after it.
+BEFORE_START = ("config", "targets", "family", "run folder")
+
+
+def fingerprint(cfg: DictConfig) -> str:
+    """The config as written (interpolations unresolved): equal for two composes of one command line."""
+    return OmegaConf.to_yaml(cfg, resolve=False)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The stages that passed for one config in this process (the command line's checks, before Hydra
+    composes it again): train() runs only the others on an equal config."""
+    cfg: DictConfig
+    stages: Tuple[str, ...]
+    fingerprint: str
+
+    def passed_for(self, cfg: DictConfig) -> Tuple[str, ...]:
+        return self.stages if fingerprint(cfg) == self.fingerprint else ()
+
+
+def run_stages(cfg, names: Sequence[str], skip: Sequence[str] = ()) -> Any:
+    """Runs the named stages on `cfg` in STAGES' order, except those in `skip`; returns the last one's result."""
+    result = None
+    for stage in STAGES:
+        if stage.name in names and stage.name not in skip:
+            result = stage.check(cfg)
+    return result
+
+
+def check_config(cfg) -> None:
+    """The stages that need only the config, not the run folder or an env: config, targets, family."""
+    run_stages(cfg, ("config", "targets", "family"))
+
+
+def check_before_start(cfg, checked: Optional[Checked] = None) -> None:
+    """What train() runs before it locks the run folder: BEFORE_START's stages, except those `checked`
+    records as passed for an equal config (the command line's checks in this process)."""
+    skip = checked.passed_for(cfg) if checked is not None else ()
+    if checked is not None and not skip:
+        log.debug("the config differs from the one checked before Hydra: every stage runs again")
+    run_stages(cfg, BEFORE_START, skip)
+
+
+def check_command_line(argv: Sequence[str], config_dir: str,
+                       rules_passed: Optional[Callable[[], Any]] = None) -> Optional[Checked]:
+    """Every stage that can run before Hydra, on train.py's command line (`argv`, Hydra's arguments).
+    None when Hydra only shows something (--help, --cfg) or in --multirun (the keys only: each run's values
+    are checked in its own job); for a single run, what passed. `rules_passed`: called once the config's
+    own rules passed, before the stages that import torch and the envs (train.py starts the sampler's fork
+    server there); its failure only costs that head start."""
+    cfg = compose_command_line(argv, config_dir)
+    if cfg is None:
+        return None
+    stamp = fingerprint(cfg)
+    run_stages(cfg, ("config",))
+    if rules_passed is not None:
+        try:
+            rules_passed()
+        except Exception as e:  # a start-up speed-up only: its failure must not skip the stages below
+            log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
+    run_stages(cfg, ("targets", "family", "run folder"))
+    return Checked(cfg, BEFORE_START, stamp)

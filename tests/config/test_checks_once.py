@@ -1,0 +1,88 @@
+"""Each stage of sf_hydra.checks runs once per launch: `python train.py` runs schema to run folder before
+Hydra, Hydra composes the same command line again, and train() runs only the env stage; train(cfg) called
+with a composed config runs every stage but the schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import sf_hydra.checks as checks
+import sf_hydra.train as train_module
+from sf_hydra.checks import BEFORE_START, check_command_line
+from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg, make_cfg
+
+# train.py with each stage counted, and the launch itself (sampler, learner) replaced by the env stage alone.
+LAUNCH = r"""
+import atexit, collections, dataclasses, json, sys
+import sf_hydra.checks as checks
+import sf_hydra.train as train_module
+from sf_hydra.cli import train_main
+
+calls = collections.Counter()
+
+def counted(name, check):
+    def run(*args):
+        calls[name] += 1
+        return check(*args)
+    return run
+
+checks.STAGES = tuple(dataclasses.replace(s, check=counted(s.name, s.check)) for s in checks.STAGES)
+checks.compose_command_line = counted("schema", checks.compose_command_line)
+
+def launch(cfg, run_dir):  # the env stage, as train's launch runs it first
+    next(s for s in checks.STAGES if s.name == "env").check(cfg)
+    return {"avg_return": 0.0}
+
+train_module._train_in = launch
+atexit.register(lambda: print("CALLS", json.dumps(calls)))
+sys.argv = ["train.py", *sys.argv[1:]]
+train_main()
+"""
+
+
+def test_train_py_runs_each_stage_once(tmp_path):
+    result = subprocess.run([sys.executable, "-c", LAUNCH, f"train_dir={tmp_path}", "train_for_env_steps=1000"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = [x for x in result.stdout.splitlines() if x.startswith("CALLS ")][-1]
+    calls = json.loads(line[len("CALLS "):])
+    assert calls == {stage.name: 1 for stage in checks.STAGES}, calls
+
+
+def _counting(monkeypatch) -> Counter:
+    calls: Counter = Counter()
+
+    def counted(stage):
+        def run(*args):
+            calls[stage.name] += 1
+            return stage.check(*args)
+        return dataclasses.replace(stage, check=run)
+
+    monkeypatch.setattr(checks, "STAGES", tuple(counted(s) for s in checks.STAGES))
+    return calls
+
+
+def test_train_alone_runs_every_stage(tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    monkeypatch.setattr(train_module, "_train_in", lambda cfg, run_dir: {})
+    train_module.train(make_cfg(tmp_path))
+    assert calls == {name: 1 for name in BEFORE_START}, calls
+
+
+def test_what_passed_before_hydra_is_skipped_for_an_equal_config_only(tmp_path, monkeypatch):
+    argv = [f"train_dir={tmp_path}", "experiment=test", "seed=3"]
+    checked = check_command_line(argv, str(CONF_DIR))
+    assert checked.stages == BEFORE_START
+    calls = _counting(monkeypatch)
+    checks.check_before_start(checked.cfg, checked)
+    assert not calls  # the same config: nothing runs again
+    same = compose_cfg(*argv)  # Hydra's compose of the same command line
+    assert checked.passed_for(same) == BEFORE_START
+    other = compose_cfg(*argv[:-1], "seed=4")
+    assert checked.passed_for(other) == ()
+    checks.check_before_start(other, checked)
+    assert calls == {name: 1 for name in BEFORE_START}, calls
