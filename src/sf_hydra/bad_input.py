@@ -251,6 +251,8 @@ def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Seq
             continue
         schema = OmegaConf.get_type(node)
         typed = dataclasses.is_dataclass(schema)
+        if _reserved(leaf) and not typed:
+            continue  # `+callbacks.mine._target_=...`: a node's own keys (Hydra's _target_, our _enabled_)
         if typed and leaf in {f.name for f in dataclasses.fields(schema)}:
             continue
         arguments = _arguments(node._target_) if "_target_" in node else None
@@ -265,6 +267,11 @@ def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Seq
         if typed and "_target_" not in node:
             raise unknown_key(ov.get_key_element(), ov.get_value_element_as_str(),
                               _safe_compose(composer, _without(overrides, key)))
+
+
+def _reserved(key: str) -> bool:
+    """Hydra's keys of a node (`_target_`, `_partial_`, ...) and sf_hydra.trainer_parts' `_enabled_`."""
+    return len(key) > 2 and key.startswith("_") and key.endswith("_")
 
 
 def _arguments(target: str) -> Optional[List[str]]:

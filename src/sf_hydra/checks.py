@@ -41,6 +41,7 @@ from sf_hydra.config.validation import check_pbt_against_env
 from sf_hydra.faults import EnvStartError
 from sf_hydra.resume_config import check_resume_config
 from sf_hydra.targets import check_targets
+from sf_hydra.trainer_parts import check_parts, without_parts
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,13 @@ class Stage:
     name: str
     owns: str  # what its rules read; a rule that needs more belongs to a later stage
     check: Callable  # raises ConfigError; schema: (argv, config_dir) -> cfg; the others: (cfg) -> Any
+
+
+def check_all_targets(cfg) -> None:
+    """Every `_target_`: the Lightning parts' (trainer, callbacks, logger.extra) without importing
+    Lightning (sf_hydra.trainer_parts.check_parts), every other by import (sf_hydra.targets)."""
+    check_targets(without_parts(cfg))
+    check_parts(cfg)
 
 
 def check_family(cfg) -> None:
@@ -105,7 +113,7 @@ def check_config_against_env(cfg):
 STAGES: Tuple[Stage, ...] = (
     Stage("schema", "the command line, as Hydra composes it", compose_command_line),
     Stage("config", "the composed config's values", validate),
-    Stage("targets", "every _target_ (dotted path) in the config", check_targets),
+    Stage("targets", "every _target_ (dotted path) in the config", check_all_targets),
     Stage("family", "the env family's code and declarations (no env built)", check_family),
     Stage("run folder", "run_dir on disk: its parent, its saved config.yaml", check_run_folder),
     Stage("env", "one env's spaces and agent count; the run's plan (its policies, spec) built for them",

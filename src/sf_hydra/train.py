@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from omegaconf import OmegaConf
+
 from sf_hydra import run_dir as rd
 from sf_hydra.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
+from sf_hydra.config import ConfigError
 from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
@@ -59,45 +62,36 @@ def launch_sampler(plan: RunPlan, hand_out_slots: bool):
 
 
 def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
-    import lightning as L
-
-    from sf_hydra.learner.callbacks import PublishPolicy, StopConditions, Summaries
-    from sf_hydra.learner.checkpointing import BestCheckpoint, PeriodicCheckpoint
+    """The Lightning Trainer with the run's loggers and callbacks, all from config (sf_hydra.trainer_parts):
+    `trainer` (conf/trainer/), the TensorBoard and W&B loggers of the `logger` keys (sf_hydra.loggers)
+    followed by `logger.extra`'s, and `callbacks` (conf/callbacks/), whose `${run_dir}` is `run_dir` here.
+    Returns (trainer, the StopConditions callback, the PeriodicCheckpoint callback); with benchmark=true
+    the checkpoint callback is built but not given to the trainer (nothing is learned, nothing saved)."""
+    from sf_hydra.learner.callbacks import StopConditions
+    from sf_hydra.learner.checkpointing import PeriodicCheckpoint
+    from sf_hydra.trainer_parts import instantiate_callbacks, instantiate_loggers, instantiate_trainer
 
     quiet_lightning()
-    folder = rd.checkpoint_dir(run_dir)
-    best = BestCheckpoint(folder, cfg.save_best_metric, cfg.save_best_every_sec, cfg.save_best_after)
-    checkpoints = PeriodicCheckpoint(folder, cfg.save_every_sec, cfg.keep_checkpoints, cfg.save_milestones_sec, best)
-    stop = StopConditions(cfg.train_for_env_steps, cfg.train_for_seconds, cfg.train_until_avg_return)
     if resuming is None:
         resuming = rd.resume_checkpoint(run_dir) is not None
-    loggers = build_loggers(cfg, run_dir, resuming=resuming)
-    summaries = Summaries(cfg.logger.log_interval_sec, cfg.logger.experiment_summaries_interval,
-                          cfg.logger.progress, cfg.train_for_env_steps, cfg.train_for_seconds,
-                          flush_interval_sec=cfg.logger.flush_summaries_interval,
-                          frames_per_step=1 if cfg.logger.summaries_use_frameskip else cfg.env.frameskip,
-                          with_hyperparams=cfg.pbt.with_pbt)
-    # benchmark: nothing is learned, so nothing is saved (no checkpoint to resume from or play)
-    callbacks = [PublishPolicy(), stop, summaries] + ([] if cfg.benchmark else [checkpoints])
-    if cfg.selfplay.pool_size > 0:
-        from sf_hydra.learner.opponent_pool import OpponentPool
-
-        callbacks.append(OpponentPool(run_dir / "selfplay", cfg.selfplay.pool_size,
-                                      cfg.selfplay.snapshot_every_env_steps))
-    if cfg.pbt.with_pbt:
-        from sf_hydra.learner.pbt import PopulationBasedTraining
-
-        callbacks.append(PopulationBasedTraining(cfg.pbt, run_dir, cfg.seed))
-    trainer = L.Trainer(
-        accelerator="gpu" if cfg.hardware.device == "cuda" else "cpu", devices=1, precision=cfg.hardware.precision,
-        max_epochs=-1,  # one endless epoch; -1 so a resumed run goes on
-        logger=loggers or False,
-        callbacks=callbacks,
-        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0,
-        log_every_n_steps=1_000_000,
-        default_root_dir=str(run_dir),
-    )
+    parts = OmegaConf.merge(cfg, {"run_dir": str(run_dir)})  # a copy whose ${run_dir} is this very folder
+    loggers = build_loggers(cfg, run_dir, resuming=resuming) + instantiate_loggers(parts.logger.extra)
+    callbacks = instantiate_callbacks(parts.callbacks)
+    stop = _one_of(callbacks, StopConditions, "the stop conditions (budgets, signals)")
+    checkpoints = _one_of(callbacks, PeriodicCheckpoint, "the checkpoints (last.ckpt, which a resume starts from)")
+    if cfg.benchmark:
+        callbacks.remove(checkpoints)
+    trainer = instantiate_trainer(parts.trainer, logger=loggers or False, callbacks=callbacks)
     return trainer, stop, checkpoints
+
+
+def _one_of(callbacks: list, kind: type, what: str):
+    """The one callback of class `kind`: every run needs it (ConfigError naming `callbacks` otherwise)."""
+    found = [c for c in callbacks if isinstance(c, kind)]
+    if len(found) != 1:
+        raise ConfigError("callbacks", f"{len(found)} {kind.__module__}.{kind.__name__} nodes",
+                          f"exactly one node of {kind.__name__}, {what} (conf/callbacks/default.yaml)")
+    return found[0]
 
 
 def finite_or_none(value):

@@ -121,7 +121,8 @@ def test_help_lists_every_key_with_its_value_and_doc(full_help):
 def test_help_lists_the_groups_a_user_picks_and_no_internal_ones(full_help):
     section = full_help.split("Groups (")[1].split("\n\n")[0].splitlines()[1:]
     groups = {line.split()[0]: line for line in section if not line.startswith(" " * 4)}
-    assert set(groups) == {"algo", "env", "model", "hardware", "logger", "hydra/launcher", "hydra/sweeper"}
+    assert set(groups) == {"algo", "env", "model", "hardware", "logger", "trainer", "callbacks", "hydra/launcher",
+                           "hydra/sweeper"}
     assert "*appo" in groups["algo"] and " ppo" in groups["algo"]
     assert "*default" in groups["logger"] and "wandb" in groups["logger"]
     assert "doom/basic" in full_help.split("Keys (")[0] and "*gym/cartpole" in full_help

@@ -229,6 +229,9 @@ class LoggerConfig:
     wandb_group: Optional[str] = None  # W&B group; None: the sweep's name in --multirun, else no group
     wandb_job_type: str = "SF"  # W&B job type
     wandb_tags: List[str] = field(default_factory=list)  # W&B tags
+    # Lightning loggers of your own, appended to TensorBoard/W&B: {name: {_target_: a Logger class, its arguments}},
+    # e.g. +logger.extra.csv._target_=lightning.pytorch.loggers.CSVLogger +logger.extra.csv.save_dir='${run_dir}'
+    extra: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -306,6 +309,11 @@ class TrainConfig:
     load_checkpoint_kind: CheckpointKind = CheckpointKind.latest
     # the sampler's ceiling: workers sample, trajectories are dropped unlearned (weights fixed), no checkpoints
     benchmark: bool = False
+    # Lightning's Trainer: {_target_, its arguments} (conf/trainer/default.yaml); train.py adds loggers and callbacks
+    trainer: Dict[str, Any] = MISSING
+    # The run's Lightning callbacks, {name: {_target_, its arguments}} (conf/callbacks/default.yaml); add your own
+    # with +callbacks.<name>._target_=<dotted path>, drop one with ~callbacks.<name>; `_enabled_: false` skips a node
+    callbacks: Dict[str, Any] = MISSING
 
 
 @dataclass

@@ -37,6 +37,11 @@ def env_schemas() -> dict:
     return schemas
 
 
+def greater_than(a, b) -> bool:
+    """The `sf_gt` resolver: `${sf_gt:a,b}` is a > b."""
+    return a > b
+
+
 def register_configs() -> None:
     """`train_schema` types the whole tree; `schema/env/<family>` types one family's env node,
     and `schema/env/base` the keys every family understands (a family without a schema of its
@@ -44,6 +49,8 @@ def register_configs() -> None:
     register_resolvers()
     if not OmegaConf.has_resolver("sf_optimizer"):  # algo.optimizer's default _target_ (choices.OPTIMIZER_TARGETS)
         OmegaConf.register_new_resolver("sf_optimizer", optimizer_target)
+    if not OmegaConf.has_resolver("sf_gt"):  # conf/callbacks: `_enabled_: ${sf_gt:${selfplay.pool_size},0}`
+        OmegaConf.register_new_resolver("sf_gt", greater_than)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="enjoy_schema", node=EnjoyConfig)

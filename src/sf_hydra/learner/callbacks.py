@@ -119,12 +119,14 @@ class Summaries(L.Callback):
 
     def __init__(self, log_interval_sec: float, summaries_interval: float, progress: str = "lines",
                  budget_steps: Optional[float] = None, budget_seconds: float = math.inf,
-                 flush_interval_sec: float = 0.0, frames_per_step: int = 1, with_hyperparams: bool = False):
-        """frames_per_step: env frames per x-axis step of the scalars (1: frames; env.frameskip with
-        logger.summaries_use_frameskip=false: agent steps). with_hyperparams: each policy's current
-        hyperparameters are written too (PBT changes them)."""
+                 flush_interval_sec: float = 0.0, use_frameskip: bool = True, frameskip: int = 1,
+                 with_hyperparams: bool = False):
+        """The scalars' x-axis is env frames, or agent steps (frames / `frameskip`) without `use_frameskip`
+        (logger.summaries_use_frameskip). with_hyperparams: each policy's current hyperparameters are
+        written too (PBT changes them)."""
         self.log_interval, self.summaries_interval = log_interval_sec, summaries_interval
-        self.flush_interval, self.frames_per_step = flush_interval_sec, max(1, int(frames_per_step))
+        self.flush_interval = flush_interval_sec
+        self.frames_per_step = 1 if use_frameskip else max(1, int(frameskip))
         self.with_hyperparams = with_hyperparams
         self.meter = FpsMeter()
         self.style = progress
