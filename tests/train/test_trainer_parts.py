@@ -13,7 +13,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from sf_hydra.bad_input import check_command_line
+from sf_hydra.checks import check_command_line
 from sf_hydra.config import ConfigError
 from sf_hydra.resume_config import config_differences
 from sf_hydra.train import build_trainer, train
@@ -96,7 +96,7 @@ def test_a_callback_from_a_yaml_file_of_ones_own(tmp_path):
     (conf / "callbacks" / "mine.yaml").write_text(
         "defaults:\n  - default\n\non_end:\n  _target_: " + USER_CALLBACK + "\n  path: ${run_dir}/done.json\n")
     cfg = check_command_line(["--config-dir", str(conf), "callbacks=mine", f"train_dir={tmp_path / 'runs'}"],
-                             str(CONF_DIR))
+                             str(CONF_DIR)).cfg
     trainer, _, _ = build_trainer(cfg, tmp_path / "runs" / "cartpole", resuming=False)
     assert _names(trainer) == ["PublishPolicy", "StopConditions", "Summaries", "PeriodicCheckpoint", "WriteOnTrainEnd"]
     assert trainer.callbacks[-1].path == tmp_path / "runs" / "cartpole" / "done.json"
