@@ -231,9 +231,14 @@ def train_py_command(python: str, overrides: Sequence[str], repo: Path = REPO) -
 @contextlib.contextmanager
 def revision_checkout(rev: Optional[str], work: Path):
     """A detached worktree of this repository at git revision `rev` in `work` (None: yields None),
-    removed again on exit: a baseline run's train.py and src/ (same venv)."""
+    removed again on exit: a baseline run's train.py and src/ (same venv). A `rev` that is a folder
+    holding train.py and src/ (an older revision's files, e.g. `git archive REV train.py src conf |
+    tar -x -C DIR` carried to a machine without the repository's history) is used as it is."""
     if rev is None:
         yield None
+        return
+    if (Path(rev) / "train.py").is_file() and (Path(rev) / "src").is_dir():
+        yield Path(rev).absolute()
         return
     path = work / "baseline_checkout"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), rev], check=True,

@@ -25,6 +25,7 @@ BENCH_TIMEOUT=${BENCH_TIMEOUT:-330}  # seconds for all the Doom battle runs toge
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}  # seconds for one run (SF takes ~76 s for 1M frames on an H200)
 VARIANTS=${VARIANTS:-server server2 in_worker}  # ours: any of these, in this order
 SYSTEMS=${SYSTEMS:-sf,ours}  # sf,ours or ours: without Sample Factory's runs
+BASELINE=${BASELINE:-}  # an older revision's folder (git archive REV train.py src conf | tar -x -C DIR): run beside ours
 ulimit -n 65536 2>/dev/null
 mount -o remount,size=16G /dev/shm 2>/dev/null  # shared trajectory buffers live there
 
@@ -63,7 +64,13 @@ export PYTHONPATH=/tmp/site:$PWD/src:$PWD
     2>&1 | tee "$OUT/gpu_tests.log"
 
 variant_args=()
-for v in $VARIANTS; do variant_args+=("--variant=$v=$(variant_overrides "$v")") || exit 2; done
+if [ -n "$BASELINE" ]; then  # the older revision and ours alternate, both with the first variant's overrides
+    first=${VARIANTS%% *}
+    read -r -a shared <<< "$(variant_overrides "$first")" || exit 2
+    variant_args=(--baseline "$BASELINE" -- "${shared[@]}")
+else
+    for v in $VARIANTS; do variant_args+=("--variant=$v=$(variant_overrides "$v")") || exit 2; done
+fi
 timeout "$BENCH_TIMEOUT" python3 benchmarks/vs_sample_factory.py --preset doom_battle_gpu_16x8 --repeats "$REPEATS" --systems "$SYSTEMS" \
     --env-steps "$ENV_STEPS" --timeout "$RUN_TIMEOUT" --work-dir /tmp/vs --sf-python python3 --sf-pythonpath /tmp/sfsite \
     "${variant_args[@]}" 2>&1 | tee "$OUT/doom_battle.log"

@@ -28,6 +28,7 @@ from threadpoolctl import threadpool_limits
 from sf_hydra.models.actor_critic import act_per_policy
 from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
+from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.inference_server import InferenceClient
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_mapping import PolicyMapping
@@ -105,6 +106,10 @@ class WorkerBase:
         if self._hang_timer:  # a worker process: SIGALRM is ours (serial mode: the learner's process, no timer)
             signal.signal(signal.SIGALRM, self._on_alarm)
         self.replace_nonfinite = settings.replace_nonfinite
+        # Set by each subclass once it built its envs (rows): every row's game in progress, and the rows
+        # whose game is not reported (cut short by an env restart, or started by decorrelation's random steps).
+        self.games: Optional[EpisodeTracker] = None
+        self.dropping: set = set()
         self.nonfinite_replaced = 0  # non-finite env values replaced by 0 since the last message
 
     def _init_policy(self, obs_space, action_space, group_sizes, fixed_policy: Optional[int] = None) -> None:
@@ -249,10 +254,9 @@ class WorkerBase:
         """A done of `row`: its game is reported and, at a game's end, its next policy drawn
         (a game cut short by re-creating its env, or started by decorrelation's random steps, is
         dropped unreported, up to its end: a done whose game goes on keeps dropping)."""
-        dropping = getattr(self, "dropping", None)
-        if dropping and row in dropping:
+        if row in self.dropping:
             if not game_continues:
-                dropping.discard(row)
+                self.dropping.discard(row)
             self.games.drop(row)
             return
         policy = 0 if self.single_policy else int(self.mapping.policy[row])
