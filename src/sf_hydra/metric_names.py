@@ -30,7 +30,9 @@ def outcome_rate(result: str) -> str:
 
 OUTCOME_RATES = tuple(outcome_rate(r) for r in RESULTS)  # games against the pool: win, draw, loss rates
 
-TRUE_OBJECTIVE = "true_objective"  # the average return, by the name PBT ranks it by
+# PBT's ranking (Sample Factory's name): the env's own `true_objective` episode statistic if it
+# reports one, else the average true return: without a policy's own reward-shaping bonus.
+TRUE_OBJECTIVE = "true_objective"
 # Sample Factory's names, then the TensorBoard tags of the same values.
 RETURN = ("reward", TRUE_OBJECTIVE, "episode/return")  # the average return
 LENGTH = ("len", "episode/length")  # the average length (agent steps)
@@ -58,7 +60,9 @@ def metric_choices(cfg, key: str, env_stats: Optional[Sequence[str]] = None) -> 
 
 def metric_value(stats, name: str) -> Optional[float]:
     """The value of statistic `name` in one policy's window (a PolicyStats); None while it has none."""
-    if name in RETURN:
+    if name == TRUE_OBJECTIVE:
+        value = stats.true_objective()
+    elif name in RETURN:
         value = stats.avg_return()
     elif name in LENGTH:
         value = stats.avg_length()

@@ -113,7 +113,8 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
         "avg_return": module.avg_return(), "avg_length": module.avg_length(), "episodes": module.episodes_total,
         "policy_version": module.policy_version, "stop_reason": stop_reason,
         "policies": [{"policy": k, "env_steps": s.env_steps, "policy_version": s.version, "avg_return": s.avg_return(),
-                      "avg_length": s.avg_length(), "episodes": s.episodes_total, **s.outcome_rates(),
+                      "true_return": s.avg_true_return(), "avg_length": s.avg_length(), "episodes": s.episodes_total,
+                      **s.outcome_rates(),
                       "episode_stats": s.avg_extra(), "hyperparams": module.hyperparams[k]}
                      for k, s in enumerate(module.stats)],
         "profile": module.profile.report(),  # seconds per component, this session (learner/profile.py)

@@ -1,6 +1,11 @@
-"""The PBT rules (learner/pbt_rules.py) against their definitions: perturbation bounds,
-mutation odds, the best/worst groups, the two gaps, and the decision for one policy."""
+"""The PBT rules (learner/pbt_rules.py, run by learner/pbt.py) against their definitions:
+perturbation bounds, mutation odds, the best/worst groups, the two gaps, the decision for one
+policy, and Sample Factory's rules: ranking waits for every objective, policy 0 is a reference
+never perturbed, policies 1..N-1 are perturbed at the start, a value goes back to its default
+with 1% chance, gamma and Adam's betas move by a factor in [1.01, 1.2], Adam's values are tuned
+only with pbt.optimize_adam."""
 
+import json
 import random
 from types import SimpleNamespace
 
@@ -8,19 +13,25 @@ import pytest
 import torch
 
 from sf_hydra.learner.pbt_rules import (
+    ADAM,
     BELOW_ONE,
     HYPERPARAMS,
+    RESET_TO_DEFAULT,
     decide,
     leads_by_gaps,
+    mutable_names,
     mutated,
     perturbed,
+    perturbs,
     ranked_groups,
     weights_digest,
 )
 
 
 def pbt(**kw):
-    base = dict(replace_fraction=0.3, replace_reward_gap=0.1, replace_reward_gap_absolute=1e-6)
+    base = dict(replace_fraction=0.3, replace_reward_gap=0.1, replace_reward_gap_absolute=1e-6, optimize_gamma=False,
+                optimize_adam=False, mutation_rate=0.15, perturb_min=1.1, perturb_max=1.5, initial_hyperparams={},
+                workspace=None, member=-1, start_mutation=0, period_env_steps=1000, target_objective="true_objective")
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -41,14 +52,20 @@ def test_a_perturbed_value_is_multiplied_or_divided_by_a_factor_in_the_range(val
 
 
 @pytest.mark.parametrize("name", sorted(BELOW_ONE))
-def test_a_value_below_one_has_its_distance_to_one_perturbed_and_stays_below_one(name):
+def test_a_value_below_one_has_its_distance_to_one_perturbed_in_1_01_to_1_2_and_stays_below_one(name):
+    """Sample Factory's rule for gamma and adam_beta1 (perturb_exponential_decay): the distance to 1
+    is multiplied or divided by a factor in [1.01, 1.2], whatever pbt.perturb_min/max say."""
     rng = random.Random(1)
+    ratios = []
     for value in (0.9, 0.99, 0.999999):
-        for _ in range(200):
+        for _ in range(300):
             new = perturbed(name, value, rng, 1.1, 1.5)
             assert new < 1.0
             ratio = (1 - new) / (1 - value)
-            assert (1.1 - 1e-9 <= ratio <= 1.5 + 1e-9) or (1.1 - 1e-9 <= 1 / ratio <= 1.5 + 1e-9) or new == 1 - 1e-6
+            if new != 1 - 1e-6:
+                ratios.append(ratio)
+                assert (1.01 - 1e-9 <= ratio <= 1.2 + 1e-9) or (1.01 - 1e-9 <= 1 / ratio <= 1.2 + 1e-9), ratio
+    assert min(max(r, 1 / r) for r in ratios) < 1.05  # factors below perturb_min=1.1 are drawn
 
 
 def test_mutation_rate_is_the_chance_of_each_hyperparameter():
@@ -60,6 +77,26 @@ def test_mutation_rate_is_the_chance_of_each_hyperparameter():
     assert abs(changed / (500 * len(HYPERPARAMS)) - 0.15) < 0.03
     only = mutated(hyper, ["learning_rate"], rng, 1.0, 1.1, 1.5)
     assert only["learning_rate"] != 0.5 and all(only[n] == 0.5 for n in HYPERPARAMS if n != "learning_rate")
+
+
+def test_a_chosen_value_away_from_its_default_goes_back_to_it_with_one_percent_chance():
+    """Sample Factory's _perturb_param: a value chosen for mutation that differs from its default
+    is reset to that default with probability 0.01; one at its default is always perturbed."""
+    assert RESET_TO_DEFAULT == 0.01
+    rng = random.Random(4)
+    draws = 40_000
+    away = [mutated({"learning_rate": 0.5}, ["learning_rate"], rng, 1.0, 1.1, 1.5, {"learning_rate": 0.1})
+            for _ in range(draws)]
+    resets = sum(h["learning_rate"] == 0.1 for h in away)
+    assert abs(resets / draws - 0.01) < 0.002, resets
+    others = [h["learning_rate"] for h in away if h["learning_rate"] != 0.1]
+    assert all(1.1 - 1e-9 <= max(v / 0.5, 0.5 / v) <= 1.5 + 1e-9 for v in others)
+    at_default = [mutated({"learning_rate": 0.1}, ["learning_rate"], rng, 1.0, 1.1, 1.5, {"learning_rate": 0.1})
+                  for _ in range(2000)]
+    assert all(h["learning_rate"] != 0.1 for h in at_default)
+    # Not chosen (mutation_rate 0): never reset.
+    assert mutated({"learning_rate": 0.5}, ["learning_rate"], rng, 0.0, 1.1, 1.5, {"learning_rate": 0.1}) == {
+        "learning_rate": 0.5}
 
 
 def test_best_and_worst_groups_are_the_rounded_up_fraction():
@@ -91,6 +128,28 @@ def test_the_decision_for_best_middle_and_worst_policies():
     assert decide(2, {0: 1.0, 1: 2.0}, rules, rng) is None  # no objective of its own yet
 
 
+def test_the_population_is_ranked_only_once_every_member_has_an_objective():
+    """Sample Factory's _update_policy returns while any policy's objective window is empty."""
+    rules = pbt(replace_fraction=0.5)
+    rng = random.Random(5)
+    assert decide(2, {0: 100.0, 1: None, 2: 1.0}, rules, rng) is None
+    assert decide(0, {0: 100.0, 1: None, 2: 1.0}, rules, rng) is None
+    assert decide(2, {0: 100.0, 1: 50.0, 2: 1.0}, rules, rng).donor in (0, 1)  # best: ceil(0.5 x 3) = 2
+
+
+def test_policy_0_is_the_reference_and_never_perturbed():
+    assert not perturbs(0)
+    assert all(perturbs(k) for k in range(1, 8))
+
+
+def test_adam_values_are_tuned_only_on_request_and_given_names_are_kept():
+    hyper = {name: 0.5 for name in HYPERPARAMS}
+    names = mutable_names(pbt(), hyper)
+    assert not ADAM & set(names) and "gamma" not in names and "learning_rate" in names
+    assert ADAM <= set(mutable_names(pbt(optimize_adam=True), hyper))
+    assert "learning_rate" not in mutable_names(pbt(), hyper, keep=("learning_rate",))
+
+
 def test_weights_digest_tells_equal_weights_from_different_ones():
     a = torch.nn.Linear(3, 2)
     b = torch.nn.Linear(3, 2)
@@ -114,3 +173,124 @@ def test_reward_shaping_weights_are_hyperparameters_and_gamma_only_on_request():
     hyper["reward_shaping.FRAGCOUNT.up"], hyper["reward_shaping.HEALTH.down"] = 2.5, -0.001
     # The ups, then the downs: the order of the units an env reports.
     assert shaping_difference(hyper, shaping) == pytest.approx([1.5, 0.0, 0.0, 0.002])
+
+
+class FakeLearner:
+    """What learner/pbt.py reads of PPOLearner: hyperparameters, objectives, copies (a copy gives
+    the target a new version, as PPOLearner.load_policy_state does)."""
+
+    def __init__(self, n, objectives):
+        from sf_hydra.config.schema import AlgoConfig
+
+        self.algo = AlgoConfig()
+        self.num_policies, self.reward_shaping, self.env_steps = n, {}, 0
+        from sf_hydra.learner.pbt_rules import initial_hyperparams
+
+        self.hyperparams = [initial_hyperparams(self.algo) for _ in range(n)]
+        self.objectives = dict(objectives)
+        self.policies = [torch.nn.Linear(2, 2) for _ in range(n)]
+        self.policy_versions = [3] * n
+        self.stats = [SimpleNamespace(env_steps=0) for _ in range(n)]
+
+    def objective(self, k, name):
+        return self.objectives.get(k)
+
+    def set_hyperparams(self, k, hyper):
+        self.hyperparams[k] = dict(hyper)
+
+    def copy_policy(self, src, dst):
+        self.policies[dst].load_state_dict(self.policies[src].state_dict())
+        self.hyperparams[dst] = dict(self.hyperparams[src])
+        self.policy_versions[dst] += 1
+
+
+class FakeDoor:
+    def __init__(self):
+        self.published = []
+
+    def publish(self, k, model, version):
+        self.published.append((k, version, weights_digest(model.state_dict())))
+
+    def set_reward_shaping(self, k, difference):
+        pass
+
+
+def callback(tmp_path, **kw):
+    from sf_hydra.learner.pbt import PopulationBasedTraining
+
+    return PopulationBasedTraining(pbt(**kw), tmp_path, seed=0)
+
+
+def test_policies_1_to_n_are_perturbed_at_the_start_and_policy_0_never(tmp_path):
+    """Sample Factory perturbs policies 1..N-1 when a run starts (values a user named in
+    pbt.initial_hyperparams are kept as named); policy 0 starts at the algo.* values."""
+    m = FakeLearner(4, {})
+    m.hyperparams[2]["learning_rate"] = 1e-7  # as pbt.initial_hyperparams={2:{learning_rate:1e-7}} sets it
+    start = [dict(h) for h in m.hyperparams]
+    callback(tmp_path, mutation_rate=1.0, initial_hyperparams={2: {"learning_rate": 1e-7}}).on_train_start(None, m)
+    assert m.hyperparams[0] == start[0]
+    tuned = mutable_names(pbt(), start[1])
+    for k in (1, 2, 3):
+        changed = {n for n in start[k] if m.hyperparams[k][n] != start[k][n]}
+        assert changed == set(tuned) - ({"learning_rate"} if k == 2 else set()), (k, changed)
+    assert m.hyperparams[2]["learning_rate"] == 1e-7
+    # A resumed run (its history files exist) is not perturbed again.
+    again = [dict(h) for h in m.hyperparams]
+    callback(tmp_path, mutation_rate=1.0).on_train_start(None, m)
+    assert m.hyperparams == again
+
+
+def test_the_reference_is_never_mutated_at_a_look_but_may_take_a_donor_as_it_is(tmp_path):
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(door=FakeDoor()))
+    m = FakeLearner(2, {0: 10.0, 1: 11.0})  # 0 is the worst, but within the gaps: kept
+    cb = callback(tmp_path, mutation_rate=1.0, replace_fraction=0.5, replace_reward_gap=0.5)
+    cb.on_train_start(None, m)
+    before = dict(m.hyperparams[0])
+    cb._look_at(trainer, m, 0, 1000)
+    assert m.hyperparams[0] == before and m.policy_versions[0] == 3
+    m.objectives = {0: 1.0, 1: 100.0}  # now far behind: replaced by policy 1, hyperparameters unperturbed
+    cb._look_at(trainer, m, 0, 2000)
+    assert m.hyperparams[0] == m.hyperparams[1]
+    digest = weights_digest(m.policies[1].state_dict())
+    assert trainer.datamodule.door.published == [(0, 4, digest)]  # a new version, published at once
+    m.objectives = {0: 1.0, 1: 100.0}
+    cb._look_at(trainer, m, 1, 3000)  # policy 1 in the best: kept
+    m.objectives = {0: 100.0, 1: 1.0}
+    cb._look_at(trainer, m, 1, 4000)  # policy 1 replaced by 0, then perturbed
+    assert m.hyperparams[1] != m.hyperparams[0]
+    actions = [json.loads(line)["action"] for line in (tmp_path / "pbt" / "events.jsonl").read_text().splitlines()]
+    assert actions == ["kept (reference)", "replaced", "kept (best)", "replaced"]
+
+
+def test_the_true_objective_is_the_unshaped_return_unless_the_env_reports_its_own():
+    """Sample Factory ranks by `true_objective`: the env's own statistic of that name when it
+    reports one, else the raw return; never what a policy's own (mutated) shaping weights paid."""
+    from sf_hydra.learner.ppo_learner import PolicyStats
+    from sf_hydra.metric_names import TRUE_OBJECTIVE, metric_value
+
+    stats = PolicyStats(10)
+    assert stats.true_objective() is None
+    stats.episode_returns.extend([30.0, 60.0])  # shaped: what the policy was paid
+    stats.true_returns.extend([10.0, 20.0])
+    assert stats.avg_return() == 45.0 and stats.true_objective() == 15.0
+    assert metric_value(stats, TRUE_OBJECTIVE) == 15.0 and metric_value(stats, "reward") == 45.0
+    stats.add_extra({TRUE_OBJECTIVE: 7.0})
+    assert stats.true_objective() == 7.0
+    restored = PolicyStats(10)
+    restored.restore(stats.state())
+    assert restored.true_objective() == 7.0 and list(restored.true_returns) == [10.0, 20.0]
+
+
+def test_an_episode_reports_its_return_without_the_shaping_bonus():
+    import numpy as np
+
+    from sf_hydra.sampler.episode_tracker import EpisodeTracker
+
+    games, episodes = EpisodeTracker(2), []
+    games.add(slice(0, 2), np.array([1.0, 3.0]), 1)  # no bonus yet
+    games.add(slice(0, 2), np.array([1.0, 3.0]), 1, np.array([0.0, 2.0]))  # row 1's policy adds 2
+    games.add(slice(0, 2), np.array([1.0, 3.0]), 1, np.array([0.0, 2.0]))
+    games.end(0, False, episodes, 0)
+    games.end(1, False, episodes, 1)
+    assert [(e.ret, e.true_ret) for e in episodes] == [(3.0, 3.0), (9.0, 5.0)]
+    assert EpisodeTracker(1).end(0, False, [], 0).true_ret is None  # never shaped: the return is the true one

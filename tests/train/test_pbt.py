@@ -115,9 +115,10 @@ def test_a_resumed_run_goes_on_with_its_population_and_histories(tmp_path):
         mine = [e for e in after if e["policy"] == k]
         steps = [e["env_steps"] for e in mine]
         assert steps == sorted(steps) and len({s // 2000 for s in steps}) == len(steps)  # one look per period
-        resumed = [e for e in mine[len([e for e in first if e["policy"] == k]):] if "hyperparams_before" in e]
-        if resumed:  # its first look after the resume starts from where the first session left it
-            assert resumed[0]["hyperparams_before"] == {n: ended[k][n] for n in resumed[0]["hyperparams_before"]}
+        resumed = mine[len([e for e in first if e["policy"] == k]):]
+        assert resumed, f"policy {k}: no look after the resume"  # 8000 more env steps: a look per 2000 of its own
+        # Its first look after the resume starts from where the first session left it.
+        assert resumed[0]["hyperparams_before"] == {n: ended[k][n] for n in resumed[0]["hyperparams_before"]}
         assert history(run_dir, k)[0]["why"] == "start" and sum(h["why"] == "start" for h in history(run_dir, k)) == 1
 
 
@@ -137,6 +138,83 @@ def test_a_statistic_the_env_reports_is_the_target_objective(tmp_path):
     assert all(0.0 <= v <= 1.0 for e in looks for v in e["objectives"].values())  # a catch rate, not a return
     caught = read_scalars(run_dir)["policy_0/episode/caught"]
     assert caught and all(0.0 <= s.value <= 1.0 for s in caught)
+
+
+TAGGED = "model._target_=tests.helpers.recording_models.TaggedActorCritic"
+
+
+def new_rows(batch, version):
+    """[B, T] True where policy 1 acted under a version above `version`."""
+    return (batch["policy_ids"] == 1) & (batch["policy_versions"] > version)
+
+
+@pytest.mark.parametrize("mode", ["in_worker", "server"])
+def test_a_replaced_policy_acts_with_the_donors_weights_from_the_next_rollout(tmp_path, mode):
+    """Real rollout workers (and inference servers): between two learner steps PBT replaces
+    policy 1 by policy 0 (learner/pbt.py, the learner's copy_policy). The model records the tag
+    of the weights that acted (policy k's tag is k, and travels with its weights). With no learner
+    step of policy 1 after the replacement, its rows act with the donor's weights from their next
+    rollout on, under a version above the one it had; and each version of a policy names one set
+    of weights (what policy lag and V-trace presume)."""
+    from types import SimpleNamespace
+
+    from sf_hydra.learner.pbt import PopulationBasedTraining
+    from sf_hydra.learner.ppo_learner import PPOLearner
+    from sf_hydra.sampler.datamodule import SamplerDataModule
+    from sf_hydra.sampler.env_info import describe_env
+    from tests.helpers.plans import plan_for, sampler_for
+
+    server = ("hardware.inference=server",) if mode == "server" else ()
+    cfg = make_cfg(tmp_path, TAGGED, "algo.num_policies=2", "pbt.with_pbt=true", "pbt.mutation_rate=0.0",
+                   "algo.max_policy_lag=1000", *server)
+    info = describe_env(cfg.env, seed=cfg.seed)
+    plan = plan_for(cfg, info.observation_space, info.action_space, info.num_agents)
+    learner = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
+    optimizers = learner.configure_optimizers()
+    learner.optimizer_of = lambda k: SimpleNamespace(optimizer=optimizers[k])  # no Trainer: its optimizers
+    learner.objective = lambda k, name: {0: 100.0, 1: 1.0}[k]  # policy 1 far behind: replaced by policy 0
+    for k, model in enumerate(learner.policies):
+        model.tag.fill_(k)
+    data = SamplerDataModule(sampler_for(cfg, plan), plan.batches)
+    data.setup("fit")
+    published = {}  # (policy, version) -> the tags of the weights published under it
+    door_publish = data.door.publish
+
+    def recording_publish(k, model, version):
+        published.setdefault((k, version), set()).add(float(model.tag))
+        door_publish(k, model, version)
+
+    data.door.publish = recording_publish
+    trainer = SimpleNamespace(datamodule=data)
+    pbt = PopulationBasedTraining(cfg.pbt, tmp_path / "run", cfg.seed)
+    bumps, batches, old_version = {0: 1, 1: 1}, [], None
+    try:
+        pbt.on_train_start(trainer, learner)
+        for k in range(2):
+            recording_publish(k, learner.policies[k], learner.policy_versions[k])
+        stream = iter(data.train_dataloader())
+        for i in range(60):
+            batch = next(stream)
+            k = batch["meta"]["policy"]
+            batches.append((old_version is not None, batch))
+            learner.stats[k].version += bumps[k]  # a learner step of policy k, published as PublishPolicy does
+            recording_publish(k, learner.policies[k], learner.policy_versions[k])
+            if old_version is None and i >= 3:
+                old_version = learner.policy_versions[1]
+                pbt._look_at(trainer, learner, 1, 1000)
+                bumps[1] = 0  # no learner step of policy 1 from here: only PBT's publication can bring the new weights
+                assert float(learner.policies[1].tag) == 0.0  # the learner holds the donor's weights
+            if old_version is not None and sum(int(new_rows(b, old_version).sum()) for _, b in batches) > 200:
+                break
+    finally:
+        data.teardown("fit")
+    new = torch.cat([b["acting_tag"][new_rows(b, old_version)] for after, b in batches if after])
+    assert new.numel() > 0, "policy 1's rows never acted under a version above the replaced one"
+    assert bool((new == 0).all()), "after the replacement, policy 1's rows act with the donor's weights"
+    for _, b in batches:  # each version names one set of weights, the one its transitions were acted by
+        for k, u, tag in zip(b["policy_ids"].flatten().tolist(), b["policy_versions"].flatten().tolist(),
+                             b["acting_tag"].flatten().tolist()):
+            assert published[(int(k), int(u))] == {tag}, (k, u, tag, published)
 
 
 @pytest.mark.parametrize("overrides, key", [
@@ -180,6 +258,11 @@ def test_each_policy_is_paid_by_its_own_reward_shaping_weights(tmp_path, batched
     zero, one = summary["policies"]
     assert zero["avg_return"] == pytest.approx(zero["avg_length"])
     assert one["avg_return"] == pytest.approx(3 * one["avg_length"])
+    # The true return (what PBT ranks by) is the game's at the env's own weights: CartPole's length for both.
+    assert zero["true_return"] == pytest.approx(zero["avg_length"])
+    assert one["true_return"] == pytest.approx(one["avg_length"])
+    scalars = read_scalars(tmp_path / "test")
+    assert "policy_1/episode/true_return" in scalars and "policy_1/episode/return" in scalars
     assert one["hyperparams"]["reward_shaping.ALIVE.up"] == 3.0
     assert zero["hyperparams"]["reward_shaping.ALIVE.up"] == 1.0
 

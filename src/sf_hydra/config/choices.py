@@ -156,6 +156,7 @@ def optimizer_target(name: str) -> str:
 
 
 # The hyperparameters each trained policy holds for itself (algo.* keys of the same names are
-# the starting values) and population-based training perturbs; gamma only with pbt.optimize_gamma.
+# the starting values) and population-based training perturbs; gamma only with pbt.optimize_gamma, Adam's
+# (adam_beta1, adam_beta2, adam_eps) only with pbt.optimize_adam.
 PBT_HYPERPARAMS = ("learning_rate", "exploration_loss_coeff", "value_loss_coeff", "max_grad_norm", "ppo_clip_ratio",
                    "ppo_clip_value", "adam_beta1", "adam_beta2", "adam_eps", "gamma")

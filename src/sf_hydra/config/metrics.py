@@ -24,7 +24,8 @@ def check_metric(cfg, key: str = BEST_METRIC_KEY, env_stats: Optional[Sequence[s
     if name in allowed:
         return
     if key == OBJECTIVE_KEY:
-        raise ConfigError(key, name, ", ".join(allowed) + " (true_objective: the average return; the others: "
+        raise ConfigError(key, name, ", ".join(allowed) + " (true_objective: the average return without a "
+                          "policy's own reward shaping, or the env's own true_objective statistic; the others: "
                           "statistics this env reports at an episode's end, env.episode_stats where the family has it)")
     why = ""
     if name in OUTCOME_RATES:

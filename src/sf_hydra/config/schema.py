@@ -246,16 +246,21 @@ class PbtConfig:
     replace_reward_gap: float = 0.1  # a donor must lead by more than this fraction of its own objective
     replace_reward_gap_absolute: float = 1e-6  # ... and by more than this
     optimize_gamma: bool = False  # also perturb gamma (each policy's own discount)
-    # What policies are ranked by: true_objective (the average return) or a statistic the env
-    # reports at an episode's end, e.g. Doom's FRAGCOUNT (env.episode_stats)
+    # also perturb Adam's adam_beta1, adam_beta2 and adam_eps (ours: Sample Factory tunes none of them)
+    optimize_adam: bool = False
+    # What policies are ranked by: true_objective (the average return without a policy's own
+    # reward-shaping bonus, or the env's own true_objective episode statistic when it reports one)
+    # or a statistic the env reports at an episode's end, e.g. Doom's FRAGCOUNT (env.episode_stats)
     target_objective: str = "true_objective"
     perturb_min: float = 1.1  # a perturbed value is multiplied or divided by a factor in [perturb_min, perturb_max]
     perturb_max: float = 1.5  # the largest perturbation factor
     # A policy's own starting hyperparameters, {policy: {name: value}} (names: algo.* keys PBT
-    # tunes, config/choices.py PBT_HYPERPARAMS); e.g. {1: {learning_rate: 3e-4}}
+    # tunes, config/choices.py PBT_HYPERPARAMS); e.g. {1: {learning_rate: 3e-4}}. A value named here
+    # is not perturbed at the start (policies 1..N-1 are, as in Sample Factory; policy 0 never is)
     initial_hyperparams: Dict[int, Dict[str, float]] = field(default_factory=dict)
     # PBT across runs: a folder that several runs (one policy each) share, e.g. on a cluster's
-    # shared disk; each run is one member (pbt.member) of the population. None: within this run
+    # shared disk; each run is one member (pbt.member) of the population, member 0 the reference;
+    # the population is the members that published, ranked once each has an objective. None: within this run
     workspace: Optional[str] = None
     member: int = -1  # with pbt.workspace: this run's member index (0, 1, ...), unique in the workspace
     # Several policies, multi-agent envs: each agent of an env gets its own random policy per episode
@@ -301,8 +306,9 @@ class TrainConfig:
     # seconds between milestone checkpoints (checkpoints/milestones/, never pruned); -1: none
     save_milestones_sec: float = -1.0
     save_best_every_sec: float = 5.0  # seconds between checks for a new best checkpoint (checkpoints/best_p<k>.ckpt)
-    # the episode statistic best checkpoints maximize, per policy: reward (= true_objective, episode/return: the
-    # average return over logger.stats_avg episodes), len (episode/length), selfplay/vs_pool_{win,draw,loss}_rate
+    # the episode statistic best checkpoints maximize, per policy: reward (= episode/return: the average return
+    # over logger.stats_avg episodes; true_objective: the same without PBT's reward shaping), len (episode/length),
+    # selfplay/vs_pool_{win,draw,loss}_rate
     save_best_metric: str = "reward"
     save_best_after: int = 100_000  # a policy's own env steps before its best checkpoints start (skips lucky starts)
     # a resume starts from latest (last.ckpt) or best (policy 0's best checkpoint)

@@ -1,18 +1,24 @@
 """Population-based training (PBT, arXiv 1711.09846, as Sample Factory runs it).
 
+At the start of a fresh run, members 1..N-1 are perturbed once as below (the values named in
+`pbt.initial_hyperparams` are kept as given); member 0 is the reference, never perturbed.
 Every `pbt.period_env_steps` of a policy's own env steps (after `pbt.start_mutation`), that
-policy is looked at against the population, ranked by `pbt.target_objective`:
+policy is looked at against the population, ranked by `pbt.target_objective` (true_objective:
+the return without the policy's own reward-shaping bonus), once every member has an objective:
   - in the best `ceil(replace_fraction * N)`: left alone;
   - in the worst `ceil(replace_fraction * N)`: a policy drawn from the best is its donor when
     it leads by more than both gaps (`replace_reward_gap` relative to the donor's objective,
     `replace_reward_gap_absolute`); the policy then takes the donor's weights, normalizers,
-    optimizer state and hyperparameters;
-  - then (replaced or not) each of its hyperparameters is perturbed with probability
-    `mutation_rate`: multiplied or divided (even odds) by a factor drawn from
-    [perturb_min, perturb_max]; a value that lives just below 1 (Adam's betas, gamma) has
-    its distance to 1 perturbed instead, so it stays below 1. The hyperparameters are the
-    learner's (pbt_rules.HYPERPARAMS) and, where the env family declares reward shaping, its
-    shaping weights (`reward_shaping.<name>.up|down`), which the rollout workers apply per policy.
+    optimizer state and hyperparameters, under a new version, published to the workers at once
+    (a version names one set of weights: trajectories of the old ones count as lagging);
+  - then (replaced or not, the reference excepted) each of its hyperparameters is perturbed with
+    probability `mutation_rate` (pbt_rules.mutated: back to its default with 1% chance, else
+    multiplied or divided, even odds, by a factor drawn from [perturb_min, perturb_max]; a value
+    that lives just below 1 (Adam's betas, gamma) has its distance to 1 perturbed by a factor in
+    [1.01, 1.2] instead, so it stays below 1). The hyperparameters are the learner's
+    (pbt_rules.HYPERPARAMS; gamma with pbt.optimize_gamma, Adam's with pbt.optimize_adam) and, where
+    the env family declares reward shaping, its shaping weights (`reward_shaping.<name>.up|down`),
+    which the rollout workers apply per policy.
 
 The population is the run's own `algo.num_policies` policies, or, with `pbt.workspace`, one
 member per run: runs exchange objectives and checkpoints through that folder (workspace.py).
@@ -34,9 +40,12 @@ from sf_hydra.learner.pbt_rules import (
     Decision,
     append_jsonl,
     decide,
+    initial_hyperparams,
     mutable_names,
     mutated,
+    perturbs,
     shaping_difference,
+    shaping_hyperparams,
     weights_digest,
 )
 
@@ -61,9 +70,12 @@ class PopulationBasedTraining(L.Callback):
     # -- the hooks ----------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
         for k in range(pl_module.num_policies):
+            fresh = not (self.dir / f"hyperparams_{self._member(k)}.jsonl").exists()
+            if fresh and perturbs(self._member(k)):  # a resumed run keeps its checkpoint's values
+                self._perturb(pl_module, k, dict(pl_module.hyperparams[k]), keep=self._given(k))
             self._send_shaping(trainer, pl_module, k)  # a resumed run's own weights
             self.next_look.setdefault(k, self._boundary_after(pl_module.stats[k].env_steps))
-            if not (self.dir / f"hyperparams_{self._member(k)}.jsonl").exists():
+            if fresh:
                 self._record_hyperparams(pl_module, k, "start")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -101,27 +113,39 @@ class PopulationBasedTraining(L.Callback):
     def _member(self, k: int) -> int:
         return self.pbt.member if self.workspace is not None else k
 
+    def _given(self, k: int):
+        """The names pbt.initial_hyperparams sets for policy k's member (kept at the start)."""
+        given = {int(j): h for j, h in (self.pbt.initial_hyperparams or {}).items()}
+        return tuple(given.get(self._member(k)) or ())
+
+    def _perturb(self, m, k: int, base, keep=()) -> None:
+        """Policy k's hyperparameters become `base` perturbed (pbt_rules.mutated; the defaults are the
+        algo.* values and the env's declared shaping weights), the names in `keep` left as they are."""
+        defaults = {**initial_hyperparams(m.algo), **shaping_hyperparams(m.reward_shaping)}
+        m.set_hyperparams(k, mutated(base, mutable_names(self.pbt, base, keep), self.rng, self.pbt.mutation_rate,
+                                     self.pbt.perturb_min, self.pbt.perturb_max, defaults))
+
     def _objective(self, m, k: int) -> Optional[float]:
         return m.objective(k, self.pbt.target_objective)
 
     def _look_at(self, trainer, m, k: int, steps: int) -> None:
-        if self.workspace is not None:
+        if self.workspace is not None:  # the members that published, this one's own objective now
             objectives = self.workspace.objectives()
             me = self.pbt.member
-            own = self._objective(m, k)
-            if own is not None:
-                objectives[me] = own
+            objectives[me] = self._objective(m, k)
         else:
-            objectives = {j: o for j in range(m.num_policies) if (o := self._objective(m, j)) is not None}
+            objectives = {j: self._objective(m, j) for j in range(m.num_policies)}
             me = k
-        decision = decide(me, objectives, self.pbt, self.rng)
-        if decision is None or decision.in_best:
-            if decision is not None:
-                self._record_event(m, k, steps, decision, before=None)
+        decision = decide(me, objectives, self.pbt, self.rng)  # None until every member has an objective
+        if decision is None:
             return
         before = dict(m.hyperparams[k])
+        if decision.in_best:
+            self._record_event(m, k, steps, decision, before)
+            return
         donor_digest = None
         if decision.donor is not None:
+            version = m.policy_versions[k]
             if self.workspace is not None:
                 donor_digest = self.workspace.copy_into(m, trainer, decision.donor, k)
                 if donor_digest is None:
@@ -129,22 +153,32 @@ class PopulationBasedTraining(L.Callback):
             else:
                 donor_digest = weights_digest(m.policies[decision.donor].state_dict())
                 m.copy_policy(decision.donor, k)
-            if decision.donor is not None:
+            if m.policy_versions[k] != version:  # new weights, a new version: the workers act with them at once
                 door_of(trainer).publish(k, m.policies[k], m.policy_versions[k])
         base = dict(m.hyperparams[k])  # its own, or the donor's it just took
-        new = mutated(base, mutable_names(self.pbt, base), self.rng, self.pbt.mutation_rate, self.pbt.perturb_min,
-                      self.pbt.perturb_max)
-        m.set_hyperparams(k, new)
+        if perturbs(me):
+            self._perturb(m, k, base)
+        elif decision.donor is None:  # the reference, not replaced: nothing changes
+            self._record_event(m, k, steps, decision, before)
+            return
         self._send_shaping(trainer, m, k)
         self._record_event(m, k, steps, decision, before, donor_digest, base)
         self._record_hyperparams(m, k, "replaced" if decision.donor is not None else "mutated")
 
     def _record_event(self, m, k: int, steps: int, decision: Decision, before, donor_digest=None,
                       base=None) -> None:
+        """One look, appended to events.jsonl: `hyperparams_before` (those in effect at the look) always;
+        with `base` (a change), what was perturbed and the result."""
         member = self._member(k)
+        if decision.in_best:
+            action = "kept (best)"
+        elif decision.donor is not None:
+            action = "replaced"
+        else:
+            action = "mutated" if base is not None else "kept (reference)"
         event = {
             "time": time.time(), "env_steps": int(steps), "policy": member, "run_env_steps": int(m.env_steps),
-            "action": "kept (best)" if decision.in_best else ("replaced" if decision.donor is not None else "mutated"),
+            "action": action,
             "donor": decision.donor, "objective": decision.objectives.get(member),
             "donor_objective": None if decision.donor is None else decision.objectives.get(decision.donor),
             "objectives": {str(j): o for j, o in sorted(decision.objectives.items())},
@@ -153,8 +187,8 @@ class PopulationBasedTraining(L.Callback):
         if donor_digest is not None:  # the weights it took, and its own right after: equal
             event["donor_weights_digest"] = donor_digest
             event["weights_digest"] = weights_digest(m.policies[k].state_dict())
-        if before is not None:  # before the look, what was perturbed (the donor's after a replacement), after
-            event["hyperparams_before"] = before
+        event["hyperparams_before"] = before
+        if base is not None:  # what was perturbed (the donor's after a replacement), after
             event["hyperparams_perturbed_from"] = base
             event["hyperparams_after"] = dict(m.hyperparams[k])
         append_jsonl(self.dir / "events.jsonl", event)

@@ -1,5 +1,19 @@
 """The rules of population-based training (learner/pbt.py runs them): pure functions of
-the population's objectives, hyperparameters and a random generator."""
+the population's objectives, hyperparameters and a random generator.
+
+They are Sample Factory's (its pbt/population_based_training.py), each with its test in
+tests/learner/test_pbt_rules.py:
+  - the population is ranked only once every member has an objective (`decide`);
+  - member 0 is the reference: never perturbed, at the start or later; it may still be replaced,
+    and then takes the donor's hyperparameters as they are (`perturbs`);
+  - members 1..N-1 are perturbed once at the start (learner/pbt.py), as at each look;
+  - a perturbed value that differs from its default (the run's algo.* value, or the env's declared
+    shaping weight) goes back to that default with probability RESET_TO_DEFAULT (`mutated`);
+  - gamma and Adam's betas have their distance to 1 perturbed by a factor in BELOW_ONE_RANGE,
+    whatever pbt.perturb_min/max say (those are for the other values) (`perturbed`);
+  - SF tunes none of Adam's values: they are perturbed only with pbt.optimize_adam (ours), as gamma
+    only with pbt.optimize_gamma (`mutable_names`).
+"""
 
 from __future__ import annotations
 
@@ -17,12 +31,19 @@ from sf_hydra.metric_names import TRUE_OBJECTIVE  # noqa: F401  (the learner ran
 from sf_hydra.plan import SHAPING, initial_hyperparams, initial_overrides, shaping_difference, shaping_hyperparams  # noqa
 
 BELOW_ONE = frozenset({"adam_beta1", "adam_beta2", "gamma"})  # perturbed through 1 - value
+BELOW_ONE_RANGE = (1.01, 1.2)  # their factors (Sample Factory's, for gamma and adam_beta1): they move slowly
 MIN_BELOW_ONE = 1e-6  # the least distance to 1 a BELOW_ONE value keeps
+ADAM = frozenset({"adam_beta1", "adam_beta2", "adam_eps"})  # tuned only with pbt.optimize_adam
+RESET_TO_DEFAULT = 0.01  # chance that a value chosen for perturbation goes back to its default instead
+REFERENCE = 0  # the member never perturbed
 
 
 def perturbed(name: str, value: float, rng: random.Random, low: float, high: float) -> float:
     """`value` multiplied or divided (even odds) by a factor drawn from [low, high]; for a
-    BELOW_ONE name the distance to 1 is what is multiplied or divided."""
+    BELOW_ONE name the distance to 1 is what is multiplied or divided, by a factor drawn from
+    BELOW_ONE_RANGE instead (so the value stays in [0, 1 - MIN_BELOW_ONE])."""
+    if name in BELOW_ONE:
+        low, high = BELOW_ONE_RANGE
     factor = rng.uniform(low, high)
     if rng.random() < 0.5:
         factor = 1.0 / factor
@@ -32,13 +53,27 @@ def perturbed(name: str, value: float, rng: random.Random, low: float, high: flo
 
 
 def mutated(hyper: Dict[str, float], names: Sequence[str], rng: random.Random, rate: float, low: float,
-            high: float) -> Dict[str, float]:
-    """A copy of `hyper` where each of `names` is perturbed with probability `rate`."""
+            high: float, defaults: Optional[Dict[str, float]] = None) -> Dict[str, float]:
+    """A copy of `hyper` where each of `names` is chosen with probability `rate`; a chosen value
+    that differs from its entry in `defaults` goes back to it with probability RESET_TO_DEFAULT,
+    else (and always without a default) it is `perturbed`. Names not in `names` are unchanged."""
     out = dict(hyper)
+    defaults = defaults or {}
     for name in names:
-        if rng.random() < rate:
+        if rng.random() >= rate:
+            continue
+        default = defaults.get(name)
+        if default is not None and hyper[name] != default and rng.random() < RESET_TO_DEFAULT:
+            out[name] = float(default)
+        else:
             out[name] = perturbed(name, hyper[name], rng, low, high)
     return out
+
+
+def perturbs(member: int) -> bool:
+    """Whether PBT perturbs this member's hyperparameters (at the start and at its looks): all
+    but the reference, member 0, which keeps its own (or, replaced, its donor's) unperturbed."""
+    return member != REFERENCE
 
 
 def ranked_groups(objectives: Dict[int, float], fraction: float):
@@ -65,10 +100,11 @@ class Decision(NamedTuple):
     objectives: Dict[int, float]
 
 
-def decide(policy: int, objectives: Dict[int, float], pbt, rng: random.Random) -> Optional[Decision]:
-    """The PBT rule for `policy` given each member's objective (members without one are not
-    ranked); None when `policy` has no objective yet or the population is too small."""
-    if policy not in objectives or len(objectives) < 2:
+def decide(policy: int, objectives: Dict[int, Optional[float]], pbt, rng: random.Random) -> Optional[Decision]:
+    """The PBT rule for `policy` given each member's objective (None: no episode yet). None (no
+    decision: nothing changes) until every member has an objective, or when the population is
+    too small or lacks `policy`."""
+    if policy not in objectives or len(objectives) < 2 or any(o is None for o in objectives.values()):
         return None
     best, worst = ranked_groups(objectives, pbt.replace_fraction)
     if policy in best:
@@ -82,10 +118,11 @@ def decide(policy: int, objectives: Dict[int, float], pbt, rng: random.Random) -
     return Decision(policy, donor, False, objectives)
 
 
-def mutable_names(pbt, hyper: Dict[str, float]) -> List[str]:
-    """What PBT perturbs of a policy's hyperparameters: all (reward shaping included) but
-    gamma, unless pbt.optimize_gamma."""
-    return [n for n in hyper if n != "gamma" or pbt.optimize_gamma]
+def mutable_names(pbt, hyper: Dict[str, float], keep: Sequence[str] = ()) -> List[str]:
+    """What PBT perturbs of a policy's hyperparameters: all (reward shaping included) but gamma,
+    unless pbt.optimize_gamma, Adam's (ADAM), unless pbt.optimize_adam, and the names in `keep`."""
+    return [n for n in hyper if (n != "gamma" or pbt.optimize_gamma) and (n not in ADAM or pbt.optimize_adam)
+            and n not in keep]
 
 
 def weights_digest(state_dict) -> str:

@@ -41,22 +41,26 @@ class Workspace:
         record = {"member": self.member, "env_steps": int(env_steps), "objective": objective, "time": time.time()}
         write_atomically(self.own / "state.json", lambda p: p.write_text(json.dumps(record)))
 
-    def objectives(self) -> Dict[int, float]:
-        """The other members' last published objectives (members with none yet are left out)."""
+    def objectives(self) -> Dict[int, Optional[float]]:
+        """The other members' last published objectives: None for a member that published before
+        its first episode (the population is ranked only once every member has one); a member
+        that never published is not known yet."""
         found = {}
         for state in sorted(self.folder.glob("member_*/state.json")):
             try:
                 record = json.loads(state.read_text())
                 member, objective = int(record["member"]), record["objective"]
+                objective = None if objective is None else float(objective)
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # being replaced right now, or not ours: skip it this time
-            if member != self.member and objective is not None:
-                found[member] = float(objective)
+            if member != self.member:
+                found[member] = objective
         return found
 
     def copy_into(self, m, trainer, donor: int, policy: int) -> Optional[str]:
-        """Loads member `donor`'s published policy into the learner's `policy`, returning the
-        digest of the weights it took; None (and a warning) when its file cannot be read."""
+        """Loads member `donor`'s published policy into the learner's `policy` (under a new version:
+        PPOLearner.load_policy_state), returning the digest of the weights it took; None (and a
+        warning) when its file cannot be read."""
         path = self.folder / f"member_{donor}" / "policy.pt"
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)

@@ -43,12 +43,18 @@ class PolicyStats:
     """One trained policy's counters and statistics (saved in checkpoints): its version, its
     own env steps, its episodes (return, length and the statistics the env reports at an
     episode's end, `info["episode_extra_stats"]`), its self-play outcomes and its last
-    learner metrics."""
+    learner metrics.
+
+    Beside each episode's return (shaped: what the policy was paid, reward-shaping weights of its
+    own included) it keeps its true return (without that policy's own shaping bonus: at the env's
+    declared weights, one scale for the whole population). Invariant: `true_returns` and
+    `episode_returns` get one value per episode, equal when the policy has no shaping of its own."""
 
     def __init__(self, stats_avg: int):
         self.version = 0
         self.env_steps = 0
         self.episode_returns: deque = deque(maxlen=stats_avg)
+        self.true_returns: deque = deque(maxlen=stats_avg)
         self.episode_lengths: deque = deque(maxlen=stats_avg)
         self.episode_extra: Dict[str, deque] = {}  # name -> the last stats_avg values
         self.episodes_total = 0
@@ -69,11 +75,24 @@ class PolicyStats:
         """Its episode windows emptied (PBT gave it another policy's weights: what it played
         before says nothing of them)."""
         self.episode_returns.clear()
+        self.true_returns.clear()
         self.episode_lengths.clear()
         self.episode_extra.clear()
 
     def avg_return(self):
         return float(np.mean(self.episode_returns)) if self.episode_returns else None
+
+    def avg_true_return(self):
+        """The average true (unshaped) return; None before any episode."""
+        return float(np.mean(self.true_returns)) if self.true_returns else None
+
+    def true_objective(self):
+        """What PBT ranks by under `true_objective` (Sample Factory's name): the env's own
+        `true_objective` statistic when it reports one at its episodes' ends, else the average true
+        return (never the shaped one: the shaping weights are themselves mutated, and ranking by
+        what they pay would select for inflated weights). None before any episode."""
+        own = self.avg_extra().get(TRUE_OBJECTIVE)
+        return own if own is not None else self.avg_true_return()
 
     def avg_length(self):
         return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
@@ -86,13 +105,16 @@ class PolicyStats:
 
     def state(self) -> dict:
         return {"version": self.version, "env_steps": self.env_steps, "episode_returns": list(self.episode_returns),
-                "episode_lengths": list(self.episode_lengths), "episodes_total": self.episodes_total,
+                "true_returns": list(self.true_returns), "episode_lengths": list(self.episode_lengths),
+                "episodes_total": self.episodes_total,
                 "outcomes": list(self.outcomes), "episode_extra": {k: list(w) for k, w in self.episode_extra.items()}}
 
     def restore(self, state: dict) -> None:
         self.version, self.env_steps = state["version"], state["env_steps"]
         self.episodes_total = state["episodes_total"]
         self.episode_returns.extend(state["episode_returns"])
+        # Saved before true returns were kept: the returns stand in (true unless PBT shaped them).
+        self.true_returns.extend(state.get("true_returns", state["episode_returns"]))
         self.episode_lengths.extend(state["episode_lengths"])
         self.outcomes.extend(state.get("outcomes", []))
         for name, values in state.get("episode_extra", {}).items():
@@ -180,10 +202,11 @@ class PPOLearner(L.LightningModule):
 
     # -- population-based training (learner/pbt.py) -------------------------------------------
     def objective(self, policy: int, name: str):
-        """Policy `policy`'s average of `name` over its last episodes: the return for
-        `true_objective`, else a statistic the env reports; None before any episode."""
+        """Policy `policy`'s average of `name` over its last episodes: for `true_objective`,
+        PolicyStats.true_objective (the env's own, else the unshaped return), else a statistic the
+        env reports; None before any episode."""
         stats = self.stats[policy]
-        return stats.avg_return() if name == TRUE_OBJECTIVE else stats.avg_extra().get(name)
+        return stats.true_objective() if name == TRUE_OBJECTIVE else stats.avg_extra().get(name)
 
     def set_hyperparams(self, policy: int, hyper: Dict[str, float]) -> None:
         self.hyperparams[policy] = dict(hyper)
@@ -191,17 +214,26 @@ class PPOLearner(L.LightningModule):
 
     def copy_policy(self, src: int, dst: int) -> None:
         """Policy `dst` becomes a copy of `src`: weights and normalizers, optimizer state and
-        hyperparameters; its own counters stay, its episode windows start empty."""
+        hyperparameters; its own counters stay, its version goes up by one (load_policy_state), its
+        episode windows start empty."""
         self.load_policy_state(dst, self.policies[src].state_dict(), self.optimizer_of(src).optimizer.state_dict(),
                                self.hyperparams[src])
 
     def load_policy_state(self, dst: int, weights: dict, optimizer_state: dict, hyper: Dict[str, float]) -> None:
+        """Policy `dst` takes these weights, optimizer state and hyperparameters. Invariant: a version
+        names one set of weights, so `dst`'s version goes up by one (the caller publishes it: the
+        workers reload on a version change only); trajectories its old weights acted then lag by one
+        or more versions, as after a learner step. A load that fails part-way may have changed some
+        weights: the version goes up all the same."""
         import copy
 
-        self.policies[dst].load_state_dict(weights)
-        self.optimizer_of(dst).optimizer.load_state_dict(copy.deepcopy(optimizer_state))
-        self.set_hyperparams(dst, hyper)
-        self.stats[dst].forget_episodes()
+        try:
+            self.policies[dst].load_state_dict(weights)
+            self.optimizer_of(dst).optimizer.load_state_dict(copy.deepcopy(optimizer_state))
+            self.set_hyperparams(dst, hyper)
+            self.stats[dst].forget_episodes()
+        finally:
+            self.stats[dst].version += 1
 
     # -- data preparation --------------------------------------------------------------------
     def _record_meta(self, meta: dict) -> None:
@@ -224,6 +256,7 @@ class PPOLearner(L.LightningModule):
                 window.episode_returns.append(e.ret)
                 window.episode_lengths.append(e.length)
                 window.episodes_total += 1
+            self.stats[e.policy].true_returns.append(e.ret if e.true_ret is None else e.true_ret)
             if e.extra:
                 self.stats[e.policy].add_extra(e.extra)
             if e.agent is not None:
@@ -350,6 +383,8 @@ class PPOLearner(L.LightningModule):
             "learner/policy_version": float(stats.version),
             "learner/samples_per_sec": lag.numel() * self.algo.num_epochs / max(train_time, 1e-9),
         })
+        if self.reward_shaping and (true_return := stats.avg_true_return()) is not None:
+            stats.metrics["episode/true_return"] = true_return  # beside episode/return, which is shaped
         self.last_metrics = {
             "learner/nonfinite_updates_skipped": float(self.nonfinite_skipped),
             "env/nonfinite_values": float(self.nonfinite_env_values),

@@ -153,6 +153,8 @@ def _na(name, default, note, type_="str", inert=ANY) -> Flag:
     return Flag(name, default, NA, "", type_, note, inert=inert)
 
 
+BELOW_ONE_NOTE = ("not for gamma and Adam's betas: their distance to 1 is multiplied or divided by a factor in "
+                  "[1.01, 1.2], as Sample Factory does for gamma and adam_beta1, so they stay below 1")
 INFERENCE = ("hardware.inference=server with hardware.inference_workers=N (by default, in_worker: a policy copy in "
              "each rollout worker, faster on few cores)")
 GPU_ACTING = "hardware.inference=server hardware.inference_device=cuda (the servers act on the GPU; envs stay on CPUs)"
@@ -277,18 +279,22 @@ FLAGS: Tuple[Flag, ...] = (
     _m("wandb_job_type", "SF", "logger.wandb_job_type"),
     _m("wandb_tags", [], "logger.wandb_tags", "strs"),
     _r("wandb_dir", "./wandb", "<run_dir>/wandb", "W&B's files live in the run's folder", _S, inert=ANY),
-    _m("with_pbt", False, "pbt.with_pbt", _B),
+    _m("with_pbt", False, "pbt.with_pbt", _B,
+       note="as in Sample Factory: policy 0 is the reference, never perturbed, though it may be replaced; policies "
+            "1..N-1 are perturbed once at the start; a policy is ranked only once every policy has an objective; "
+            "Adam's values are perturbed only with pbt.optimize_adam, ours, off by default as SF tunes none"),
     _m("pbt_mix_policies_in_one_env", True, "pbt.mix_policies_in_one_env", _B),
     _m("pbt_period_env_steps", 5_000_000, "pbt.period_env_steps", _I),
     _m("pbt_start_mutation", 20_000_000, "pbt.start_mutation", _I),
     _m("pbt_replace_fraction", 0.3, "pbt.replace_fraction", _F),
-    _m("pbt_mutation_rate", 0.15, "pbt.mutation_rate", _F),
+    _m("pbt_mutation_rate", 0.15, "pbt.mutation_rate", _F,
+       note="as in Sample Factory, a chosen value that differs from its default goes back to it with 1% chance"),
     _m("pbt_replace_reward_gap", 0.1, "pbt.replace_reward_gap", _F),
     _m("pbt_replace_reward_gap_absolute", 1e-6, "pbt.replace_reward_gap_absolute", _F),
     _m("pbt_optimize_gamma", False, "pbt.optimize_gamma", _B),
     _m("pbt_target_objective", "true_objective", "pbt.target_objective"),
-    _m("pbt_perturb_min", 1.1, "pbt.perturb_min", _F),
-    _m("pbt_perturb_max", 1.5, "pbt.perturb_max", _F),
+    _m("pbt_perturb_min", 1.1, "pbt.perturb_min", _F, note=BELOW_ONE_NOTE),
+    _m("pbt_perturb_max", 1.5, "pbt.perturb_max", _F, note=BELOW_ONE_NOTE),
 )
 
 

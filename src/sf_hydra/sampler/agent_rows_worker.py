@@ -165,6 +165,7 @@ class AgentRowsWorker(WorkerBase):
         cat = ((lambda f: getattr(batches[0], f)) if len(batches) == 1
                else (lambda f: np.concatenate([getattr(b, f) for b in batches])))
         rewards, terminated, truncated = cat("rewards"), cat("terminated"), cat("truncated")
+        bonus = None
         if self.shaping is not None and any(b.shaping_units is not None for b in batches):
             units = np.concatenate([b.shaping_units if b.shaping_units is not None
                                     else np.zeros((len(b.rewards), len(self.shaping[0]))) for b in batches])
@@ -173,7 +174,8 @@ class AgentRowsWorker(WorkerBase):
                 rewards = rewards + bonus
         self._check_env_output(rows, rewards)
         done = terminated | truncated
-        self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes, _stats_of(batches))
+        self._count_episodes(rows, rewards, active, done, cat("game_continues"), episodes, _stats_of(batches),
+                             bonus)
         if len(local):
             self.writer.write(*where, self._env_record(rewards[local], terminated[local], truncated[local]))
             self._advance(recorded)
@@ -239,8 +241,8 @@ class AgentRowsWorker(WorkerBase):
             self.buffers["time_outs"][slot, step] = float(time_out)
 
     def _count_episodes(self, rows: slice, rewards, active, done, game_continues, episodes: list,
-                        stats=None) -> None:
-        self.games.add(rows, rewards, active)
+                        stats=None, bonus=None) -> None:
+        self.games.add(rows, rewards, active, bonus)
         for j in np.flatnonzero(done):
             self._episode_end(rows.start + int(j), bool(game_continues[j]), episodes,
                               None if stats is None else stats[j])

@@ -45,13 +45,16 @@ class ServerFailed:
 class Episode(NamedTuple):
     """A game that ended: its return and length, the agent's index in a multi-agent env (None
     for single-agent envs), the policy that played it (>= num_policies: a snapshot) and the
-    statistics the env reported for it (envs/episode_info.py EPISODE_STATS), if any."""
+    statistics the env reported for it (envs/episode_info.py EPISODE_STATS), if any, and its
+    true return: `ret` without the bonus of the policy's own reward-shaping weights (None: the
+    worker adds no such bonus, so the true return is `ret`)."""
 
     ret: float
     length: int
     agent: Optional[int] = None
     policy: int = 0
     extra: Optional[Dict[str, float]] = None
+    true_ret: Optional[float] = None
 
 
 @dataclass

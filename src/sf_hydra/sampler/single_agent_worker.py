@@ -82,10 +82,11 @@ class SingleAgentWorker(WorkerBase):
                 restarted.append(i)
             self._store_obs(i, ob)
         self.timing["env_step"] += time.perf_counter() - t1
-        if units is not None and (bonus := self._shaping_bonus(units, policies)) is not None:
+        bonus = None if units is None else self._shaping_bonus(units, policies)
+        if bonus is not None:
             rewards += bonus
         self._check_env_output(split, rewards)
-        self.games.add(split, rewards, 1)
+        self.games.add(split, rewards, 1, bonus)
         for i in restarted:
             self.games.drop(i)
         for i, continues, stats in ends:
