@@ -1,15 +1,19 @@
 """The console progress: lines where the console is a file or a pipe (FPS is never 0 once env steps were
 made, even when the first batch took longer than the FPS window, as a slow env start-up does; the last line
 is printed once), a live bar on a terminal (the lines then go to the log file only), FPS over Sample
-Factory's 10/60/300-second windows and an ETA."""
+Factory's 10/60/300-second windows and an ETA that names its budget (with several policies, each policy's
+env-step budget and the least-trained policy; train_for_seconds when it is the budget)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 
 from sf_hydra.learner.callbacks import Summaries
-from sf_hydra.learner.progress import FpsMeter, eta_seconds, format_duration
+from sf_hydra.learner.progress import FpsMeter, format_duration
+from sf_hydra.train import train
+from tests.conftest import make_cfg
 from tests.faults.runs import REPO, TINY, env_with_repo, train_py
 from tests.helpers.terminal import run_on_terminal
 
@@ -47,12 +51,39 @@ def test_fps_windows_reach_back_300_seconds_however_often_the_learner_reports():
     assert abs(meter.fps(300) - (200 * 3000 + 100 * 1000) / 300) < 10  # half of the window at each rate
 
 
-def test_eta_is_the_first_budget_to_end():
-    assert eta_seconds(1000, 11_000, 100.0, 0.0, float("inf")) == 100  # 10000 steps left at 100 FPS
-    assert eta_seconds(1000, 11_000, 100.0, 50.0, 80.0) == 30  # the time budget ends first
-    assert eta_seconds(1000, float("inf"), 100.0, 0.0, 1e10) is None  # no budget: no ETA
-    assert eta_seconds(1000, 11_000, 0.0, 0.0, float("inf")) is None  # no steps yet: unknown
+def test_format_duration():
     assert format_duration(3725) == "1:02:05" and format_duration(None) == "n/a"
+
+
+def _progress_lines(caplog) -> list:
+    return [r.getMessage() for r in caplog.records if LINE.search(r.getMessage())]
+
+
+def test_two_policies_show_the_least_trained_and_the_per_policy_budget(tmp_path, caplog):
+    """A real 2-policy run: each line names the least-trained policy's own env steps of the budget each policy
+    trains for, and the ETA that budget (the run's env steps pass it: they count both policies)."""
+    caplog.set_level(logging.INFO, logger="sf_hydra")
+    summary = train(make_cfg(tmp_path, "algo.num_policies=2", "train_for_env_steps=3000",
+                             "logger.log_interval_sec=0.001"))
+    lines = _progress_lines(caplog)
+    assert len(lines) >= 2, lines
+    least = re.compile(r"least-trained policy ([01]): (\d+) of 3000 env steps \| "
+                       r"ETA (n/a|\d+:\d\d:\d\d to 3000 env steps per policy)$")
+    assert all(least.search(line) for line in lines), lines  # n/a: the least-trained policy has no rate yet
+    last = least.search(lines[-1])
+    assert last.group(3) == "0:00:00 to 3000 env steps per policy", lines[-1]
+    steps = [p["env_steps"] for p in summary["policies"]]
+    assert int(last.group(2)) == min(steps) >= 3000 and int(last.group(1)) == steps.index(min(steps)), (lines, steps)
+    assert int(LINE.search(lines[-1]).group(1)) == summary["env_steps"] > 3000  # the run's steps: both policies'
+
+
+def test_a_time_budget_names_itself_in_the_eta(tmp_path, caplog):
+    """train_for_seconds is the only budget (train_for_env_steps at the schema's 10^10): the ETA is to it."""
+    caplog.set_level(logging.INFO, logger="sf_hydra")
+    train(make_cfg(tmp_path, "train_for_env_steps=10000000000", "train_for_seconds=4", "logger.log_interval_sec=0.5"))
+    lines = _progress_lines(caplog)
+    assert lines and all(re.search(r"ETA \d+:\d\d:0[0-4] to train_for_seconds=4$", line) for line in lines), lines
+    assert not any("least-trained" in line for line in lines), lines  # one policy
 
 
 def test_a_terminal_gets_a_live_bar_and_the_log_file_the_lines(tmp_path):

@@ -19,7 +19,10 @@ from sf_hydra.learner.progress import (
     ConsoleBar,
     FpsMeter,
     ProgressFigures,
-    eta_seconds,
+    first_budget_eta,
+    lag_over_policies,
+    least_trained,
+    step_budget,
     wants_bar,
 )
 
@@ -115,7 +118,10 @@ class StopConditions(L.Callback):
 
 class Summaries(L.Callback):
     """Console progress every `log_interval_sec` (lines, or a live bar on a terminal: learner/progress.py),
-    scalars to the run's loggers every `experiment_summaries_interval`, both indexed by env steps (frames)."""
+    scalars to the run's loggers every `experiment_summaries_interval`, both indexed by env steps (frames).
+    The progress holds what StopConditions stops on: `budget_steps` is each policy's own env-step budget
+    (>= 10^10: none), `budget_seconds` the training time; the policy lag is over every policy; with several
+    policies the line names the least-trained one and its env steps of the budget."""
 
     def __init__(self, log_interval_sec: float, summaries_interval: float, progress: str = "lines",
                  budget_steps: Optional[float] = None, budget_seconds: float = math.inf,
@@ -128,7 +134,8 @@ class Summaries(L.Callback):
         self.flush_interval = flush_interval_sec
         self.frames_per_step = 1 if use_frameskip else max(1, int(frameskip))
         self.with_hyperparams = with_hyperparams
-        self.meter = FpsMeter()
+        self.meter = FpsMeter()  # the run's env steps (every policy's, snapshots' too)
+        self.least_meter = FpsMeter()  # the least-trained policy's own env steps: the rate toward the budget
         self.style = progress
         self.budget_steps, self.budget_seconds = budget_steps, budget_seconds
         self.bar: Optional[ConsoleBar] = None
@@ -144,17 +151,19 @@ class Summaries(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         now = time.monotonic()
-        self.meter.add(now, pl_module.env_steps)
+        self._measure(now, pl_module)
         self._last_log = self._last_summary = now
         if wants_bar(self.style):
-            self.bar = ConsoleBar(self._budget(pl_module), pl_module.env_steps)
+            self.bar = ConsoleBar(step_budget(self.budget_steps), self._least(pl_module)[1])
 
-    def _budget(self, m) -> Optional[int]:
-        """The run's env-step budget, all policies' steps together (each policy trains for
-        train_for_env_steps of its own); None when there is none (the schema's default of 10^10)."""
-        if self.budget_steps is None or self.budget_steps >= 1e10:
-            return None
-        return int(self.budget_steps) * len(m.stats)
+    @staticmethod
+    def _least(m):
+        """(policy, its own env steps) of the least-trained policy: StopConditions stops on its steps."""
+        return least_trained([s.env_steps for s in m.stats])
+
+    def _measure(self, now: float, m) -> None:
+        self.meter.add(now, m.env_steps)
+        self.least_meter.add(now, self._least(m)[1])
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         with pl_module.profile.part("summaries"):
@@ -162,7 +171,7 @@ class Summaries(L.Callback):
 
     def _report(self, trainer, pl_module) -> None:
         now = time.monotonic()
-        self.meter.add(now, pl_module.env_steps)
+        self._measure(now, pl_module)
         if now - self._last_summary >= self.summaries_interval:
             self._last_summary = now
             self._write_scalars(trainer, pl_module)
@@ -189,13 +198,16 @@ class Summaries(L.Callback):
             self.bar = None
 
     def figures(self, m) -> ProgressFigures:
-        lag = m.stats[0].metrics
+        """The progress now. The ETA is the first budget's to end: train_for_seconds, or the env-step budget
+        (each policy's own steps) at the least-trained policy's own rate over the last 60 s."""
         fps = {w: self.fps(w) for w in FPS_WINDOWS}
-        budget = self._budget(m)
-        eta = eta_seconds(m.env_steps, budget if budget is not None else math.inf, fps[60], m.train_seconds,
-                          self.budget_seconds)
-        return ProgressFigures(m.env_steps, budget, fps, m.avg_return(), m.episodes_total,
-                               lag.get("policy_lag/avg", 0.0), lag.get("policy_lag/max", 0.0), m.policy_version, eta)
+        budget = step_budget(self.budget_steps)
+        least_policy, least_steps = self._least(m)
+        eta = first_budget_eta(least_steps, budget, self.least_meter.fps(60), m.train_seconds, self.budget_seconds,
+                               len(m.stats))
+        lag_avg, lag_max = lag_over_policies([s.metrics for s in m.stats])
+        return ProgressFigures(m.env_steps, budget, fps, m.avg_return(), m.episodes_total, lag_avg, lag_max,
+                               m.policy_version, eta, len(m.stats), least_policy, least_steps)
 
     def _print_progress(self, m) -> None:
         self._printed_steps = m.env_steps

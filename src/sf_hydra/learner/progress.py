@@ -13,7 +13,7 @@ import math
 import sys
 from collections import deque
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
@@ -50,15 +50,62 @@ class FpsMeter:
         return (steps - old_steps) / (now - old_time) if now > old_time else 0.0
 
 
-def eta_seconds(env_steps: int, budget_steps: float, fps: float, train_seconds: float,
-                budget_seconds: float) -> Optional[float]:
-    """Seconds until the first budget ends: the env-step budget at the current FPS, or the time budget.
-    None when neither ends within a year (the schema's defaults mean "no budget")."""
-    candidates = [budget_seconds - train_seconds]
-    if fps > 0:
-        candidates.append((budget_steps - env_steps) / fps)
-    eta = max(0.0, min(candidates))
-    return eta if eta < 365 * 24 * 3600 else None
+NO_BUDGET = 1e10  # the schema's default of train_for_env_steps and train_for_seconds: a budget this large is none
+
+
+def step_budget(train_for_env_steps: Optional[float]) -> Optional[int]:
+    """The env-step budget of each policy (its own env steps), or None when there is none (None or >= NO_BUDGET)."""
+    if train_for_env_steps is None or train_for_env_steps >= NO_BUDGET:
+        return None
+    return int(train_for_env_steps)
+
+
+@dataclass(frozen=True)
+class Eta:
+    """Seconds until the budget that stops the run first, and that budget as the progress line names it."""
+
+    seconds: float
+    budget: str  # "train_for_seconds=600", "480000 env steps" or "480000 env steps per policy"
+
+
+def first_budget_eta(least_steps: int, budget_steps: Optional[int], least_fps: float, train_seconds: float,
+                     budget_seconds: float, policies: int = 1) -> Optional[Eta]:
+    """The ETA of the first budget to end, or None when no budget ends within a year.
+
+    - env steps: each policy trains `budget_steps` of its own, so the run stops when the least-trained policy
+      (`least_steps` now, `least_fps` its env steps per second: the rate of the minimum over the policies) gets
+      there; none when `budget_steps` is None (no budget) or the rate is not known yet (0);
+    - time: `budget_seconds` of training time (summed across resumes) less `train_seconds`; none when
+      `budget_seconds` >= NO_BUDGET.
+    The budget's name says "per policy" when there are several policies."""
+    candidates = []
+    if budget_seconds < NO_BUDGET:
+        candidates.append(Eta(max(0.0, budget_seconds - train_seconds), f"train_for_seconds={budget_seconds:g}"))
+    if budget_steps is not None and least_fps > 0:
+        per_policy = " per policy" if policies > 1 else ""
+        candidates.append(Eta(max(0.0, (budget_steps - least_steps) / least_fps),
+                              f"{budget_steps} env steps{per_policy}"))
+    if not candidates:
+        return None
+    first = min(candidates, key=lambda eta: eta.seconds)
+    return first if first.seconds < 365 * 24 * 3600 else None
+
+
+def lag_over_policies(metrics: Sequence[Mapping[str, float]]) -> Tuple[float, float]:
+    """(avg, max) policy lag over every policy's last learner metrics: the mean of their averages and the
+    largest of their maxima; policies not trained yet (no `policy_lag/avg`) are left out; (0, 0) when none was."""
+    trained = [m for m in metrics if "policy_lag/avg" in m]
+    if not trained:
+        return 0.0, 0.0
+    return (sum(m["policy_lag/avg"] for m in trained) / len(trained),
+            max(m.get("policy_lag/max", m["policy_lag/avg"]) for m in trained))
+
+
+def least_trained(policy_steps: Sequence[int]) -> Tuple[int, int]:
+    """(policy, its env steps) of the policy with the fewest env steps of its own (the lowest index on a tie):
+    the one the env-step budget waits for."""
+    k = min(range(len(policy_steps)), key=lambda i: policy_steps[i])
+    return k, int(policy_steps[k])
 
 
 def format_duration(seconds: Optional[float]) -> str:
@@ -71,32 +118,51 @@ def format_duration(seconds: Optional[float]) -> str:
 
 @dataclass
 class ProgressFigures:
-    """One moment of a run, as both forms show it."""
+    """One moment of a run, as both forms show it. `budget_steps` is each policy's env-step budget (None: no
+    budget); `least_policy` and `least_steps` name the least-trained policy and its own env steps (with one
+    policy: policy 0, the run's env steps); the lag is over every policy (lag_over_policies)."""
 
     env_steps: int
-    budget_steps: Optional[int]  # None: no env-step budget
+    budget_steps: Optional[int]
     fps: dict  # window seconds -> FPS
     avg_return: Optional[float]
     episodes: int
     lag_avg: float
     lag_max: float
     version: int
-    eta: Optional[float]
+    eta: Optional[Eta]
+    policies: int
+    least_policy: int
+    least_steps: int
+
+    def least_trained_text(self) -> str:
+        """"least-trained policy 2: 240000 of 480000 env steps" with several policies, else ""."""
+        if self.policies <= 1:
+            return ""
+        of = f" of {self.budget_steps}" if self.budget_steps is not None else ""
+        return f"least-trained policy {self.least_policy}: {self.least_steps}{of} env steps"
+
+    def eta_text(self) -> str:
+        """"ETA 0:03:10 to train_for_seconds=600", or "ETA n/a" when no budget ends within a year."""
+        if self.eta is None:
+            return "ETA n/a"
+        return f"ETA {format_duration(self.eta.seconds)} to {self.eta.budget}"
 
     def line(self) -> str:
         """`env steps N | FPS ...` first: scripts and tests read those two fields by that pattern."""
-        budget = f" to {self.budget_steps} env steps" if self.budget_steps is not None else ""
         fps = " ".join(f"{self.fps[w]:.0f} ({w} s)" for w in FPS_WINDOWS)
         ret = "n/a" if self.avg_return is None else f"{self.avg_return:.2f}"
+        least = f"{self.least_trained_text()} | " if self.policies > 1 else ""
         return (f"env steps {self.env_steps} | FPS {fps} | avg return {ret} ({self.episodes} episodes) | "
                 f"policy lag {self.lag_avg:.1f}/{self.lag_max:.1f} (avg/max) | version {self.version} | "
-                f"ETA {format_duration(self.eta)}{budget}")
+                f"{least}{self.eta_text()}")
 
     def postfix(self) -> str:
         fps = "/".join(f"{self.fps[w]:.0f}" for w in FPS_WINDOWS)
         ret = "n/a" if self.avg_return is None else f"{self.avg_return:.2f}"
+        least = f" | least-trained policy {self.least_policy}" if self.policies > 1 else ""
         return (f"FPS {fps} (10/60/300 s) | return {ret} | lag {self.lag_avg:.1f}/{self.lag_max:.1f} | "
-                f"v{self.version} | ETA {format_duration(self.eta)}")
+                f"v{self.version}{least} | {self.eta_text()}")
 
 
 def wants_bar(style: str, stream=None) -> bool:
@@ -106,8 +172,10 @@ def wants_bar(style: str, stream=None) -> bool:
 
 
 class ConsoleBar:
-    """A tqdm bar on the terminal for the run's lifetime. The root logger's console handlers are wrapped so
-    that a log record clears the bar, prints, and redraws it; progress records (PROGRESS) skip the console."""
+    """A tqdm bar on the terminal for the run's lifetime: the least-trained policy's own env steps (with one
+    policy, the run's) of each policy's budget `budget_steps` (the env-step budget stops the run when that
+    policy reaches it). The root logger's console handlers are wrapped so that a log record clears the bar,
+    prints, and redraws it; progress records (PROGRESS) skip the console."""
 
     def __init__(self, budget_steps: Optional[int], initial_steps: int, stream=None):
         self.stream = sys.stdout if stream is None else stream
@@ -125,9 +193,9 @@ class ConsoleBar:
                 self.wrapped.append((i, handler, wrapper))
 
     def show(self, figures: ProgressFigures) -> None:
-        if self.bar.total is not None and figures.env_steps > self.bar.total:
-            self.bar.total = figures.env_steps  # the last iteration overshoots the budget: a full bar
-        self.bar.n = figures.env_steps
+        if self.bar.total is not None and figures.least_steps > self.bar.total:
+            self.bar.total = figures.least_steps  # the last iteration overshoots the budget: a full bar
+        self.bar.n = figures.least_steps
         self.bar.set_postfix_str(figures.postfix(), refresh=False)
         self.bar.refresh()
 
