@@ -17,7 +17,7 @@ def events(run_dir):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.long  # PBT (tests/train/test_pbt.py) and Slurm sweeps (test_slurm_launcher.py) each run in CI
+@pytest.mark.slow  # ~20 s: the only test of the PBT workspace (learner/pbt_workspace.py), so it runs in CI
 def test_two_members_exchange_through_the_workspace(sweep):
     workspace = sweep.train_dir / "population"
     code = sweep.run(
