@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 from typing import List, Optional
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 log = logging.getLogger("sf_hydra")
@@ -29,7 +31,7 @@ def build_loggers(cfg, run_dir: Path, resuming: bool) -> list:
     """The Lightning loggers `cfg.logger` asks for; `resuming`: the run continues from a checkpoint."""
     loggers = []
     if cfg.logger.tensorboard:
-        from lightning.pytorch.loggers import TensorBoardLogger
+        from lightning.pytorch.loggers import TensorBoardLogger  # Lightning: loaded after the workers start
 
         # flush_secs: the writer's own flush thread; Summaries also flushes on this interval (send_scalars)
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version="",
@@ -42,9 +44,6 @@ def build_loggers(cfg, run_dir: Path, resuming: bool) -> list:
 
 
 def in_sweep() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
@@ -73,8 +72,8 @@ def _warn(what: str, error: BaseException) -> None:
 def start_wandb(cfg, run_dir: Path, resuming: bool):
     """A started Lightning WandbLogger, or None (with a warning) when W&B cannot run."""
     try:
-        import wandb  # noqa: F401
-        from lightning.pytorch.loggers import WandbLogger
+        import wandb  # noqa: F401 (the optional `wandb` extra: its absence is a warning)
+        from lightning.pytorch.loggers import WandbLogger  # Lightning: loaded after the workers start
     except ImportError as e:
         _warn("the wandb package is missing, pip install 'sf_hydra[wandb]'", e)
         return None
@@ -123,7 +122,7 @@ def log_videos(train_cfg, run_dir: Path, videos: List[str], scalars: dict) -> No
         log.warning("W&B: %s is missing (the run never reached W&B): the videos stay in %s", saved, run_dir / "enjoy")
         return
     try:
-        import wandb
+        import wandb  # the optional `wandb` extra
 
         lg = train_cfg.logger
         run = wandb.init(id=saved.read_text().strip(), resume="allow", dir=str(run_dir), project=lg.wandb_project,

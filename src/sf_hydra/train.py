@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -29,8 +30,6 @@ def quiet_lightning() -> None:
     """Lightning's own console handler would print every line twice next to Hydra's, and
     its start-up tips are noise in a training log; our `IterableDataset.__len__` is on
     purpose (see sampler/training_batches.py)."""
-    import warnings
-
     for name in ("lightning.pytorch", "lightning.fabric"):
         logger = logging.getLogger(name)
         logger.handlers.clear()
@@ -67,6 +66,7 @@ def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
     followed by `logger.extra`'s, and `callbacks` (conf/callbacks/), whose `${run_dir}` is `run_dir` here.
     Returns (trainer, the StopConditions callback, the PeriodicCheckpoint callback); with benchmark=true
     the checkpoint callback is built but not given to the trainer (nothing is learned, nothing saved)."""
+    # Lightning's side: built after launch_sampler, while the workers start (importing Lightning costs seconds)
     from sf_hydra.learner.callbacks import StopConditions
     from sf_hydra.learner.checkpointing import PeriodicCheckpoint
     from sf_hydra.trainer_parts import instantiate_callbacks, instantiate_loggers, instantiate_trainer
@@ -144,12 +144,13 @@ def _train_in(cfg, run_dir: Path) -> dict:
     ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
     save_config(cfg, run_dir)
 
-    from sf_hydra.sampler.sampler import SamplerError
+    from sf_hydra.sampler.sampler import SamplerError  # the sampler's modules: loaded once the checks passed
 
     # the workers start while this process imports Lightning and builds the learner
     sampler = launch_sampler(plan, hand_out_slots=ckpt is None and not cfg.pbt.with_pbt)
     failed = True
     try:
+        # Lightning loads here, while the workers start (launch_sampler above)
         from sf_hydra.learner.ppo_learner import PPOLearner
         from sf_hydra.sampler.datamodule import SamplerDataModule
 

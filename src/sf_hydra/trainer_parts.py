@@ -190,6 +190,7 @@ def check_parts(cfg: DictConfig) -> None:
 # -- building ------------------------------------------------------------------------------------
 def _build(key: str, node: DictConfig, **runtime) -> Any:
     """`node` built with Hydra's instantiate (its `_enabled_` key left out), plus `runtime` arguments."""
+    # Hydra's instantiate only when something is built: checking the nodes (check_parts) stays light
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -235,7 +236,7 @@ def _built_as(key: str, node: DictConfig, kind: type, what: str):
 
 def instantiate_callbacks(node: Optional[DictConfig], key: str = "callbacks") -> list:
     """The Lightning callbacks of `node` ({name: {_target_, ...}}), built in order."""
-    from lightning.pytorch import Callback
+    from lightning.pytorch import Callback  # Lightning: loaded after the workers start
 
     return [_built_as(k, child, Callback, "a lightning.pytorch.Callback")
             for k, child in enabled_nodes(node, key)]
@@ -243,7 +244,7 @@ def instantiate_callbacks(node: Optional[DictConfig], key: str = "callbacks") ->
 
 def instantiate_loggers(node: Optional[DictConfig], key: str = "logger.extra") -> list:
     """The Lightning loggers of `node` ({name: {_target_, ...}}), built in order."""
-    from lightning.pytorch.loggers import Logger
+    from lightning.pytorch.loggers import Logger  # Lightning: loaded after the workers start
 
     return [_built_as(k, child, Logger, "a lightning.pytorch.loggers.Logger")
             for k, child in enabled_nodes(node, key)]
@@ -251,7 +252,7 @@ def instantiate_loggers(node: Optional[DictConfig], key: str = "logger.extra") -
 
 def instantiate_trainer(node: DictConfig, key: str = "trainer", **runtime):
     """The Trainer `node` describes, with `runtime` arguments (the loggers and callbacks) added."""
-    from lightning.pytorch import Trainer
+    from lightning.pytorch import Trainer  # Lightning: loaded after the workers start
 
     trainer = _build(key, node, **runtime)
     if not isinstance(trainer, Trainer):

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import math
 
+from omegaconf import DictConfig, OmegaConf
+
+from sf_hydra.config.choices import OPTIMIZER_TARGETS, PBT_HYPERPARAMS
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.metrics import check_metric
 
@@ -116,8 +119,6 @@ def _check_losses(cfg) -> None:
         raise ConfigError("algo.vtrace_c", algo.vtrace_c,
                           f"a number <= algo.vtrace_rho={algo.vtrace_rho} with algo.with_vtrace=true (V-trace assumes "
                           "rho_bar >= c_bar, IMPALA section 4.1)")
-    from sf_hydra.config.choices import OPTIMIZER_TARGETS
-
     target = algo.optimizer.get("_target_") if algo.optimizer is not None else None
     chosen = OPTIMIZER_TARGETS[str(algo.optimizer_type)]
     if str(algo.optimizer_type) != "adam" and target != chosen:
@@ -191,7 +192,7 @@ def _check_sampling(cfg) -> None:
     _check_env_wrappers(cfg)
     _check_inference(cfg)
     if hw.device == "cuda":
-        import torch
+        import torch  # only for a CUDA device: a config error otherwise never loads torch (~1 s)
 
         if not torch.cuda.is_available():
             raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
@@ -215,7 +216,7 @@ def _check_inference(cfg) -> None:
         raise ConfigError("hardware.inference_workers", hw.inference_workers,
                           f"an integer from 1 to hardware.num_workers={hw.num_workers} (each serves >= 1 worker)")
     if hw.inference_device == "cuda":
-        import torch
+        import torch  # only for a CUDA device: a config error otherwise never loads torch (~1 s)
 
         if not torch.cuda.is_available():
             raise ConfigError("hardware.inference_device", "cuda",
@@ -256,8 +257,6 @@ def _check_policy_mapping(cfg) -> None:
 def _check_pbt(cfg) -> None:
     """Population-based training: a population to rank, groups that do not overlap, factors
     that perturb, hyperparameter names PBT knows."""
-    from sf_hydra.config.choices import PBT_HYPERPARAMS
-
     pbt, n = cfg.pbt, cfg.algo.num_policies
     if pbt.workspace and pbt.member < 0:
         raise ConfigError("pbt.member", pbt.member, "this run's member index (an integer >= 0) with pbt.workspace")
@@ -315,8 +314,6 @@ def check_pbt_against_env(cfg, reported, shaping) -> None:
 def _check_missing(cfg) -> None:
     """A mandatory value left at ??? (e.g. `env=gym/any` without `env.id=...`) is named here,
     instead of surfacing as an OmegaConf error about whichever key interpolates it."""
-    from omegaconf import DictConfig, OmegaConf
-
     def first_missing(node, prefix: str):
         for key, value in node.items():  # unresolved: OmegaConf.missing_keys would resolve interpolations
             if value == "???":

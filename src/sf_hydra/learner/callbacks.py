@@ -10,6 +10,7 @@ import time
 from typing import Optional
 
 import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger
 
 from sf_hydra.door import door_of
 from sf_hydra.launch import signals
@@ -248,8 +249,6 @@ class Summaries(L.Callback):
 def send_scalars(loggers, scalars: dict, step: int, flush_every: float = 0.0) -> None:
     """The same scalars, indexed by `step`, to every logger of the run (TensorBoard, W&B). The
     TensorBoard file is flushed when `flush_every` seconds passed since its last flush (0: always)."""
-    from lightning.pytorch.loggers import TensorBoardLogger
-
     now = time.monotonic()
     for logger in loggers:
         logger.log_metrics(scalars, step)

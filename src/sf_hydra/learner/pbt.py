@@ -28,6 +28,8 @@ after it to `<run_dir>/pbt/hyperparams_<k>.jsonl`.
 
 from __future__ import annotations
 
+import ast
+import logging
 import random
 import time
 from pathlib import Path
@@ -48,6 +50,9 @@ from sf_hydra.learner.pbt_rules import (
     shaping_hyperparams,
     weights_digest,
 )
+from sf_hydra.learner.pbt_workspace import Workspace
+
+log = logging.getLogger("sf_hydra")
 
 
 class PopulationBasedTraining(L.Callback):
@@ -63,8 +68,6 @@ class PopulationBasedTraining(L.Callback):
         self.next_look: Dict[int, int] = {}
         self.workspace = None
         if pbt.workspace:
-            from sf_hydra.learner.pbt_workspace import Workspace
-
             self.workspace = Workspace(Path(pbt.workspace), pbt.member)
 
     # -- the hooks ----------------------------------------------------------------------------
@@ -96,8 +99,6 @@ class PopulationBasedTraining(L.Callback):
     def load_state_dict(self, state_dict):
         self.next_look = {int(k): int(v) for k, v in state_dict.get("next_look", {}).items()}
         if "rng" in state_dict:
-            import ast
-
             self.rng.setstate(ast.literal_eval(state_dict["rng"]))
 
     # -- the rule -----------------------------------------------------------------------------
@@ -193,8 +194,6 @@ class PopulationBasedTraining(L.Callback):
             event["hyperparams_after"] = dict(m.hyperparams[k])
         append_jsonl(self.dir / "events.jsonl", event)
         if decision.donor is not None:
-            from sf_hydra.learner.callbacks import log
-
             log.info("PBT: policy %d (objective %.4g) replaced by policy %d (objective %.4g) at %d env steps",
                      member, event["objective"], decision.donor, event["donor_objective"], steps)
 

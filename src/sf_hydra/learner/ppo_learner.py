@@ -10,6 +10,7 @@ batch in minibatches of `batch_size` transitions, then that policy's version goe
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections import deque
@@ -225,8 +226,6 @@ class PPOLearner(L.LightningModule):
         workers reload on a version change only); trajectories its old weights acted then lag by one
         or more versions, as after a learner step. A load that fails part-way may have changed some
         weights: the version goes up all the same."""
-        import copy
-
         try:
             self.policies[dst].load_state_dict(weights)
             self.optimizer_of(dst).optimizer.load_state_dict(copy.deepcopy(optimizer_state))
