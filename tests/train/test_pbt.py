@@ -75,6 +75,9 @@ def test_useless_learning_rates_are_replaced_by_donors(tmp_path):
     lr = [s.value for s in read_scalars(run_dir)["policy_2/pbt/learning_rate"]]
     assert lr[0] == pytest.approx(1e-7) and max(lr) > 1e-4
     assert summary["env_steps"] >= 4 * 15000 and len(replaced) >= 2
+    # Every member trained on its own env steps (the long test below adds the population solving CartPole).
+    assert len(summary["policies"]) == 4 and all(p["env_steps"] >= 15000 and p["policy_version"] > 0
+                                                 and p["episodes"] > 0 for p in summary["policies"]), summary
     # The report draws the population and lists every replacement.
     out = subprocess.run([sys.executable, "-m", "sf_hydra.report.population", str(run_dir), "--out",
                           str(tmp_path / "population.png")], capture_output=True, text=True, timeout=120)
@@ -85,7 +88,7 @@ def test_useless_learning_rates_are_replaced_by_donors(tmp_path):
     assert (tmp_path / "population.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.long
+@pytest.mark.long  # CI runs the same 4-policy population for 15000 steps above (its replacements)
 def test_the_population_solves_cartpole_after_replacing_its_useless_members(tmp_path):
     cfg = make_cfg(tmp_path, *PBT, "train_for_env_steps=600000", "train_until_avg_return=450",
                    "hardware.num_workers=2")

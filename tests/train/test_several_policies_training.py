@@ -95,10 +95,23 @@ def test_a_pool_for_an_env_without_opponent_seats_is_refused_before_workers_star
     assert not (_run_dir(cfg) / "checkpoints").exists()
 
 
+LEARNING_TWO = ("hardware.num_envs_per_worker=16", "algo.rollout=32", "algo.batch_size=512", "algo.num_policies=2",
+                "logger.stats_avg=50")
+
+
+@pytest.mark.slow  # ~17 s here (to 200: 15-67 s); the long test below takes both to 450
+def test_two_policies_each_learn_cartpole(tmp_path):
+    """Each policy learns from its own transitions with its own optimizer: the run stops only when
+    each one's last 50 episodes average 150 (random play: ~22), well within its budget."""
+    summary = train(make_cfg(tmp_path, *LEARNING_TWO, "train_for_env_steps=300000", "train_until_avg_return=150",
+                             "train_for_seconds=240"))  # a policy that does not learn fails within 4 min
+    assert summary["stop_reason"] == "train_until_avg_return=150 reached", summary
+    assert [p["policy"] for p in summary["policies"]] == [0, 1]
+    assert all(p["avg_return"] >= 150 and p["env_steps"] < 300000 for p in summary["policies"]), summary["policies"]
+
+
 @pytest.mark.long  # ~95 s alone, ~6 min on a loaded machine: run on purpose (python -m pytest -m long)
 def test_two_policies_each_solve_cartpole(tmp_path):
-    cfg = make_cfg(tmp_path, "hardware.num_envs_per_worker=16", "algo.rollout=32", "algo.batch_size=512",
-                   "algo.num_policies=2", "train_for_env_steps=1500000", "train_until_avg_return=450",
-                   "logger.stats_avg=50")
+    cfg = make_cfg(tmp_path, *LEARNING_TWO, "train_for_env_steps=1500000", "train_until_avg_return=450")
     summary = train(cfg)
     assert all(p["avg_return"] >= 450 for p in summary["policies"]), summary["policies"]

@@ -7,6 +7,8 @@ import pytest
 
 pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
 
+from sf_hydra.metric_names import OUTCOME_RATES  # noqa: E402
+from sf_hydra.report.tensorboard import read_scalars  # noqa: E402
 from sf_hydra.train import train  # noqa: E402
 from tests.conftest import compose_cfg, make_cfg  # noqa: E402
 
@@ -81,8 +83,6 @@ def test_battle_return_rises(tmp_path, map_cache):
     return of the last 100 episodes after 600k frames beats that of the first ones clearly.
     Measured here: 1.2 -> 2.2 (loaded 2-core machine, ~690k frames); 1.2 -> 4.4 at 600k frames in
     445 s with per-pixel input normalization (another test run sharing the machine)."""
-    from sf_hydra.report.tensorboard import read_scalars
-
     cfg = compose_cfg(f"train_dir={tmp_path}", "experiment=battle", "env=doom/battle", "train_for_env_steps=600000")
     summary = train(cfg)
     early = [s.value for s in read_scalars(tmp_path / "battle")["episode/return"] if s.step <= 100_000]
@@ -92,16 +92,25 @@ def test_battle_return_rises(tmp_path, map_cache):
 
 def test_duel_self_play_two_policies_and_a_snapshot(tmp_path):
     """Self-play in real ViZDoom games: two trained policies seated per match (host + join),
-    and once a snapshot joins the pool it takes opponent seats. Each policy trains on its
-    own transitions and reaches the budget on its own env steps."""
+    and once a snapshot joins the pool it takes the opponent seat (latest_prob=0: every match
+    drawn after that), and each such match ends with an outcome for the trained seat's policy
+    (its vs_pool rates). Each policy trains on its own transitions and reaches the budget on
+    its own env steps."""
     cfg = make_cfg(tmp_path, "env=doom/duel", "env.episode_timeout=420", "hardware.num_workers=1",
                    "hardware.num_envs_per_worker=2", "algo.batch_size=64", *SMALL_MODEL, "train_for_env_steps=1500",
-                   "algo.num_policies=2", "selfplay.pool_size=1", "selfplay.snapshot_every_env_steps=400")
+                   "algo.num_policies=2", "selfplay.pool_size=1", "selfplay.snapshot_every_env_steps=400",
+                   "selfplay.latest_prob=0.0")
     summary = train(cfg)
     assert [p["policy"] for p in summary["policies"]] == [0, 1]
     assert all(p["env_steps"] >= 1500 and p["policy_version"] >= 2 for p in summary["policies"])
     pool = json.loads((tmp_path / "test" / "selfplay" / "pool.json").read_text())
     assert pool["generation"] >= 1 and pool["slots"][0]["policy"] in (0, 1)
+    # The snapshot sat in matches: their outcomes (only a game with a snapshot seat has one) are each policy's rates.
+    rates = {p["policy"]: [p[name] for name in OUTCOME_RATES if name in p] for p in summary["policies"]}
+    assert any(rates.values()), f"no match against the snapshot ended: {summary['policies']}"
+    assert all(not r or (len(r) == 3 and sum(r) == pytest.approx(1.0)) for r in rates.values()), rates
+    scalars = read_scalars(tmp_path / "test")
+    assert any(f"policy_{k}/{name}" in scalars for k in (0, 1) for name in OUTCOME_RATES), sorted(scalars)
 
     # enjoy.py plays the duel: each seat with its own trained policy, agent 0's view as the video
     from tests.enjoy.test_enjoy import enjoy, video_frames

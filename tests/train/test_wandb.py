@@ -91,10 +91,12 @@ def test_enjoy_videos_go_to_the_runs_wandb_run(tmp_path):
         assert video.read_bytes() == Path(eval_json["episodes"][i]["video"]).read_bytes()
 
 
-@pytest.mark.long  # a two-run sweep through train.py (~30 s); wandb_group's other cases are checked below
+@pytest.mark.slow  # a two-run sweep through train.py (~20 s); wandb_group's other cases are checked below
 def test_sweep_runs_are_grouped_under_the_sweep_name(tmp_path):
+    """Both runs of a --multirun sweep are W&B runs of one group, the sweep's folder name
+    (their offline run files say so), each its own run named by its overrides."""
     cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--multirun", f"train_dir={tmp_path}", *FAST_OVERRIDES,
-           "seed=1,2", "logger=wandb", "train_for_env_steps=1000"]
+           "hardware.num_workers=1", "seed=1,2", "logger=wandb", "train_for_env_steps=500"]
     result = subprocess.run(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             timeout=400)
     assert result.returncode == 0, result.stdout[-3000:]
