@@ -6,7 +6,10 @@ atomic on POSIX). The temporary name is hidden, ends in `.tmp`, and is unique to
 (processes or threads writing the same path at once never share one). When `write` or the
 rename fails, the temporary file is removed (best effort) and the error propagates: `path`
 is left as it was. A process killed mid-write leaves its `*.tmp` behind; whoever owns the
-folder removes those (run_dir.prepare for checkpoints). Stdlib only: any layer may use it."""
+folder removes those (run_dir.prepare for checkpoints). `link_atomically(source, path)` gives
+`source`'s file a second name the same way (a hard link made under a temporary name, then renamed
+onto `path`): no second copy of the bytes, and `path` stays readable when `source` is deleted.
+Stdlib only: any layer may use it."""
 
 from __future__ import annotations
 
@@ -34,3 +37,10 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
         except OSError:
             pass
         raise
+
+
+def link_atomically(source: Path, path: Path) -> None:
+    """`path` becomes a hard link to `source` (one file, two names; the same folder's file system),
+    replacing what `path` named atomically. OSError where the file system has no hard links (or
+    `source` is on another one): `path` is then left as it was."""
+    write_atomically(Path(path), lambda tmp: os.link(source, tmp))

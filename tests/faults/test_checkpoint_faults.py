@@ -38,14 +38,32 @@ def test_truncated_last_ckpt_falls_back_to_newest_intact_checkpoint(tmp_path, ca
     first = _trained(tmp_path)
     folder = tmp_path / "test" / "checkpoints"
     numbered = sorted(folder.glob("checkpoint_*.ckpt"))[-1]
-    _truncate(folder / "last.ckpt")
+    _trained(tmp_path, 3000)  # a newer save: last.ckpt is its numbered file under a second name (a hard link)
+    newest = sorted(folder.glob("checkpoint_*.ckpt"))[-1]
+    assert newest != numbered and (folder / "last.ckpt").stat().st_ino == newest.stat().st_ino
+    _truncate(folder / "last.ckpt")  # in place: both names of the newest checkpoint are damaged
     caplog.set_level(logging.INFO, logger="sf_hydra")
     second = _trained(tmp_path, 4000)
     text = caplog.text
     assert f"checkpoint {folder / 'last.ckpt'} is unreadable" in text, text
+    assert f"checkpoint {newest} is unreadable" in text, text
     assert f"resuming from {numbered} instead" in text and f"{first['env_steps']} env steps" in text, text
     assert second["env_steps"] >= 4000 and second["policy_version"] > first["policy_version"]
     assert torch.load(folder / "last.ckpt", weights_only=True)["sf_hydra"]["env_steps"] == second["env_steps"]
+
+
+def test_a_copy_of_last_ckpt_alone_damaged_falls_back_to_the_numbered_one(tmp_path, caplog):
+    """last.ckpt as a file of its own (a copied run folder, or a file system without hard links)."""
+    first = _trained(tmp_path)
+    folder = tmp_path / "test" / "checkpoints"
+    numbered = sorted(folder.glob("checkpoint_*.ckpt"))[-1]
+    data = (folder / "last.ckpt").read_bytes()
+    (folder / "last.ckpt").unlink()
+    (folder / "last.ckpt").write_bytes(data[: len(data) // 2])
+    caplog.set_level(logging.INFO, logger="sf_hydra")
+    second = _trained(tmp_path, 4000)
+    assert f"resuming from {numbered} instead" in caplog.text and f"{first['env_steps']} env steps" in caplog.text
+    assert second["env_steps"] >= 4000
 
 
 def test_no_intact_checkpoint_stops_with_what_was_found(tmp_path):

@@ -1,26 +1,28 @@
 """Checkpoints by wall time (Lightning's ModelCheckpoint ignores its time interval under manual
 optimization): periodic ones (`checkpoint_<env steps>.ckpt`, the newest `keep_checkpoints` kept, and
-`last.ckpt`), milestones (`milestones/checkpoint_<env steps>.ckpt`, every `save_milestones_sec`, never
-pruned) and each policy's best (`best_p<k>.ckpt`, by `save_best_metric`). Every file is written to a
-temporary name and renamed, so a crash while saving never destroys the previous checkpoint. A save
-that fails (disk full, no permission) ends the run with CheckpointSaveError: the path and the cause,
-no traceback."""
+`last.ckpt`: a hard link to the newest numbered one, not a second copy), milestones
+(`milestones/checkpoint_<env steps>.ckpt`, every `save_milestones_sec`, never pruned) and each policy's best
+(`best_p<k>.ckpt`, by `save_best_metric`). Every file is written to a temporary name and renamed, so a crash
+while saving never destroys the previous checkpoint. A save that fails (disk full, no permission) ends the run
+with CheckpointSaveError: the path and the cause, no traceback."""
 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 import lightning as L
 
 from sf_hydra.faults import CheckpointSaveError
-from sf_hydra.files import write_atomically
+from sf_hydra.files import link_atomically, write_atomically
 from sf_hydra.metric_names import metric_value
 from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, best_checkpoint_name, read_best
 
 log = logging.getLogger("sf_hydra")
+_COPYING: Set[Path] = set()  # checkpoint folders whose file system refused a hard link (last.ckpt is copied there)
 
 
 def save_atomically(trainer, path: Path) -> None:
@@ -31,6 +33,23 @@ def save_atomically(trainer, path: Path) -> None:
         write_atomically(path, trainer.save_checkpoint)
     except OSError as e:
         raise CheckpointSaveError(path, e) from e
+
+
+def link_last(numbered: Path, last: Path) -> None:
+    """`last` names the same file as the just-written `numbered` (a hard link, replaced atomically): one
+    write per save, and pruning `numbered` later leaves `last` whole (the file lives while a name does).
+    Where the file system has no hard links, `last` becomes a copy of `numbered`'s bytes (atomically)."""
+    try:
+        link_atomically(numbered, last)
+        return
+    except OSError as e:
+        if last.parent not in _COPYING:  # said once per folder
+            _COPYING.add(last.parent)
+            log.warning("could not hard-link %s to %s (%s): %s is written as a copy", last, numbered, e, last.name)
+    try:
+        write_atomically(last, lambda tmp: shutil.copyfile(numbered, tmp))
+    except OSError as e:
+        raise CheckpointSaveError(last, e) from e
 
 
 class BestCheckpoint:
@@ -89,9 +108,9 @@ class BestCheckpoint:
 
 
 class PeriodicCheckpoint(L.Callback):
-    """Every `every_sec`: `checkpoint_<env steps>.ckpt` (the newest `keep` are kept) and
-    `last.ckpt`, which a resume starts from; every `milestones_sec` (> 0) a milestone in
-    `milestones/`, never pruned; and, with `best`, each policy's best checkpoint (BestCheckpoint),
+    """Every `every_sec`: `checkpoint_<env steps>.ckpt` (the newest `keep` are kept) and `last.ckpt`,
+    which a resume starts from (that numbered file under a second name: link_last); every `milestones_sec`
+    (> 0) a milestone in `milestones/`, never pruned; and, with `best`, each policy's best checkpoint (BestCheckpoint),
     checked every `best.every_sec` and before each of the other saves."""
 
     def __init__(self, directory: Path, every_sec: float, keep: int, milestones_sec: float = -1.0,
@@ -130,7 +149,7 @@ class PeriodicCheckpoint(L.Callback):
         self._check_best(trainer)
         numbered = self.directory / f"checkpoint_{env_steps:012d}.ckpt"
         save_atomically(trainer, numbered)
-        save_atomically(trainer, self.directory / LAST)
+        link_last(numbered, self.directory / LAST)
         self._prune()
         self._last_save = time.monotonic()
         return numbered

@@ -1,0 +1,36 @@
+"""The small-machine duel self-play preset (experiments/doom_duel_selfplay_small.yaml) on this 2-core CPU,
+on a shorter budget: snapshots join the opponent pool, take seats in games, and those games give each policy
+its win, draw and loss rates against the pool."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import compose_cfg
+from tests.experiments.test_experiment_configs import skip_without_extra
+
+PRESET = "doom_duel_selfplay_small"
+
+
+@pytest.mark.slow
+def test_small_duel_selfplay_fills_the_pool_and_plays_it(tmp_path):
+    from sf_hydra.metric_names import OUTCOME_RATES
+    from sf_hydra.train import train
+
+    skip_without_extra(PRESET)
+    # The preset as shipped, with shorter matches (12 s of game), an earlier snapshot and a shorter budget.
+    cfg = compose_cfg(f"+experiment={PRESET}", f"train_dir={tmp_path}", "env.episode_timeout=420",
+                      "selfplay.snapshot_every_env_steps=4000", "train_for_seconds=60")
+    assert cfg.algo.num_policies == 2 and cfg.selfplay.pool_size > 0 and cfg.hardware.num_workers == 2
+    train(cfg)
+    run = Path(cfg.train_dir) / cfg.experiment
+    summary = json.loads((run / "summary.json").read_text())
+    index = json.loads((run / "selfplay" / "pool.json").read_text())
+    snapshots = [e for e in index["slots"] if e is not None]
+    assert snapshots and index["generation"] >= len(snapshots), index
+    assert all((run / "selfplay" / e["file"]).is_file() for e in snapshots)
+    for policy in summary["policies"]:
+        assert policy["episodes"] > 0, policy
+        rates = [policy.get(name) for name in OUTCOME_RATES]
+        assert None not in rates and abs(sum(rates) - 1) < 1e-6, policy  # games against the pool ended
