@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from sf_hydra.config.choices import PBT_HYPERPARAMS as HYPERPARAMS
 from sf_hydra.learner.pbt_rules import (
     ADAM,
     BELOW_ONE,
-    HYPERPARAMS,
     RESET_TO_DEFAULT,
     decide,
     leads_by_gaps,
@@ -162,7 +162,8 @@ def test_weights_digest_tells_equal_weights_from_different_ones():
 
 
 def test_reward_shaping_weights_are_hyperparameters_and_gamma_only_on_request():
-    from sf_hydra.learner.pbt_rules import mutable_names, shaping_difference, shaping_hyperparams
+    from sf_hydra.learner.pbt_rules import mutable_names
+    from sf_hydra.plan import shaping_difference, shaping_hyperparams
 
     shaping = {"FRAGCOUNT": (1.0, -1.5), "HEALTH": (0.005, -0.003)}
     hyper = {"learning_rate": 1e-4, "gamma": 0.99, **shaping_hyperparams(shaping)}
@@ -184,7 +185,7 @@ class FakeLearner:
 
         self.algo = AlgoConfig()
         self.num_policies, self.reward_shaping, self.env_steps = n, {}, 0
-        from sf_hydra.learner.pbt_rules import initial_hyperparams
+        from sf_hydra.plan import initial_hyperparams
 
         self.hyperparams = [initial_hyperparams(self.algo) for _ in range(n)]
         self.objectives = dict(objectives)

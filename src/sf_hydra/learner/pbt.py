@@ -16,7 +16,7 @@ the return without the policy's own reward-shaping bonus), once every member has
     multiplied or divided, even odds, by a factor drawn from [perturb_min, perturb_max]; a value
     that lives just below 1 (Adam's betas, gamma) has its distance to 1 perturbed by a factor in
     [1.01, 1.2] instead, so it stays below 1). The hyperparameters are the learner's
-    (pbt_rules.HYPERPARAMS; gamma with pbt.optimize_gamma, Adam's with pbt.optimize_adam) and, where
+    (config/choices.py PBT_HYPERPARAMS; gamma with pbt.optimize_gamma, Adam's with pbt.optimize_adam) and, where
     the env family declares reward shaping, its shaping weights (`reward_shaping.<name>.up|down`),
     which the rollout workers apply per policy.
 
@@ -38,19 +38,9 @@ from typing import Dict, Optional
 import lightning as L
 
 from sf_hydra.door import door_of
-from sf_hydra.learner.pbt_rules import (
-    Decision,
-    append_jsonl,
-    decide,
-    initial_hyperparams,
-    mutable_names,
-    mutated,
-    perturbs,
-    shaping_difference,
-    shaping_hyperparams,
-    weights_digest,
-)
+from sf_hydra.learner.pbt_rules import Decision, append_jsonl, decide, mutable_names, mutated, perturbs, weights_digest
 from sf_hydra.learner.pbt_workspace import Workspace
+from sf_hydra.plan import initial_hyperparams, shaping_difference, shaping_hyperparams
 
 log = logging.getLogger("sf_hydra")
 

@@ -24,12 +24,6 @@ import random
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from sf_hydra.config.choices import PBT_HYPERPARAMS as HYPERPARAMS  # noqa: F401 (named here for PBT's readers)
-from sf_hydra.metric_names import TRUE_OBJECTIVE  # noqa: F401  (the learner ranks by it: PPOLearner.objective)
-
-# A policy's hyperparameters at the start are resolved with the run's plan (sf_hydra/plan.py).
-from sf_hydra.plan import SHAPING, initial_hyperparams, initial_overrides, shaping_difference, shaping_hyperparams  # noqa
-
 BELOW_ONE = frozenset({"adam_beta1", "adam_beta2", "gamma"})  # perturbed through 1 - value
 BELOW_ONE_RANGE = (1.01, 1.2)  # their factors (Sample Factory's, for gamma and adam_beta1): they move slowly
 MIN_BELOW_ONE = 1e-6  # the least distance to 1 a BELOW_ONE value keeps

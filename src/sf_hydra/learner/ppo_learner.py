@@ -32,11 +32,10 @@ from sf_hydra.learner.losses import (
     symmetric_kl_exploration_loss,
     value_loss,
 )
-from sf_hydra.learner.pbt_rules import TRUE_OBJECTIVE, initial_hyperparams
 from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.vtrace import vtrace
-from sf_hydra.metric_names import DRAW, LOSS, WIN, outcome_rate
-from sf_hydra.plan import LearnerSettings
+from sf_hydra.metric_names import DRAW, LOSS, TRUE_OBJECTIVE, WIN, outcome_rate
+from sf_hydra.plan import LearnerSettings, initial_hyperparams
 from sf_hydra.trajectory import ACTION_DIST_PARAMS, TrajectorySpec, obs_fields_of
 
 
@@ -141,7 +140,7 @@ class PPOLearner(L.LightningModule):
         self.micro_batch = settings.micro_batch
         # Counters that survive a resume (saved in on_save_checkpoint).
         self.stats = [PolicyStats(settings.stats_avg) for _ in range(self.num_policies)]
-        # Each policy's own hyperparameters (learner/pbt.py HYPERPARAMS): the algo.* values,
+        # Each policy's own hyperparameters (config/choices.py PBT_HYPERPARAMS): the algo.* values,
         # changed only by population-based training; the optimizers' groups follow them.
         # With PBT, the env's reward-shaping weights are per-policy hyperparameters too.
         self.reward_shaping = dict(settings.reward_shaping)
