@@ -91,9 +91,10 @@ def check_config_against_env(cfg):
 
     from sf_hydra.learner.loss_rules import check_losses_apply
     from sf_hydra.models.actor_critic import check_model_for_env
-    from sf_hydra.plan import plan_run, seed_everything
+    from sf_hydra.plan import plan_run
     from sf_hydra.sampler.env_info import env_info
     from sf_hydra.sampler.sampler import check_sampling_options
+    from sf_hydra.seeding import seed_everything
 
     try:
         env = env_info(cfg)  # one env build (or the cache): its spaces and agent count

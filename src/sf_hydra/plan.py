@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import functools
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import gymnasium as gym
-import numpy as np
 import torch
 from omegaconf import OmegaConf
 
@@ -321,14 +319,6 @@ def learner_settings(cfg, obs_space: gym.Space) -> LearnerSettings:
         benchmark=bool(cfg.get("benchmark", False)), reward_shaping=shaping, hyperparams=tuple(hyperparams),
         optimizer=functools.partial(build, "algo.optimizer", cfg.algo.optimizer),
     )
-
-
-def seed_everything(seed: Optional[int]) -> None:
-    """Python's, numpy's and torch's global random state from the run's seed (None: left as it is)."""
-    if seed is not None:
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
 
 
 def plan_run(cfg, env) -> RunPlan:

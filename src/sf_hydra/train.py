@@ -20,7 +20,7 @@ from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
-from sf_hydra.plan import RunPlan, seed_everything  # noqa: F401 (seed_everything: re-exported)
+from sf_hydra.plan import RunPlan
 from sf_hydra.resume_config import save_config
 
 log = logging.getLogger("sf_hydra")

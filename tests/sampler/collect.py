@@ -22,6 +22,7 @@ class Collected:
     episodes: List[tuple] = field(default_factory=list)  # (return, length) per finished agent episode
     frames: int = 0
     model: torch.nn.Module = None  # the policy the workers acted with (version 0)
+    workers: List[int] = field(default_factory=list)  # the worker that filled each gathered slot, in order
 
 
 @contextmanager
@@ -57,6 +58,7 @@ def collect(cfg, min_slots: int, timeout: float = 60.0) -> Collected:
             out.frames += traj.frames
             if traj.slots:
                 parts.append(sampler.buffers.gather(torch.tensor(traj.slots)))
+                out.workers += [traj.worker_id] * len(traj.slots)
                 sampler.free(traj.slots)
                 count += len(traj.slots)
         out.batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}

@@ -12,7 +12,8 @@ from sf_hydra.config import validate
 from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.plan import plan_run
 from sf_hydra.sampler.env_info import describe_env
-from sf_hydra.train import launch_sampler, seed_everything
+from sf_hydra.seeding import seed_everything
+from sf_hydra.train import launch_sampler
 from tests.helpers.plans import sampler_for
 
 

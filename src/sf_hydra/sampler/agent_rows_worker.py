@@ -46,8 +46,9 @@ from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler.env_groups import ProtocolEnvGroup, SingleEnvGroup, StepBatch, VectorEnvGroup
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
-from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
+from sf_hydra.sampler.rollout_worker import WorkerBase, close_all
 from sf_hydra.sampler.vector_envs import make_vector_env
+from sf_hydra.seeding import env_seed
 from sf_hydra.trajectory import TrajectoryWriter
 
 

@@ -35,6 +35,7 @@ from sf_hydra.models.actor_critic import StepOutput, act_per_policy
 from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.messages import ServerFailed
+from sf_hydra.seeding import INFERENCE_SERVER, seed_process
 from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectorySpec
 
@@ -279,6 +280,7 @@ def server_process_main(server_id: int, settings: WorkerSettings, obs_space, act
         mp.adopt(parent_state)
     parent = mp.ParentWatch(parent_pid)
     torch.set_num_threads(settings.torch_threads)
+    seed_process(settings.seed, INFERENCE_SERVER, server_id)
     try:
         server = InferenceServer(settings, obs_space, action_space, stores, channels, control)
         by_end = {ch.server_end: (w, ch) for w, ch in channels.items()}

@@ -33,6 +33,7 @@ from sf_hydra.sampler.inference_server import InferenceClient
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_mapping import PolicyMapping
 from sf_hydra.sampler.policy_store import PolicyStore
+from sf_hydra.seeding import ROLLOUT_WORKER, env_seed, seed_process
 from sf_hydra.spaces import obs_specs
 from sf_hydra.trajectory import TrajectoryBuffers, obs_field_name
 
@@ -55,13 +56,6 @@ class EnvHung(Exception):
 BEAT_TIME, BEAT_ENV, BEAT_STEP = 0, 1, 2  # time.time() of the last progress; the env being stepped (-1:
 # none, the worker waits for slots or the learner; -2: it waits for its inference server) and that env's step
 BEAT_WAITING_FOR_SERVER = -2
-
-
-def env_seed(seed: Optional[int], worker_id: int, env_index: int) -> Optional[int]:
-    """The seed of env `env_index` of worker `worker_id` in a run seeded with `seed` (None: unseeded)."""
-    if seed is None:
-        return None
-    return int(seed) * 100_003 + worker_id * 1_009 + env_index
 
 
 class WorkerBase:
@@ -413,6 +407,7 @@ def worker_process_main(worker_cls, worker_id: int, settings: WorkerSettings, bu
     if parent_state is not None:
         mp.adopt(parent_state)
     torch.set_num_threads(settings.torch_threads)
+    seed_process(settings.seed, ROLLOUT_WORKER, worker_id)
     os.nice(settings.worker_nice)  # children (env processes) inherit it
     core = pin_to_core(worker_id) if settings.set_workers_cpu_affinity else None
     limiter = force_single_thread() if settings.force_envs_single_thread else None  # noqa: F841 (held for the process)

@@ -19,7 +19,8 @@ from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler.env_groups import random_steps
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
-from sf_hydra.sampler.rollout_worker import WorkerBase, close_all, env_seed
+from sf_hydra.sampler.rollout_worker import WorkerBase, close_all
+from sf_hydra.seeding import env_seed
 from sf_hydra.spaces import to_env_action
 from sf_hydra.trajectory import RolloutStaging
 
