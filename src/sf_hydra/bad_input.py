@@ -36,6 +36,7 @@ from sf_hydra.config import register_configs
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.sweep_folders import is_multirun
 from sf_hydra.env_names import check_env_overrides
+from sf_hydra.resume_config import resumed_config, resumes
 
 SKIP_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
 SLURM_EXTRA = 'pip install -e ".[slurm]"'
@@ -347,3 +348,19 @@ def compose_command_line(argv: Sequence[str], config_dir: str) -> Optional[DictC
     with open_dict(cfg):
         cfg.pop("hydra", None)  # the task function's config has no hydra node either
     return cfg
+
+
+def resume_command_line(argv: Sequence[str], config_dir: str, cfg: DictConfig) -> DictConfig:
+    """The resume stage: `cfg` (compose_command_line's, for a single run) when the command starts a run; when
+    it resumes one, that run's saved config with the overrides of `argv` applied (sf_hydra.resume_config),
+    or a ConfigError naming every override a resume may not take. Reads the run folder; writes nothing."""
+    if not resumes(cfg):
+        return cfg
+    args = get_args_parser().parse_args(list(argv))
+    composer = None
+    try:
+        composer = Composer(args, config_dir)
+        return resumed_config(cfg, list(args.overrides), composer)
+    finally:
+        if composer is not None:
+            composer.close()

@@ -6,11 +6,14 @@ written into the run folder.
 
     schema       the command line: override syntax, key names, types, Enum values, `+key=` additions,
                  group options, env names, launcher packages, a creatable train_dir   (sf_hydra.bad_input)
+    resume       a run that resumes: its saved config.yaml is the base, the overrides typed now are applied,
+                 those a resume may not take are refused, all at once              (sf_hydra.resume_config)
     config       the config's own values, key against key                  (sf_hydra.config.validate)
     targets      every `_target_`: a dotted path that imports              (sf_hydra.targets)
     family       what the env family declares, without building an env: its node's rules, its episode
                  statistics and reward shaping (PBT), its vector backends
-    run folder   the run folder: creatable, and a resume keeps its saved config (sf_hydra.resume_config)
+    run folder   the run folder: creatable, and a resumed config differs from the saved one only in what a
+                 resume may change (sf_hydra.resume_config)
     env          one env build (or hardware.use_env_info_cache): the agent count, the spaces, a model
                  built for them and the losses (check_config_against_env; returns the EnvInfo)
 
@@ -35,11 +38,11 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from sf_hydra.bad_input import check_creatable, compose_command_line
+from sf_hydra.bad_input import check_creatable, compose_command_line, resume_command_line
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env
 from sf_hydra.faults import EnvStartError
-from sf_hydra.resume_config import check_resume_config
+from sf_hydra.resume_config import Composer, check_resume_config, finished, resumed_config
 from sf_hydra.targets import check_targets
 from sf_hydra.trainer_parts import check_parts, without_parts
 
@@ -50,7 +53,8 @@ log = logging.getLogger(__name__)
 class Stage:
     name: str
     owns: str  # what its rules read; a rule that needs more belongs to a later stage
-    check: Callable  # raises ConfigError; schema: (argv, config_dir) -> cfg; the others: (cfg) -> Any
+    # raises ConfigError; schema: (argv, config_dir) -> cfg; resume: (argv, config_dir, cfg) -> cfg; others: (cfg)
+    check: Callable
 
 
 def check_all_targets(cfg) -> None:
@@ -113,6 +117,8 @@ def check_config_against_env(cfg):
 
 STAGES: Tuple[Stage, ...] = (
     Stage("schema", "the command line, as Hydra composes it", compose_command_line),
+    # (argv, config_dir, cfg) -> the config to train: a resumed run's saved config with the overrides typed now
+    Stage("resume", "the run folder's saved config.yaml, the overrides typed now", resume_command_line),
     Stage("config", "the composed config's values", validate),
     Stage("targets", "every _target_ (dotted path) in the config", check_all_targets),
     Stage("family", "the env family's code and declarations (no env built)", check_family),
@@ -133,13 +139,31 @@ def fingerprint(cfg: DictConfig) -> str:
 @dataclass(frozen=True)
 class Checked:
     """The stages that passed for one config in this process (the command line's checks, before Hydra
-    composes it again): train() runs only the others on an equal config."""
+    composes it again): train() runs only the others on an equal config. `cfg` is the config the run
+    trains with (a resumed run's: its saved config with the overrides typed now); `composed`, the
+    fingerprint of the command line as composed, which Hydra's compose of the same command line has."""
     cfg: DictConfig
     stages: Tuple[str, ...]
     fingerprint: str
+    composed: str = ""
+    finished: Optional[str] = None  # the run already reached its budget: what to say (nothing was checked)
 
     def passed_for(self, cfg: DictConfig) -> Tuple[str, ...]:
-        return self.stages if fingerprint(cfg) == self.fingerprint else ()
+        return self.stages if fingerprint(cfg) in (self.fingerprint, self.composed) else ()
+
+
+def config_to_train(cfg: DictConfig, checked: Optional[Checked], overrides: Optional[Sequence[str]],
+                    composer: Optional[Composer]) -> DictConfig:
+    """What a Hydra job trains: the config the command line's checks settled on when `cfg` is Hydra's compose
+    of that command line; else (a sweep's run, or checks that could not run) the resume stage on `cfg`, with
+    the job's `overrides` (Hydra's task overrides)."""
+    if checked is not None and checked.passed_for(cfg):
+        return checked.cfg
+    return resumed_config(cfg, overrides, composer)
+
+
+def _stage(name: str) -> Stage:
+    return next(stage for stage in STAGES if stage.name == name)
 
 
 def run_stages(cfg, names: Sequence[str], skip: Sequence[str] = ()) -> Any:
@@ -171,11 +195,17 @@ def check_command_line(argv: Sequence[str], config_dir: str,
     None when Hydra only shows something (--help, --cfg) or in --multirun (the keys only: each run's values
     are checked in its own job); for a single run, what passed. `rules_passed`: called once the config's
     own rules passed, before the stages that import torch and the envs (train.py starts the sampler's fork
-    server there); its failure only costs that head start."""
+    server there); its failure only costs that head start. A resumed run that already reached its budget
+    gives a Checked whose `finished` says so, with no stage run after the resume stage."""
     cfg = compose_command_line(argv, config_dir)
     if cfg is None:
         return None
+    composed = fingerprint(cfg)
+    cfg = _stage("resume").check(argv, config_dir, cfg)  # a resumed run's saved config is its base
     stamp = fingerprint(cfg)
+    done = finished(cfg)
+    if done is not None:  # nothing to train: said at once, nothing else checked or started
+        return Checked(cfg, (), stamp, composed, finished=done[1])
     run_stages(cfg, ("config",))
     if rules_passed is not None:
         try:
@@ -183,4 +213,4 @@ def check_command_line(argv: Sequence[str], config_dir: str,
         except Exception as e:  # a start-up speed-up only: its failure must not skip the stages below
             log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
     run_stages(cfg, ("targets", "family", "run folder"))
-    return Checked(cfg, BEFORE_START, stamp)
+    return Checked(cfg, BEFORE_START, stamp, composed)

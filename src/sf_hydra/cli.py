@@ -21,7 +21,7 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from sf_hydra.checks import Checked, check_command_line
+from sf_hydra.checks import Checked, check_command_line, config_to_train
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.location import find_configs
@@ -55,6 +55,7 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
 
         in_sweep = use_sweep_folder(cfg)
         try:
+            cfg = config_to_train(cfg, checked, list(HydraConfig.get().overrides.task), JobComposer())
             summary = train(cfg, checked)
         except (ConfigError, SamplerError, NonFiniteTraining, Fault) as e:
             log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
@@ -67,6 +68,20 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
         return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
 
     return task
+
+
+class JobComposer:
+    """Composes the running job's config with other overrides (Hydra's compose API inside the app: the resume
+    stage's view of what a group option sets, sf_hydra.resume_config)."""
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        from hydra import compose
+
+        return compose(HydraConfig.get().job.config_name, list(overrides))
+
+    def group_exists(self, name: str) -> bool:
+        loader = GlobalHydra.instance().config_loader()
+        return bool(loader.get_group_options(name, results_filter=None))
 
 
 def use_sweep_folder(cfg: DictConfig) -> bool:
@@ -149,6 +164,9 @@ def _train_main() -> None:
         # Once the config's own rules pass, the fork server imports torch for the workers while this
         # process imports what the later stages need (the targets' modules, the env family's code).
         checked = check_command_line(sys.argv[1:], config_dir, rules_passed=mp.warm_up)
+        if checked is not None and checked.finished is not None:  # the run reached its budget: nothing to do
+            print(checked.finished)
+            sys.exit(0)
         if checked is not None:  # a single run: its folder is ours until this process ends
             RunLock(Path(checked.cfg.run_dir).absolute()).acquire()
     except ConfigError as e:

@@ -2,10 +2,14 @@
 
 A run folder holds the run's resolved config (`config.yaml`, written when a session starts). When the
 folder also holds a checkpoint and the run resumes (`restart_behavior=resume`), the saved config is the
-base: the newly composed config may differ from it only in keys that say how long, where to report and
-on what to run, never in what is trained. Those keys (RESUMABLE) take their new values; any other
-difference is refused before any process starts, with a ConfigError naming the key and both values
-(`restart_behavior=restart` or `overwrite` starts the experiment anew instead).
+base (`resumed_config`): the command line's overrides typed now are applied to it, and nothing else of
+the newly composed config is (a default changed since the run was saved, or a value a preset sets, stays
+as saved). A typed override may change only keys that say how long, where to report and on what to run,
+never what is trained: those keys (RESUMABLE) take their new values; a typed override of any other key
+that differs from the saved value is refused before any process starts, every such override at once,
+with a ConfigError naming each key and both values (`restart_behavior=restart` or `overwrite` starts the
+experiment anew instead). `train(cfg)` called with a composed config and no overrides treats every key of
+`cfg` as typed (`check_resume_config`).
 
 - The run's place (`run_dir`, `train_dir`, `experiment`, `sweep_name`) is not compared: a run folder
   may be moved or copied, and a sweep run's folder comes from its sweep.
@@ -20,17 +24,21 @@ Light on purpose (no torch): `train.py`'s command-line check calls it before Hyd
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.faults import Fault
+from sf_hydra.run_dir import finished_run
 
 log = logging.getLogger("sf_hydra")
 
@@ -122,13 +130,8 @@ def _shown(value) -> Any:
     return "<absent>" if value is _ABSENT else value
 
 
-def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
-    """ConfigError when `cfg` would resume the run in `run_dir` with a config that differs from its saved
-    one beyond RESUMABLE keys. Nothing to check for a new run, restart/overwrite, or a folder without a
-    checkpoint (that run starts anew and saves its config)."""
-    run_dir = Path(run_dir)
-    if str(cfg.restart_behavior) != "resume" or not has_run_to_resume(run_dir):
-        return
+def load_saved(run_dir: Path) -> DictConfig:
+    """The saved config of the run in `run_dir`; a Fault (saying how to start anew) when it cannot be read."""
     try:
         saved = OmegaConf.load(run_dir / CONFIG)
     except Exception as e:  # not yaml, or not a mapping: say so rather than resume blind
@@ -138,6 +141,32 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
     if not isinstance(saved, DictConfig):
         raise Fault(f"the saved config {run_dir / CONFIG} of the run to resume is not a mapping; "
                     "restart_behavior=restart or restart_behavior=overwrite starts anew")
+    return saved
+
+
+def resumes(cfg: DictConfig) -> bool:
+    """Whether `cfg` resumes a run: restart_behavior=resume and its folder holds a saved config and a checkpoint."""
+    try:
+        return str(cfg.restart_behavior) == "resume" and has_run_to_resume(Path(cfg.run_dir).absolute())
+    except OmegaConfBaseException:  # a run folder named by a missing value (env.id): the config stage says which
+        return False
+
+
+MAY_CHANGE = ("only budgets (train_for_env_steps, train_for_seconds, train_until_avg_return), logger.*, hardware.*, "
+              "trainer.*, callbacks.*, save_*, keep_checkpoints and load_checkpoint_kind may change")
+START_ANEW = ("restart_behavior=restart (moves the old run aside) or restart_behavior=overwrite (deletes it) starts "
+              "anew with this config; experiment=<name> starts a new run in its own folder")
+
+
+def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
+    """ConfigError when `cfg` would resume the run in `run_dir` with a config that differs from its saved
+    one beyond RESUMABLE keys (every key of `cfg` counts as typed: `resumed_config` has already put the
+    saved values under the keys the command line did not type). Nothing to check for a new run,
+    restart/overwrite, or a folder without a checkpoint (that run starts anew and saves its config)."""
+    run_dir = Path(run_dir)
+    if str(cfg.restart_behavior) != "resume" or not has_run_to_resume(run_dir):
+        return
+    saved = load_saved(run_dir)
     refused, accepted, ignored = config_differences(cfg, saved)
     if refused:
         key, after, before = refused[0]
@@ -145,16 +174,175 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
         more = f" (+{len(refused) - 6} more)" if len(refused) > 6 else ""
         raise ConfigError(key, _shown(after), (
             f"{_shown(before)!r}, as saved in {run_dir / CONFIG} for the run this command resumes. A resumed run "
-            "keeps its config; only budgets (train_for_env_steps, train_for_seconds, train_until_avg_return), "
-            "logger.*, hardware.*, trainer.*, callbacks.*, save_*, keep_checkpoints and load_checkpoint_kind may "
-            "change. "
-            "restart_behavior=restart (moves the old run aside) or restart_behavior=overwrite (deletes it) starts "
-            "anew with this config" + (f". Also different: {others}{more}" if others else "")))
+            f"keeps its config; {MAY_CHANGE}. {START_ANEW}" + (f". Also different: {others}{more}" if others else "")))
     changed = [f"{k}: {_shown(b)!r} -> {_shown(a)!r}" for k, a, b in accepted if k.split(".")[0] not in PLACE]
     if changed:
         log.info("resuming %s with its saved config; changed: %s", run_dir, ", ".join(changed))
     if ignored:
         log.info("keys not in the saved config (an older or newer sf_hydra saved it): %s", ", ".join(ignored))
+
+
+class Composer(Protocol):
+    """Composes the config as the run's command line does, with other overrides (sf_hydra.bad_input.Composer,
+    or Hydra's compose inside a running job)."""
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig: ...
+
+    def group_exists(self, name: str) -> bool: ...
+
+
+def _plain_leaves(cfg: DictConfig) -> Dict[str, Any]:
+    """{dotted key: resolved value} of a config, Hydra's own node left out."""
+    if "hydra" in cfg:  # popped before resolving: Hydra's node resolves only inside a running job
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):
+            cfg.pop("hydra")
+    return _leaves(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+
+
+def _under(key: str, prefix: str) -> bool:
+    return key == prefix or key.startswith(prefix + ".")
+
+
+def _placed(key: str) -> bool:
+    return key.split(".")[0] in PLACE
+
+
+def _differs(a: Dict[str, Any], b: Dict[str, Any], key: str) -> bool:
+    return not (key in a and key in b and _same(a[key], b[key]))
+
+
+def _group_keys(line: str, group: str, overrides: Sequence[str], now: Dict[str, Any], saved: Dict[str, Any],
+                composer: Composer) -> List[str]:
+    """The keys a group option sets (`env=doom/basic`, `algo=ppo`, `+experiment=<preset>`): those where the
+    config composed without it differs; none when it picks what the run was saved with (every key under its
+    node, `env.*` for `env=...`, as saved: a default it sets that changed since stays as saved)."""
+    node = group.replace("/", ".")
+    own = [k for k in now if _under(k, node)]
+    if own and not any(_differs(now, saved, k) for k in own):
+        return []
+    try:
+        without = _plain_leaves(composer.compose([o for o in overrides if o != line]))
+    except Exception:  # another override needs this option (one of its keys): its node, or everything
+        return own or [k for k in now if _differs(now, saved, k)]
+    return [k for k in list(now) + [k for k in without if k not in now] if _differs(now, without, k)]
+
+
+def typed_keys(overrides: Sequence[str], now: Dict[str, Any], saved: Dict[str, Any],
+               composer: Composer) -> Dict[str, str]:
+    """{key: the override, as typed, that sets it}: a `key=value` override sets its key and every key under it;
+    a group option the keys it changes (_group_keys). Hydra's own keys and the run's place are left out."""
+    parser, typed = OverridesParser.create(), {}
+    for line in overrides:
+        ov = parser.parse_override(line)
+        key = ov.key_or_group
+        if key.startswith("hydra") or _placed(key):
+            continue
+        try:
+            group = composer.group_exists(key.replace(".", "/"))
+        except Exception:
+            group = False
+        for k in _group_keys(line, key, overrides, now, saved, composer) if group else [key]:
+            typed.setdefault(k, line)
+    return typed
+
+
+def _typed_by(key: str, typed: Dict[str, str]) -> Optional[str]:
+    return next((line for k, line in typed.items() if _under(key, k)), None)
+
+
+def _conflicts(cfg: DictConfig, now: Dict[str, Any], saved: Dict[str, Any], typed: Dict[str, str]) -> List[tuple]:
+    """(key, typed value, saved value, the override) of each typed key that a resume may not change."""
+    out = []
+    for key in list(now) + [k for k in saved if k not in now]:
+        line = _typed_by(key, typed)
+        if line is None or resumable(key) or not _differs(now, saved, key):
+            continue
+        if key not in saved and _typed_parent(cfg, key):
+            continue  # a schema field the saved run's sf_hydra did not have: it ran with its default
+        out.append((key, now.get(key, _ABSENT), saved.get(key, _ABSENT), line))
+    return out
+
+
+def _refuse(conflicts: List[tuple], run_dir: Path) -> ConfigError:
+    def said(key, line):
+        return "" if line.lstrip("+~").startswith(f"{key}=") else f", from {line}"
+
+    key, after, before, line = conflicts[0]
+    others = "; ".join(f"{k}={_shown(a)!r} (saved: {_shown(b)!r}{said(k, t)})" for k, a, b, t in conflicts[1:10])
+    more = f" (+{len(conflicts) - 10} more)" if len(conflicts) > 10 else ""
+    return ConfigError(key, _shown(after), (
+        f"{_shown(before)!r}, as saved in {run_dir / CONFIG} for the run this command resumes{said(key, line)}. "
+        f"A resumed run keeps its saved config and takes only what is typed now; {MAY_CHANGE}. {START_ANEW}"
+        + (f". Also refused: {others}{more}" if others else "")))
+
+
+def _set(cfg: DictConfig, key: str, value) -> None:
+    OmegaConf.update(cfg, key, value, merge=False, force_add=True)
+
+
+def _delete(cfg: DictConfig, key: str) -> None:
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    with open_dict(node):
+        del node[leaf]
+
+
+def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str]) -> Tuple[DictConfig, List[tuple]]:
+    """A copy of `cfg` holding the saved value of every key the command line did not type, and the keys so
+    kept (key, composed value, saved value). Interpolations are left for last and kept where they resolve to
+    the saved value (algo.optimizer.lr follows algo.learning_rate); a resumable one keeps following its
+    source (the callbacks' paths follow the run folder)."""
+    out, kept = copy.deepcopy(cfg), []
+    for interpolations in (False, True):
+        now = _plain_leaves(out)
+        for key in list(now) + [k for k in saved if k not in now]:
+            if _placed(key) or _typed_by(key, typed) is not None or not _differs(now, saved, key):
+                continue
+            interpolated = key in now and _interpolated(out, key)
+            if interpolated != interpolations or (interpolated and resumable(key)):
+                continue
+            if key not in saved:  # a key the saved run did not have: a schema field added since keeps its default
+                if not _typed_parent(out, key):
+                    _delete(out, key)
+                    kept.append((key, now[key], _ABSENT))
+            elif key in now or not _typed_parent(out, key):  # (a field the schema no longer has is left out)
+                _set(out, key, saved[key])
+                kept.append((key, now.get(key, _ABSENT), saved[key]))
+    return out, kept
+
+
+def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer: Optional[Composer]) -> DictConfig:
+    """The config a resumed run trains with: its saved config, with the command line's `overrides` (as typed,
+    Hydra's syntax) applied; `cfg` (the command line composed) itself for a new run, restart/overwrite, or
+    when the overrides are not known (None: `check_resume_config` then treats every key as typed). Raises a
+    ConfigError naming every typed override a resume may not take (a key outside RESUMABLE whose value
+    differs from the saved one)."""
+    if overrides is None or composer is None or not resumes(cfg):
+        return cfg
+    run_dir = Path(cfg.run_dir).absolute()
+    saved = _plain_leaves(load_saved(run_dir))
+    now = _plain_leaves(cfg)
+    typed = typed_keys(overrides, now, saved, composer)
+    conflicts = _conflicts(cfg, now, saved, typed)
+    conflicts.sort(key=lambda c: list(overrides).index(c[3]))  # in the order they were typed
+    if conflicts:
+        raise _refuse(conflicts, run_dir)
+    out, kept = _rebased(cfg, saved, typed)
+    if kept:
+        shown = ", ".join(f"{k}={_shown(b)!r} (composed now: {_shown(a)!r})" for k, a, b in kept[:8])
+        log.info("resuming %s from its saved config; kept as saved, not typed now: %s%s", run_dir, shown,
+                 f" (+{len(kept) - 8} more)" if len(kept) > 8 else "")
+    return out
+
+
+def finished(cfg: DictConfig) -> Optional[Tuple[dict, str]]:
+    """(saved summary, what to say) when `cfg` resumes a run that already reached one of `cfg`'s budgets
+    (sf_hydra.run_dir.finished_run); None otherwise (a new run, restart/overwrite, budget left)."""
+    if not resumes(cfg):
+        return None
+    return finished_run(Path(cfg.run_dir).absolute(), cfg.train_for_env_steps, cfg.train_for_seconds,
+                        cfg.train_until_avg_return, cfg.logger.stats_avg)
 
 
 def save_config(cfg: DictConfig, run_dir: Path) -> Path:

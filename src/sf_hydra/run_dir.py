@@ -169,13 +169,50 @@ def _best_to_resume(folder: Path) -> Path:
     return best
 
 
-def finished_summary(run_dir: Path, train_for_env_steps: int) -> Optional[dict]:
-    """The saved summary of a run whose checkpoint already used its env-step budget, so that
-    re-running a finished sweep leaves finished runs alone (a larger budget continues them)."""
-    summary_path = run_dir / "summary.json"
-    if not (checkpoint_dir(run_dir) / LAST).is_file() or not summary_path.exists():
+def _reached(summary: dict, steps: int, seconds: float, target: Optional[float], window: int) -> List[str]:
+    """The budgets a run's saved summary has reached: `key=value (what the run did)` for each."""
+    policies = summary.get("policies") or [summary]
+    done = min(p.get("env_steps", 0) for p in policies)  # several policies: each one's own env steps
+    reached = []
+    if done >= steps:
+        reached.append(f"train_for_env_steps={steps} ({done} env steps trained)")
+    if summary.get("train_seconds", 0.0) >= seconds:
+        reached.append(f"train_for_seconds={seconds:g} ({summary['train_seconds']:.0f} s trained)")
+    returns = [p.get("avg_return") for p in policies]
+    if target is not None and all(isinstance(r, (int, float)) and r >= target for r in returns) and \
+            all(p.get("episodes", 0) >= window for p in policies):
+        reached.append(f"train_until_avg_return={target:g} (avg return {min(returns):.1f})")
+    return reached
+
+
+def finished_run(run_dir: Path, train_for_env_steps: int, train_for_seconds: float,
+                 train_until_avg_return: Optional[float], stats_avg: int) -> Optional[Tuple[dict, str]]:
+    """(saved summary, what to say) for a run that already reached one of these budgets (its last.ckpt and
+    summary.json say so), so that re-running it does not silently train on: a re-run sweep leaves its
+    finished runs alone, and train.py says the run is finished, how far it went, and how to train more (a
+    larger budget) or start over. None when the run has budget left, or there is no finished session."""
+    summary_path = Path(run_dir) / "summary.json"
+    if not (checkpoint_dir(Path(run_dir)) / LAST).is_file() or not summary_path.exists():
         return None
-    summary = json.loads(summary_path.read_text())
-    # Several policies: the budget is each policy's own env steps.
-    steps = min(p.get("env_steps", 0) for p in summary.get("policies") or [summary])
-    return summary if steps >= train_for_env_steps else None
+    try:
+        summary = json.loads(summary_path.read_text())
+    except ValueError:
+        return None  # a summary cut short: the checkpoint decides, training resumes
+    reached = _reached(summary, train_for_env_steps, train_for_seconds, train_until_avg_return, stats_avg)
+    if not reached:
+        return None
+    more = []
+    if any(r.startswith("train_for_env_steps") for r in reached):
+        more.append(f"train_for_env_steps={max(2 * train_for_env_steps, 1)}")
+    if any(r.startswith("train_for_seconds") for r in reached):
+        more.append(f"train_for_seconds={2 * train_for_seconds:g}")
+    if any(r.startswith("train_until_avg_return") for r in reached):
+        more.append("train_until_avg_return=null (or a higher target)")
+    ret = summary.get("avg_return")
+    ret = f"{ret:.1f}" if isinstance(ret, (int, float)) else "none yet"
+    message = (f"run folder {run_dir} is finished: {summary.get('env_steps', 0)} env steps, avg return {ret} "
+               f"over {summary.get('episodes', 0)} episodes; budget reached: "
+               f"{'; '.join(reached)}. Nothing to do. To train it more, give a larger budget ({' '.join(more)}); "
+               "to start over: restart_behavior=restart (moves it aside) or restart_behavior=overwrite (deletes "
+               "it); for a new run beside it: experiment=<name>")
+    return summary, message

@@ -21,7 +21,7 @@ from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
 from sf_hydra.plan import RunPlan
-from sf_hydra.resume_config import save_config
+from sf_hydra.resume_config import finished, save_config
 
 log = logging.getLogger("sf_hydra")
 
@@ -136,11 +136,10 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
 def _train_in(cfg, run_dir: Path) -> dict:
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.checks: the run's plan, seeded
     rd.prepare(run_dir, cfg.restart_behavior)
-    done = rd.finished_summary(run_dir, cfg.train_for_env_steps)
+    done = finished(cfg)
     if done is not None:
-        log.info("run folder %s: already trained for %d env steps (train_for_env_steps=%d); nothing to do", run_dir,
-                 done["env_steps"], cfg.train_for_env_steps)
-        return done
+        log.info("%s", done[1])
+        return done[0]
     ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
     save_config(cfg, run_dir)
 

@@ -1,6 +1,8 @@
-"""A resumed run keeps its saved config.yaml: budgets, logging, hardware and checkpoint keys may change, any
-other difference is refused before any process starts, naming the key and both values (train(), train.py,
-and each run of a --multirun sweep); restart_behavior=restart/overwrite starts anew."""
+"""A resumed run keeps its saved config.yaml: train.py takes it as the base and applies only the overrides typed
+now; budgets, logging, hardware and checkpoint keys may change, any other typed difference is refused before any
+process starts, every one at once, naming the key and both values (train(), train.py, and each run of a
+--multirun sweep); restart_behavior=restart/overwrite starts anew. A run that already reached its budget is not
+trained on: train.py says it is finished, how far it went and how to train more or start over."""
 
 import subprocess
 import sys
@@ -9,10 +11,11 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from sf_hydra.checks import check_command_line
 from sf_hydra.config import ConfigError
 from sf_hydra.resume_config import check_resume_config, config_differences
 from sf_hydra.train import train
-from tests.conftest import FAST_OVERRIDES, REPO_ROOT, make_cfg
+from tests.conftest import CONF_DIR, FAST_OVERRIDES, REPO_ROOT, make_cfg
 
 ONE = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=32")
 
@@ -100,3 +103,80 @@ def test_each_sweep_run_resumes_with_its_own_config(tmp_path):
     more = sweep("train_for_env_steps=2000")
     assert more.returncode == 0, more.stdout[-3000:]
     assert more.stdout.count("resuming from last.ckpt") == 1, more.stdout[-3000:]
+
+
+def _edit_saved(run, **changes):
+    """The run's saved config.yaml with `changes` ({"algo.gae_lambda": 0.9}): as an older sf_hydra (other
+    defaults) or an earlier command line would have saved it."""
+    saved = OmegaConf.load(run / "config.yaml")
+    for key, value in changes.items():
+        OmegaConf.update(saved, key, value, merge=False)
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(saved))
+
+
+def test_resume_takes_the_saved_config_and_only_the_overrides_typed_now(tmp_path):
+    run = tmp_path / "test"
+    train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000"))
+    # Saved with a gae_lambda and a learning rate that are no longer the defaults: a new budget alone resumes.
+    _edit_saved(run, **{"algo.gae_lambda": 0.9, "algo.learning_rate": 0.003, "algo.optimizer.lr": 0.003})
+    argv = [f"train_dir={tmp_path}", "experiment=test", "train_for_env_steps=2000", "hardware.num_workers=2"]
+    checked = check_command_line(argv, str(CONF_DIR))
+    cfg = checked.cfg
+    assert cfg.algo.gae_lambda == 0.9 and cfg.algo.learning_rate == 0.003 and cfg.algo.optimizer.lr == 0.003
+    assert cfg.train_for_env_steps == 2000 and cfg.hardware.num_workers == 2  # typed now: applied
+    assert cfg.algo.batch_size == 32 and cfg.hardware.num_envs_per_worker == 2  # not typed: as saved (ONE)
+    summary = train(cfg, checked)
+    assert summary["env_steps"] >= 2000
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["algo"]["gae_lambda"] == 0.9 and saved["train_for_env_steps"] == 2000
+
+    # A typed key that a resume may not change is refused, even where its value is today's default; every
+    # such override at once, a group option's keys named with it.
+    with pytest.raises(ConfigError) as info:
+        check_command_line([*argv, "algo.gae_lambda=0.95", "seed=4", "algo=ppo"], str(CONF_DIR))
+    err = info.value
+    assert (err.key, err.value) == ("algo.gae_lambda", 0.95), err
+    assert "0.9, as saved in" in str(err) and "seed=4 (saved: 0)" in str(err), err
+    assert "algo.async_rl=False (saved: True, from algo=ppo)" in str(err), err
+    # A group option that picks what the run was saved with (env=gym/cartpole) is no change.
+    assert check_command_line([*argv, "env=gym/cartpole"], str(CONF_DIR)).cfg.algo.gae_lambda == 0.9
+
+
+def test_a_resume_conflict_is_refused_before_anything_heavy_is_imported(tmp_path):
+    train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000"))
+    cmd = [sys.executable, "-X", "importtime", str(REPO_ROOT / "train.py"), f"train_dir={tmp_path}",
+           "experiment=test", "algo.gamma=0.9", "model.encoder_mlp_layers=[32]"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    line = next(x for x in result.stderr.splitlines() if x.startswith("bad config:"))
+    assert line.startswith("bad config: algo.gamma=0.9 is not allowed: 0.99, as saved in"), line
+    assert "model.encoder_mlp_layers=[32] (saved: [64, 64])" in line, line
+    imported = {x.split("|")[-1].strip() for x in result.stderr.splitlines() if x.startswith("import time:")}
+    assert "sf_hydra.cli" in imported and not {"torch", "lightning"} & imported
+
+
+def _train_py(tmp_path, *overrides):
+    cmd = [sys.executable, str(REPO_ROOT / "train.py"), f"train_dir={tmp_path}", "experiment=test", *overrides]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_a_finished_run_says_so_and_a_larger_budget_continues_it(tmp_path):
+    run = tmp_path / "test"
+    train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000", "train_until_avg_return=5", "logger.stats_avg=10"))
+    summary = yaml.safe_load((run / "summary.json").read_text())
+    assert summary["stop_reason"] == "train_until_avg_return=5 reached", summary
+    before = (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns
+
+    again = _train_py(tmp_path, "logger.log_interval_sec=2")  # a new logging setting: the run is still finished
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"run folder {run} is finished: {summary['env_steps']} env steps" in again.stdout, again.stdout
+    assert "budget reached: train_until_avg_return=5 (avg return" in again.stdout, again.stdout
+    assert "train_until_avg_return=null" in again.stdout and "restart_behavior=restart" in again.stdout
+    assert (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns == before, "a finished run is not trained on"
+    assert not (run / ".hydra").exists(), "nothing is written for a finished run"
+
+    more = _train_py(tmp_path, "train_until_avg_return=null", "train_for_env_steps=1500")  # a larger budget
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert yaml.safe_load((run / "summary.json").read_text())["env_steps"] >= 1500
+    done = _train_py(tmp_path)  # its saved budget (1500) now reached
+    assert "budget reached: train_for_env_steps=1500" in done.stdout and "train_for_env_steps=3000" in done.stdout
