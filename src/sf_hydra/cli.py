@@ -196,6 +196,9 @@ def _enjoy(cfg: DictConfig):
     except ConfigError as e:
         log.error("bad config: %s", e)
         sys.exit(2)
+    except Fault as e:  # one line, no traceback (a missing extra, a checkpoint that does not load)
+        log.error("%s", e)
+        sys.exit(e.exit_code)
 
 
 @ends_process

@@ -19,12 +19,14 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
+from gymnasium.error import DependencyNotInstalled
 from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import check_env, make_env
 from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
+from sf_hydra.faults import Fault
 from sf_hydra.loggers import log_videos
 from sf_hydra.models import build_model
 from sf_hydra.run_dir import best_checkpoint_name, checkpoint_dir, read_best
@@ -266,6 +268,25 @@ def log_to(path: Path) -> None:
     logging.getLogger().addHandler(handler)
 
 
+# What gymnasium's DependencyNotInstalled names -> our extra that installs it (pyproject.toml). pygame comes as
+# pygame-ce (the `render` extra), not gymnasium[classic-control]'s pygame, which clashes with vizdoom's.
+EXTRA_OF = {"pygame": "render", "box2d": "box2d", "mujoco": "mujoco"}
+
+
+class MissingExtra(Fault):
+    """Playing needs a package of an optional extra that is not installed: one line naming the extra."""
+
+    def __init__(self, what: str, env_id: str, cause: Exception):
+        text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        module = next((m for m in EXTRA_OF if m in text.lower()), None)
+        if module is None:
+            super().__init__(f"{what}: {env_id} cannot draw its frames: {text}")
+            return
+        super().__init__(f"{what}: drawing {env_id} needs {module}, which is not installed: the "
+                         f"{EXTRA_OF[module]} extra installs it (pip install \".[{EXTRA_OF[module]}]\" in the "
+                         f"checkout, or pip install \"sf_hydra[{EXTRA_OF[module]}]\")")
+
+
 def enjoy(cfg) -> dict:
     """Plays `cfg.episodes` episodes of the run in `cfg.run_dir`; returns (and writes) the results."""
     run_dir = Path(cfg.run_dir).absolute()
@@ -289,6 +310,8 @@ def enjoy(cfg) -> dict:
     try:
         env = env if is_multi_agent(env) else SingleAgent(env)
         episodes = play(cfg, train_cfg, env, ckpt, out_dir, fmt)
+    except DependencyNotInstalled as e:  # the env draws its frames with an optional package (pygame, ...)
+        raise MissingExtra("render=true" if cfg.render else "video=true", train_cfg.env.id, e) from None
     finally:
         env.close()
     returns = np.array([e["return"] for e in episodes])

@@ -103,6 +103,17 @@ def test_enjoy_without_ffmpeg_falls_back_to_gif_and_names_mp4(cartpole_run):
     assert refused.returncode == 2 and "video_format='mp4'" in message and "imageio-ffmpeg" in message
 
 
+def test_enjoy_names_the_extra_a_video_needs(cartpole_run):
+    """On an install without pygame (`pip install .`, no render extra) CartPole's frames cannot be drawn:
+    one line names the extra to install, no traceback."""
+    result = enjoy(cartpole_run, "experiment=test", "episodes=1", "video=true", "max_episode_steps=5",
+                   hide=["pygame"])
+    out = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in out, out[-3000:]
+    lines = [x for x in out.splitlines() if "video=true: drawing CartPole-v1 needs pygame" in x]
+    assert len(lines) == 1 and 'pip install ".[render]"' in lines[0], out[-3000:]
+
+
 def test_enjoy_names_a_missing_run_and_creates_nothing(cartpole_run):
     result = enjoy(cartpole_run, "experiment=nope")
     assert result.returncode == 2
