@@ -17,7 +17,18 @@ from sf_hydra.config.location import find_configs
 from sf_hydra.config.schema import EnjoyConfig, EnvConfig, TrainConfig
 from sf_hydra.config.store import env_schemas
 from sf_hydra.sample_factory.env_names import IRREGULAR, mapped_table
-from sf_hydra.sample_factory.flags import DOOM_FLAGS, ENJOY_KEYS, EVAL_FLAGS, FLAGS, MAPPED, NA, REPLACED, Flag, counts
+from sf_hydra.sample_factory.flags import (
+    DOOM_FLAGS,
+    ENJOY_KEYS,
+    EVAL_FLAGS,
+    FLAGS,
+    MAPPED,
+    NA,
+    REPLACED,
+    V1_FLAGS,
+    Flag,
+    counts,
+)
 
 GROUP_DEFAULTS = {"env": "gym/cartpole", "algo": "appo"}  # conf/train.yaml's defaults list
 TRAIN_YAML = {"experiment": "${env.name}"}  # keys conf/train.yaml sets
@@ -131,6 +142,20 @@ def render() -> str:
             "",
             "| flag | Sample Factory default | ours (enjoy.py) | our default | meaning |", "|---|---|---|---|---|"]
     out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in EVAL_FLAGS]
+    out += ["", "## Sample Factory 1.x flags", "",
+            "The paper's and Sample Factory 1.x's README command lines work the same way: write `python train.py`",
+            "(or `sf-train`) for `python -m sample_factory.algorithms.appo.train_appo`, `python enjoy.py` for its",
+            "`enjoy_appo`, and keep the flags (`python train.py --env=doom_battle --ppo_epochs=1 --hidden_size=512",
+            "--num_workers=2 ...`). A 1.x flag whose name 2.x kept reads through the tables above, with the same",
+            "meaning; the rows below are the 1.x flags that 2.x renamed or dropped, with 1.x's defaults. Every flag",
+            "of a command line that cannot be translated is named at once, each with its reason (exit status 2).",
+            "Flags a command line leaves out take our defaults, not 1.x's (1.x defaulted to `--with_vtrace=True`,",
+            "`--recurrence=32`, `--max_policy_lag=10000`, one worker per core, ...). 1.x's `python -m",
+            "sample_factory.run_algorithm --algo=DUMMY_SAMPLER --sample_env_frames=N` is `benchmark=true",
+            "train_for_env_steps=N`; its runner (`python -m sample_factory.runner.run`) is `--multirun` with",
+            "`hydra/launcher=local_parallel` or `slurm`.", "",
+            "| flag (1.x) | Sample Factory 1.x default | ours | our default | meaning |", "|---|---|---|---|---|"]
+    out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in V1_FLAGS]
     out += ["", "## Env names (`--env`)", "",
             "Derived from the config files (src/sf_hydra/sample_factory/env_names.py): `doom_<x>` and",
             "`mujoco_<x>` -> `<family>/<x>`, `dmlab_<x>` -> `dmlab/dmlab_<x>`, `atari_<game>` -> `atari/<game>`",

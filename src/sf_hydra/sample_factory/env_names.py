@@ -30,6 +30,11 @@ IRREGULAR = {  # Sample Factory's name -> ours, where the prefix rules do not fi
     "atari_montezuma": "atari/montezuma_revenge",
     "atari_asteroid": "atari/asteroids",
 }
+# Other Sample Factory names for a config that has its own (1.x's README and the paper): read, never written.
+ALIASES = {
+    "doom_benchmark": "doom/battle",  # 1.x's throughput benchmark plays battle (experiments/doom_benchmark_*)
+    "doom_deathmatch_full": "doom/deathmatch",  # the paper's deathmatch self-play (experiments/doom_deathmatch_*)
+}
 PREFIXED = ("doom", "mujoco")  # <family>_<x> -> <family>/<x>
 GYM_ID = re.compile(r"^([\w.]+:)?[\w./-]+-v\d+$")  # CartPole-v1, ALE/Pong-v5, module:Env-v0
 ANY_GYM = "gym/any"
@@ -84,6 +89,8 @@ def to_config(name: str, conf_dir: str) -> Dict[str, str]:
     names = sf_env_names(conf_dir, with_atari=name.startswith("atari_"))
     if name in names:
         return {"env": names[name]}
+    if name in ALIASES and ALIASES[name] in _env_files(conf_dir):
+        return {"env": ALIASES[name]}
     if GYM_ID.match(name) and not name.startswith(("doom_", "atari_", "mujoco_", "dmlab_")):
         _check_gym_id(name)
         return {"env": ANY_GYM, "env.id": name}
@@ -122,5 +129,6 @@ def to_sf(config: str, env_id: Optional[str], conf_dir: str) -> str:
 
 
 def mapped_table(conf_dir: str) -> List[tuple]:
-    """[(Sample Factory name, our config)] for the docs."""
-    return list(sf_env_names(conf_dir).items())
+    """[(Sample Factory name, our config)] for the docs, ALIASES included."""
+    aliases = [(k, v) for k, v in ALIASES.items() if v in _env_files(conf_dir)]
+    return sorted(list(sf_env_names(conf_dir).items()) + aliases)

@@ -130,6 +130,7 @@ _device = _choice({"gpu": "cuda", "cpu": "cpu"}, "device")
 # Sample Factory initializes its action head with policy_init_gain too; ours has a key of its own.
 _init_gain = (lambda gain: {"model.policy_init_gain": gain, "model.action_head_init_gain": gain}, _identity)
 _algo = _choice({"APPO": "appo"}, "algo")  # Sample Factory has one algorithm; algo=ppo is ours
+_algo_or_sampler = (lambda name: _v1_algo(name), _algo[1])
 
 
 def _env_to_ours(conf_dir: str):
@@ -138,6 +139,11 @@ def _env_to_ours(conf_dir: str):
 
 def _env_to_sf(conf_dir: str):
     return lambda ours: to_sf(ours["env"], ours.get("env.id"), conf_dir)
+
+
+def _policy_workers(n):
+    """SF's policy workers are inference processes: ours are servers (hardware.inference=server) when n > 1."""
+    return {"hardware.inference_workers": n, **({"hardware.inference": "server"} if n > 1 else {})}
 
 
 def _m(name, default, key, type_="str", note="", conv=None, family="", inert=()) -> Flag:
@@ -155,8 +161,6 @@ def _na(name, default, note, type_="str", inert=ANY) -> Flag:
 
 BELOW_ONE_NOTE = ("not for gamma and Adam's betas: their distance to 1 is multiplied or divided by a factor in "
                   "[1.01, 1.2], as Sample Factory does for gamma and adam_beta1, so they stay below 1")
-INFERENCE = ("hardware.inference=server with hardware.inference_workers=N (by default, in_worker: a policy copy in "
-             "each rollout worker, faster on few cores)")
 GPU_ACTING = "hardware.inference=server hardware.inference_device=cuda (the servers act on the GPU; envs stay on CPUs)"
 STALL = "hardware.worker_stall_timeout_sec"
 _B, _I, _F, _S = "bool", "int", "float", "str"
@@ -164,7 +168,8 @@ _B, _I, _F, _S = "bool", "int", "float", "str"
 # The table. Order: Sample Factory's --help order.
 FLAGS: Tuple[Flag, ...] = (
     _r("help", False, "`--help [prefix]`", "prints our groups and keys with their meanings", _B, inert=ANY),
-    _m("algo", "APPO", "algo", _S, "APPO -> algo=appo (algo=ppo: synchronous PPO, ours)", _algo),
+    _m("algo", "APPO", "algo", _S, "APPO -> algo=appo (algo=ppo: synchronous PPO, ours); 1.x's DUMMY_SAMPLER -> "
+       "benchmark=true", _algo_or_sampler),
     _m("env", None, "env", "str?", "a Sample Factory env name -> env=<family>/<name> (list below)"),
     _m("experiment", "default_experiment", "experiment"),
     _m("train_dir", "./train_dir", "train_dir",
@@ -178,7 +183,9 @@ FLAGS: Tuple[Flag, ...] = (
     _m("batched_sampling", False, "hardware.batched_sampling", _B),
     _m("num_batches_to_accumulate", 2, "algo.num_batches_to_accumulate", _I),
     _m("worker_num_splits", 2, "hardware.worker_num_splits", _I),
-    _r("policy_workers_per_policy", 1, INFERENCE, "each server holds every policy", _I, inert=(1,)),
+    _m("policy_workers_per_policy", 1, "hardware.inference_workers", _I, "n > 1 -> hardware.inference=server "
+       "hardware.inference_workers=n (each server holds every policy); 1 keeps our default, a policy copy in each "
+       "rollout worker (faster on few cores)", (_policy_workers, _identity)),
     _m("max_policy_lag", 1000, "algo.max_policy_lag", _I),
     _m("num_workers", 4, "hardware.num_workers", _I),
     _m("num_envs_per_worker", 2, "hardware.num_envs_per_worker", _I),
@@ -380,11 +387,96 @@ EVAL_FLAGS = tuple(replace(row, stage="enjoy") for row in EVAL_FLAGS)  # their s
 ENJOY_KEYS = {"experiment": "experiment", "train_dir": "train_dir", "load_checkpoint_kind": "load_checkpoint_kind",
               "seed": "seed"}
 
+# --- Sample Factory 1.x flags (the paper's and its README's command lines: `python -m
+# sample_factory.algorithms.appo.train_appo ...`) that 2.x renamed or dropped. A 1.x flag whose name 2.x kept
+# reads through the 2.x row above (same meaning); these are the others, with 1.x's defaults.
+
+def _v1_encoder_subtype(subtype):
+    """1.x's encoder design: a conv stack of ours by the same name, or mlp_mujoco's two layers of 64."""
+    if subtype in ("convnet_simple", "convnet_impala", "convnet_atari", "resnet_impala"):
+        return {"model.encoder_conv_architecture": subtype}
+    if subtype == "mlp_mujoco":
+        return {"model.encoder_mlp_layers": [64, 64]}
+    raise flag_error("encoder_subtype", subtype, "one of convnet_simple, convnet_impala, convnet_atari, "
+                     "resnet_impala (model.encoder_conv_architecture) or mlp_mujoco (model.encoder_mlp_layers=[64,64])")
+
+
+def _v1_hidden(values: Dict[str, Any]) -> Dict[str, Any]:
+    """1.x's hidden_size is the RNN's size and the size of each of encoder_extra_fc_layers after the conv stack."""
+    size, layers = values["hidden_size"], values["encoder_extra_fc_layers"]
+    return {"model.rnn_size": size, "model.encoder_conv_mlp_layers": [size] * layers}
+
+
+def _v1_accumulate(n):
+    """-1 (1.x: 2 x num_batches_per_iteration) is our default (2); n >= 0 sets it."""
+    return {} if n == -1 else {"algo.num_batches_to_accumulate": n}
+
+
+def _v1_algo(name):
+    """APPO; DUMMY_SAMPLER (1.x's run_algorithm: sample, learn nothing) is benchmark=true."""
+    if name == "DUMMY_SAMPLER":
+        return {"benchmark": True}
+    return {"algo": _algo[0](name)}
+
+
+V1_HIDDEN = ("set together: model.rnn_size=hidden_size, model.encoder_conv_mlp_layers=[hidden_size] x "
+             "encoder_extra_fc_layers")
+RUNNER = "1.x's runner (python -m sample_factory.runner.run), not a training flag"
+NO_DMLAB = ("a DMLab flag: the dmlab family's envs cannot be built here (deepmind_lab is not on PyPI; env=dmlab/... "
+            "stops)")
+V1_FLAGS: Tuple[Flag, ...] = (
+    _m("ppo_epochs", 1, "algo.num_epochs", _I, "2.x: --num_epochs"),
+    _m("num_batches_per_iteration", 1, "algo.num_batches_per_epoch", _I, "2.x: --num_batches_per_epoch"),
+    _m("num_minibatches_to_accumulate", -1, "algo.num_batches_to_accumulate", _I,
+       "2.x: --num_batches_to_accumulate; -1 (2 x num_batches_per_iteration) is our default",
+       (_v1_accumulate, _identity)),
+    Flag("hidden_size", 512, MAPPED, "model.rnn_size", _I, V1_HIDDEN, joint="v1_hidden"),
+    Flag("encoder_extra_fc_layers", 1, MAPPED, "model.encoder_conv_mlp_layers", _I, V1_HIDDEN, joint="v1_hidden"),
+    _r("encoder_type", "conv", "model.encoder", "the default encoder picks a conv stack for image observations and "
+       "an MLP otherwise; encoder_subtype names the stack", _S, inert=ANY),
+    _m("encoder_subtype", "convnet_simple", "model.encoder_conv_architecture", _S,
+       "2.x: --encoder_conv_architecture; mlp_mujoco -> model.encoder_mlp_layers=[64,64]",
+       (_v1_encoder_subtype, _identity)),
+    _na("encoder_custom", None, "an encoder of your own is model.encoder._target_ (a dotted path); 1.x's "
+        "dmlab_instructions needs DMLab, which is not available here", "str?", inert=(None,)),
+    _na("use_spectral_norm", False, "no spectral normalization here", _B, inert=(False,)),
+    _r("reset_timeout_seconds", 120, STALL, "a worker whose env reset or step makes no progress for longer is "
+       "named (and its env restarted, hardware.max_env_restarts)", _I, inert=ANY),
+    _na("train_in_background_thread", True, "the learner trains in the main process, between batches", _B,
+        inert=ANY),
+    _m("learner_main_loop_num_cores", 1, "hardware.torch_threads", _I),
+    _na("traj_buffers_excess_ratio", 1.3, "trajectory slots are counted from workers x envs x splits", _F,
+        inert=ANY),
+    _na("pbt_optimize_batch_size", False, "the batch size is not a PBT hyperparameter here", _B, inert=(False,)),
+    _na("use_cpc", False, "no CPC|A auxiliary loss here", _B, inert=(False,)),
+    _na("cpc_forward_steps", 8, "no CPC|A auxiliary loss here", _I),
+    _na("cpc_time_subsample", 6, "no CPC|A auxiliary loss here", _I),
+    _na("cpc_forward_subsample", 2, "no CPC|A auxiliary loss here", _I),
+    _m("sampler_only", False, "benchmark", _B, "2.x: --benchmark"),
+    _m("sample_env_frames", 1_000_000_000, "train_for_env_steps", _I,
+       "1.x's run_algorithm (--algo=DUMMY_SAMPLER, i.e. benchmark=true): frames to sample"),
+    _r("runner", "processes", "hydra/launcher=local_parallel|slurm", f"{RUNNER}: processes -> local_parallel, "
+       "slurm -> slurm, with --multirun"),
+    _r("max_parallel", 4, "hydra.launcher.max_parallel", f"{RUNNER}: with --multirun hydra/launcher=local_parallel",
+       _I),
+    _na("pause_between", 10, f"{RUNNER}: local_parallel starts its runs together, each pinned to its cores", _I),
+    _r("experiments_per_gpu", -1, "hydra.launcher.experiments_per_gpu", f"{RUNNER}: with --multirun "
+       "hydra/launcher=local_parallel", _I),
+    _r("num_gpus", 1, "hydra.launcher.num_gpus", f"{RUNNER}: with --multirun hydra/launcher=local_parallel", _I),
+    _na("dmlab_renderer", "software", NO_DMLAB, inert=("software",)),
+    _na("dmlab_extended_action_set", False, NO_DMLAB, _B, inert=(False,)),
+    _na("dmlab_one_task_per_worker", False, NO_DMLAB, _B, inert=(False,)),
+    _na("dmlab30_dataset", "~/datasets/brady_konkle_oliva2008", NO_DMLAB,
+        inert=("~/datasets/brady_konkle_oliva2008",)),
+    _na("dmlab_use_level_cache", False, NO_DMLAB, _B, inert=(False,)),
+    _na("dmlab_level_cache_path", "dmlab_cache", NO_DMLAB, inert=("dmlab_cache",)),
+)
 # {joint name: (its flags, {their SF values} -> {our key: value})}
 JOINTS: Dict[str, Tuple[Tuple[str, ...], Callable[[Dict[str, Any]], Dict[str, Any]]]] = {
     "doom_view": (("wide_aspect_ratio", "res_w", "res_h"), _doom_view),
+    "v1_hidden": (("hidden_size", "encoder_extra_fc_layers"), _v1_hidden),
 }
-ENV_FLAGS = DOOM_FLAGS + EVAL_FLAGS  # rows beyond the v2 reference
+ENV_FLAGS = DOOM_FLAGS + EVAL_FLAGS + V1_FLAGS  # rows beyond the v2 reference
 BY_NAME: Dict[str, Flag] = {f.name: f for f in FLAGS + ENV_FLAGS}
 assert len(BY_NAME) == len(FLAGS + ENV_FLAGS), "a flag declared twice"
 # config.json keys Sample Factory adds about the run itself (not flags): skipped on import

@@ -13,7 +13,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 from omegaconf import OmegaConf
@@ -83,9 +83,11 @@ class Translation:
     notes: List[str] = field(default_factory=list)  # flags dropped: they ask for nothing here
 
 
-def read_argv(argv: Sequence[str], conf_dir: str) -> List[Tuple[int, int, Flag, Any]]:
+def read_argv(argv: Sequence[str], conf_dir: str,
+              errors: Optional[List[ConfigError]] = None) -> List[Tuple[int, int, Flag, Any]]:
     """[(start, end, row, parsed value)] of the Sample Factory flags in `argv` (argv[start:end]:
-    the flag and its value); ConfigError for an unknown flag or a bad value (the first one)."""
+    the flag and its value). An unknown flag or a bad value: a ConfigError appended to `errors` (the
+    flag and the values after it skipped), or raised at once when `errors` is None."""
     argv, found, i = list(argv), [], 0
     while i < len(argv):
         arg = argv[i]
@@ -93,7 +95,16 @@ def read_argv(argv: Sequence[str], conf_dir: str) -> List[Tuple[int, int, Flag, 
             i += 1
             continue
         name, eq, inline = arg[2:].partition("=")
-        row = flag(name, conf_dir, inline if eq else None)
+        try:
+            row = flag(name, conf_dir, inline if eq else None)
+        except ConfigError as e:
+            if errors is None:
+                raise
+            errors.append(e)
+            i += 1
+            while not eq and i < len(argv) and _is_value(argv[i]):  # its values, whatever it takes
+                i += 1
+            continue
         listed = row.type.rstrip("?") in ("ints", "strs")
         if eq or row.type == SWITCH:
             raw, end = inline if eq else "True", i + 1
@@ -101,15 +112,35 @@ def read_argv(argv: Sequence[str], conf_dir: str) -> List[Tuple[int, int, Flag, 
             end = i + 1
             while end < len(argv) and _is_value(argv[end]) and (listed or end == i + 1):
                 end += 1
-            if end == i + 1 and not listed:
+            raw = argv[i + 1:end] if listed else (argv[i + 1] if end > i + 1 else None)
+        try:
+            if raw is None:
                 raise flag_error(name, None, f"needs a value: --{name}=VALUE or --{name} VALUE")
-            raw = argv[i + 1:end] if listed else argv[i + 1]
-        if not listed and isinstance(raw, str) and "," in raw:  # a --multirun sweep: a,b,c
-            found.append((i, end, row, Sweep(parse(row, part) for part in raw.split(","))))
-        else:
-            found.append((i, end, row, parse(row, raw)))
+            if not listed and isinstance(raw, str) and "," in raw:  # a --multirun sweep: a,b,c
+                found.append((i, end, row, Sweep(parse(row, part) for part in raw.split(","))))
+            else:
+                found.append((i, end, row, parse(row, raw)))
+        except ConfigError as e:
+            if errors is None:
+                raise
+            errors.append(e)
         i = end
     return found
+
+
+def all_refused(errors: Sequence[ConfigError], argv: Sequence[str] = ()) -> ConfigError:
+    """One ConfigError for the flags of a command line that cannot be translated: the one as it is, several
+    one per line, each with its reason, in the order of `argv`."""
+    def place(e: ConfigError) -> int:
+        return next((i for i, a in enumerate(argv) if a.split("=", 1)[0] == e.key), len(argv))
+
+    errors = sorted(errors, key=place)
+    if len(errors) == 1:
+        return errors[0]
+    error = ConfigError(errors[0].key, errors[0].value, "several flags")
+    error.args = (f"{len(errors)} Sample Factory flags cannot be translated (docs/parameters.md):\n  "
+                  + "\n  ".join(str(e) for e in errors),)
+    return error
 
 
 class Sweep(list):
@@ -128,30 +159,47 @@ def _pairs(row: Flag, value, family: str, stage: str = "train") -> Dict[str, str
 def translate_argv(argv: Sequence[str], conf_dir: str, stage: str = "train") -> Translation:
     """Sample Factory's `--flag=value` / `--flag value` arguments of `argv` replaced, in place, by
     our overrides; everything else kept. `stage`: train (train.py's keys) or enjoy (enjoy.py's: its
-    evaluation flags, and of the training flags those that find the run). Raises ConfigError naming
-    the first flag it cannot map."""
-    argv = list(argv)
-    found = read_argv(argv, conf_dir)
+    evaluation flags, and of the training flags those that find the run). Raises one ConfigError naming
+    every flag it cannot map, each with its reason (all_refused)."""
+    argv, errors = list(argv), []
+    found = read_argv(argv, conf_dir, errors)
     if stage == "enjoy":
-        return _translated(argv, [(s, e, row, v, _pairs(row, v, "", stage)) for s, e, row, v in found], stage)
+        converted = [(s, e, row, v, _attempt(errors, _pairs, row, v, "", stage)) for s, e, row, v in found]
+        if errors:
+            raise all_refused(errors, argv)
+        return _translated(argv, converted, stage)
     family = DEFAULT_FAMILY
     for arg in argv:  # an `env=<family>/<name>` of ours on the same line
         if arg.startswith("env="):
             family = _family(arg[len("env="):])
     for _, _, row, value in found:
         if row.name == "env" and value is not None:
-            family = _family(ours(row, value[0] if isinstance(value, Sweep) else value)["env"])
-    joints = _joint_values(found)
+            try:  # a name that does not map is refused once, with the flag's other keys below
+                family = _family(ours(row, value[0] if isinstance(value, Sweep) else value)["env"])
+            except ConfigError:
+                pass
+    joints = _attempt(errors, _joint_values, found) or {}
     converted = []
     for start, end, row, value in found:
         if row.joint:  # the joint's keys at its first flag
             given = joints.pop(row.joint, None)  # None: set with the joint's first flag, above
-            pairs = None if given is None else {
-                k: hydra_value(v) for k, v in ours_joint(row.joint, given, family).items()}
+            pairs = None if given is None else _attempt(errors, lambda: {
+                k: hydra_value(v) for k, v in ours_joint(row.joint, given, family).items()})
         else:
-            pairs = _pairs(row, value, family)
+            pairs = _attempt(errors, _pairs, row, value, family)
         converted.append((start, end, row, value, pairs))
+    if errors:
+        raise all_refused(errors, argv)
     return _translated(argv, converted)
+
+
+def _attempt(errors: List[ConfigError], fn, *args):
+    """fn(*args), or None with its ConfigError appended to `errors`."""
+    try:
+        return fn(*args)
+    except ConfigError as e:
+        errors.append(e)
+        return None
 
 
 def _translated(argv: List[str], converted, stage: str = "train") -> Translation:
