@@ -89,7 +89,7 @@ def test_a_doom_run_imports_with_its_view_and_doom_defaults(tmp_path, capsys):
 
 
 def test_an_imported_doom_view_renders_sf_frames(tmp_path):
-    pytest.importorskip("vizdoom")
+    pytest.importorskip("vizdoom", reason="the doom extra (vizdoom) is not installed")
     from sf_hydra.envs import make_env
 
     assert main([str(SF_DOOM_CONFIG), "--out", str(tmp_path / "experiments" / "sf_doom.yaml")]) == 0

@@ -122,7 +122,7 @@ def test_bad_checkpoint_keys_are_named_before_anything_starts(tmp_path, override
 def test_a_statistic_the_env_reports_may_be_the_best_metric(tmp_path):
     """The learner keeps each policy's env-reported episode statistics (env.episode_stats):
     one of them may rank best checkpoints; a name the env does not report is refused."""
-    pytest.importorskip("vizdoom")
+    pytest.importorskip("vizdoom", reason="the doom extra (vizdoom) is not installed")
     check_config(make_cfg(tmp_path, "env=doom/basic", "env.episode_stats=[KILLCOUNT]", "save_best_metric=KILLCOUNT"))
     with pytest.raises(ConfigError, match="save_best_metric=.FRAGCOUNT. is not allowed"):
         check_config(make_cfg(tmp_path, "env=doom/basic", "env.episode_stats=[]", "save_best_metric=FRAGCOUNT"))

@@ -18,7 +18,7 @@ from sf_hydra.train import train
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT, make_cfg
 from tests.helpers.wandb_records import read_run, run_files
 
-pytest.importorskip("wandb")
+pytest.importorskip("wandb", reason="the wandb extra is not installed")
 
 SCALARS = {"perf/fps", "perf/env_steps", "episode/return", "episode/length", "loss/policy", "loss/value",
            "learner/kl", "learner/lr", "policy_lag/avg"}
