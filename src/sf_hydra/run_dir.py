@@ -212,7 +212,7 @@ def finished_run(run_dir: Path, train_for_env_steps: int, train_for_seconds: flo
     ret = f"{ret:.1f}" if isinstance(ret, (int, float)) else "none yet"
     message = (f"run folder {run_dir} is finished: {summary.get('env_steps', 0)} env steps, avg return {ret} "
                f"over {summary.get('episodes', 0)} episodes; budget reached: "
-               f"{'; '.join(reached)}. Nothing to do. To train it more, give a larger budget ({' '.join(more)}); "
+               f"{'; '.join(reached)}: nothing to do. To train it more, give a larger budget ({' '.join(more)}); "
                "to start over: restart_behavior=restart (moves it aside) or restart_behavior=overwrite (deletes "
                "it); for a new run beside it: experiment=<name>")
     return summary, message
