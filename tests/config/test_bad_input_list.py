@@ -203,6 +203,7 @@ def _marked(mark: str) -> list:
     return found
 
 
+@pytest.mark.slow
 def test_a_check_after_the_rules_still_refuses_and_the_fork_server_then_exits(tmp_path):
     # The env id is checked after the config's own rules passed: by then train.py has started the
     # sampler's fork server (it imports torch meanwhile). The refusal is the same; the server exits too,

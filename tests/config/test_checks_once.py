@@ -10,6 +10,8 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
+
 import sf_hydra.checks as checks
 import sf_hydra.train as train_module
 from sf_hydra.checks import BEFORE_START, check_command_line
@@ -44,6 +46,7 @@ train_main()
 """
 
 
+@pytest.mark.slow
 def test_train_py_runs_each_stage_once(tmp_path):
     result = subprocess.run([sys.executable, "-c", LAUNCH, f"train_dir={tmp_path}", "train_for_env_steps=1000"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)

@@ -50,6 +50,7 @@ def cartpole_run(short_cartpole_run):
     return short_cartpole_run[0]  # the shared run (tests/conftest.py); enjoy writes only under its enjoy/
 
 
+@pytest.mark.slow
 def test_enjoy_plays_episodes_and_records_them(cartpole_run):
     result = enjoy(cartpole_run, "experiment=test", "episodes=2", "video=true", "video_format=gif",
                    "max_episode_steps=30")
@@ -65,6 +66,7 @@ def test_enjoy_plays_episodes_and_records_them(cartpole_run):
     assert (cartpole_run / "test" / "enjoy" / "enjoy.log").exists()
 
 
+@pytest.mark.slow
 def test_enjoy_saves_mp4_capped_at_video_frames(cartpole_run):
     """With imageio-ffmpeg (the `video` extra) a video is an mp4; video_frames caps its length while the
     episode plays on (its length and return are the whole episode's)."""
@@ -76,6 +78,7 @@ def test_enjoy_saves_mp4_capped_at_video_frames(cartpole_run):
     assert video_frames(episode["video"]) == 12
 
 
+@pytest.mark.slow
 def test_enjoy_takes_a_sample_factory_command_line(cartpole_run):
     """SF's enjoy flags, as its scripts take them (a switch without a value, 1e9 for no limit), with the
     training flags it repeats: translated, the equivalent command printed, the episodes played."""
@@ -91,6 +94,7 @@ def test_enjoy_takes_a_sample_factory_command_line(cartpole_run):
     assert refused.returncode == 2 and "--max_num_frames=100 is not allowed" in refused.stderr
 
 
+@pytest.mark.slow
 def test_enjoy_without_ffmpeg_falls_back_to_gif_and_names_mp4(cartpole_run):
     """Without imageio-ffmpeg, auto saves GIFs; asking for mp4 is refused by name before anything plays."""
     result = enjoy(cartpole_run, "experiment=test", "episodes=1", "video=true", "max_episode_steps=5",
@@ -103,6 +107,7 @@ def test_enjoy_without_ffmpeg_falls_back_to_gif_and_names_mp4(cartpole_run):
     assert refused.returncode == 2 and "video_format='mp4'" in message and "imageio-ffmpeg" in message
 
 
+@pytest.mark.slow
 def test_enjoy_names_the_extra_a_video_needs(cartpole_run):
     """On an install without pygame (`pip install .`, no render extra) CartPole's frames cannot be drawn:
     one line names the extra to install, no traceback."""
@@ -121,6 +126,7 @@ def test_enjoy_names_a_missing_run_and_creates_nothing(cartpole_run):
     assert not (cartpole_run / "nope").exists()
 
 
+@pytest.mark.slow
 def test_enjoy_names_a_missing_checkpoint(cartpole_run):
     result = enjoy(cartpole_run, "experiment=test", "checkpoint=nope")
     assert result.returncode == 2
@@ -144,6 +150,7 @@ def test_enjoy_names_what_an_older_runs_config_lacks(cartpole_run):
     assert "experiment='old'" in out and "env.factory / model._target_" in out and "Traceback" not in out
 
 
+@pytest.mark.slow
 def test_enjoy_doom_pixels_and_rnn(tmp_path):
     pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
     train(make_cfg(tmp_path, "env=doom/basic", "hardware.num_workers=1", "hardware.num_envs_per_worker=2",
@@ -156,6 +163,7 @@ def test_enjoy_doom_pixels_and_rnn(tmp_path):
     assert video_frames(episode["video"]) == episode["length"]
 
 
+@pytest.mark.slow
 def test_enjoy_plays_any_policy_of_a_several_policy_run(tmp_path):
     """A two-policy run: each policy plays on its own (deterministic play of two differently
     trained policies), and a policy the run does not have is refused by name."""

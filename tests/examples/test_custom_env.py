@@ -20,6 +20,7 @@ def run_train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_custom_family_and_encoder_train_from_the_command_line(tmp_path):
     result = run_train(
         "--config-dir", str(EXAMPLE_CONF), "env=custom/catch", f"train_dir={tmp_path}",

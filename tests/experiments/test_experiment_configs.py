@@ -71,6 +71,7 @@ SELF_PLAY_PRESETS = ["doom_duel_selfplay"] + [pytest.param(name, marks=pytest.ma
     "doom_deathmatch_selfplay", "doom_duel_bots", "doom_deathmatch_bots")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SELF_PLAY_PRESETS)
 def test_self_play_presets_run_scaled_down(tmp_path, name):
     """The paper's multi-policy Doom presets train as shipped (8 policies with PBT ranked by

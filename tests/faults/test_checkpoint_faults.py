@@ -34,6 +34,7 @@ def test_checkpoints_load_with_weights_only(tmp_path):
         assert torch.load(path, weights_only=True)["sf_hydra"]["env_steps"] >= 2000
 
 
+@pytest.mark.slow
 def test_truncated_last_ckpt_falls_back_to_newest_intact_checkpoint(tmp_path, caplog):
     first = _trained(tmp_path)
     folder = tmp_path / "test" / "checkpoints"
@@ -52,6 +53,7 @@ def test_truncated_last_ckpt_falls_back_to_newest_intact_checkpoint(tmp_path, ca
     assert torch.load(folder / "last.ckpt", weights_only=True)["sf_hydra"]["env_steps"] == second["env_steps"]
 
 
+@pytest.mark.slow
 def test_a_copy_of_last_ckpt_alone_damaged_falls_back_to_the_numbered_one(tmp_path, caplog):
     """last.ckpt as a file of its own (a copied run folder, or a file system without hard links)."""
     first = _trained(tmp_path)
@@ -129,6 +131,7 @@ def full_disk(tmp_path):
         subprocess.run(["umount", str(folder)], check=True)
 
 
+@pytest.mark.slow
 def test_disk_full_while_saving_is_one_framed_line(tmp_path, full_disk):
     proc = train_py(tmp_path)
     out = proc.out

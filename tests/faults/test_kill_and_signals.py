@@ -47,6 +47,7 @@ def _shared_memory_of(pids):
     return [n for n in os.listdir("/dev/shm") if n.split("_")[:1] == ["torch"] and int(n.split("_")[1]) in pids]
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_main_process_then_resume(tmp_path):
     proc = _start(tmp_path, "train_for_env_steps=100000000")
     _wait_for(proc, "env steps")
@@ -69,6 +70,7 @@ def test_kill_9_of_the_main_process_then_resume(tmp_path):
 @pytest.mark.parametrize("sig, when", [(signal.SIGTERM, "start-up"), (signal.SIGTERM, "mid-run"),
                                        # Ctrl+C mid-run: also test_ctrl_c_with_inference_servers_... in CI
                                        pytest.param(signal.SIGINT, "mid-run", marks=pytest.mark.long)])
+@pytest.mark.slow
 def test_a_stop_signal_leaves_no_process_and_no_shared_memory(tmp_path, sig, when):
     proc = _start(tmp_path, "train_for_env_steps=100000000")
     _wait_for(proc, "run folder" if when == "start-up" else "env steps")
@@ -84,6 +86,7 @@ def test_a_stop_signal_leaves_no_process_and_no_shared_memory(tmp_path, sig, whe
         assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_with_inference_servers_leaves_no_process_and_keeps_the_checkpoint(tmp_path):
     proc = _start(tmp_path, "train_for_env_steps=100000000", "hardware.inference=server",
                   "hardware.worker_num_splits=2")

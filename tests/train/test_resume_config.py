@@ -20,6 +20,7 @@ from tests.conftest import CONF_DIR, FAST_OVERRIDES, REPO_ROOT, make_cfg
 ONE = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=32")
 
 
+@pytest.mark.slow
 def test_changed_learning_rate_is_refused_and_a_larger_budget_continues(tmp_path):
     run = tmp_path / "test"
     first = train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1500"))
@@ -74,6 +75,7 @@ def test_the_run_place_new_schema_keys_and_resumable_keys_pass(tmp_path):
     assert set(ignored) == {"model.tanh_squash_actions", "algo.a_key_removed_since"}
 
 
+@pytest.mark.slow
 def test_train_py_refuses_before_writing_into_the_run_folder(tmp_path):
     train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000"))
     hydra_dir = tmp_path / "test" / ".hydra"
@@ -114,6 +116,7 @@ def _edit_saved(run, **changes):
     (run / "config.yaml").write_text(OmegaConf.to_yaml(saved))
 
 
+@pytest.mark.slow
 def test_resume_takes_the_saved_config_and_only_the_overrides_typed_now(tmp_path):
     run = tmp_path / "test"
     train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000"))
@@ -142,6 +145,7 @@ def test_resume_takes_the_saved_config_and_only_the_overrides_typed_now(tmp_path
     assert check_command_line([*argv, "env=gym/cartpole"], str(CONF_DIR)).cfg.algo.gae_lambda == 0.9
 
 
+@pytest.mark.slow
 def test_a_resume_conflict_is_refused_before_anything_heavy_is_imported(tmp_path):
     train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000"))
     cmd = [sys.executable, "-X", "importtime", str(REPO_ROOT / "train.py"), f"train_dir={tmp_path}",
@@ -160,6 +164,7 @@ def _train_py(tmp_path, *overrides):
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_a_finished_run_says_so_and_a_larger_budget_continues_it(tmp_path):
     run = tmp_path / "test"
     train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000", "train_until_avg_return=5", "logger.stats_avg=10"))
