@@ -26,6 +26,7 @@ def _holder(run_dir) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow
 def test_live_run_refuses_a_second_run_on_its_folder(tmp_path):
     first = subprocess.Popen([sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=run",
                               *TINY, "seed=11", "train_for_env_steps=100000000"],
@@ -48,6 +49,7 @@ def test_live_run_refuses_a_second_run_on_its_folder(tmp_path):
     assert first.returncode == 128 + signal.SIGINT, rest
 
 
+@pytest.mark.slow
 def test_lock_is_not_stuck_after_its_holder_is_killed(tmp_path):
     holder = _holder(tmp_path / "run")
     refused = train_py(tmp_path)

@@ -15,6 +15,7 @@ from tests.faults.runs import REPO, TINY, env_with_repo, train_py
     ("BrokenInitCartPole-v0", "FileNotFoundError: broken-init: the simulator's asset file is missing"),
     ("BrokenResetCartPole-v0", "RuntimeError: broken-reset: the simulator refused to reset"),
 ])
+@pytest.mark.slow
 def test_env_that_fails_to_start_is_named_with_its_traceback_tail(tmp_path, env_id, raised):
     full_id = f"tests.helpers.faulty_envs:{env_id}"
     proc = train_py(tmp_path, "env=gym/any", f"env.id={full_id}")
@@ -26,6 +27,7 @@ def test_env_that_fails_to_start_is_named_with_its_traceback_tail(tmp_path, env_
     assert "Error executing job" not in proc.out and "Traceback (most recent call last)" not in proc.out, proc.out
 
 
+@pytest.mark.slow
 def test_an_env_key_the_envs_own_check_refuses_is_a_bad_config_not_a_crash(tmp_path):
     """DoomEnv checks env.downsample and env.resize when the probe env is built: that is still before any
     process starts, and it reads as every other bad config (one line naming key, value and what is allowed)."""
@@ -41,6 +43,7 @@ def test_an_env_key_the_envs_own_check_refuses_is_a_bad_config_not_a_crash(tmp_p
         assert "failed to start" not in proc.out and "Traceback" not in proc.out, proc.out
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_start_up_exits_quietly(tmp_path):
     cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=run", *TINY, "env=gym/any",
            "env.id=tests.helpers.faulty_envs:SlowInitCartPole-v0"]

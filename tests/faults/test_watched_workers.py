@@ -29,6 +29,7 @@ def _no_worker_left():
     return not sampler_processes()
 
 
+@pytest.mark.slow
 def test_one_hung_env_in_one_worker_is_named(tmp_path):
     """Env 2 of worker 1 hangs; worker 0 goes on producing, yet the run stops at the stall
     limit naming worker 1, env 2 and its step, with the learner's state saved."""
@@ -45,6 +46,7 @@ def test_one_hung_env_in_one_worker_is_named(tmp_path):
     assert _no_worker_left()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["hang", "crash"])
 def test_a_hung_or_crashed_env_is_recreated_and_training_goes_on(tmp_path, mode):
     # A run of fixed length in time, not steps: the other worker alone once trained 40000 steps before the

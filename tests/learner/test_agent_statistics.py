@@ -3,6 +3,8 @@
 episodes differ on purpose: agent 0 has 8 active steps per episode, agents 1 and 2 have 10
 (see sf_hydra/envs/multi_agent/toy.py), and a reward is at most 1 per active step."""
 
+import pytest
+
 from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import make_cfg
@@ -22,6 +24,7 @@ def test_single_agent_episodes_name_no_agent(tmp_path):
     assert got.episodes and all(episode.agent is None for episode in got.episodes)
 
 
+@pytest.mark.slow
 def test_tensorboard_has_per_agent_returns(tmp_path):
     summary = train(make_cfg(tmp_path, "env=gym/multi_agent_toy", "train_for_env_steps=3000",
                              "train_until_avg_return=null"))
@@ -37,6 +40,7 @@ def test_tensorboard_has_per_agent_returns(tmp_path):
     assert summary["episodes"] > 0
 
 
+@pytest.mark.slow
 def test_single_agent_runs_have_no_per_agent_scalars(short_cartpole_run):
     train_dir = short_cartpole_run[0]
     scalars = read_scalars(train_dir / "test")

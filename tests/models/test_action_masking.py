@@ -112,6 +112,7 @@ def test_symmetric_kl_is_refused_with_masks(tmp_cfg):
         train(cfg)
 
 
+@pytest.mark.slow
 def test_training_through_the_sampler_never_takes_a_masked_action(tmp_cfg):
     """MaskedEnv ends an episode at the first forbidden action and reports it; every episode
     is in the statistics window (stats_avg), so the average is 0 only if none ever was."""

@@ -2,6 +2,7 @@
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 from sf_hydra.models import build_model
@@ -32,6 +33,7 @@ def test_decoder_output_is_what_the_heads_read(tmp_cfg):
     assert torch.allclose(model.act({"obs": obs}, None).values, model.value_head(features).squeeze(-1))
 
 
+@pytest.mark.slow
 def test_cartpole_trains_a_few_iterations_with_a_decoder(tmp_cfg):
     summary = train(tmp_cfg("model.decoder_mlp_layers=[64]", "train_for_env_steps=2000", "hardware.serial_mode=true"))
     assert summary["env_steps"] >= 2000 and summary["policy_version"] >= 10

@@ -105,6 +105,7 @@ def test_symmetric_kl_is_refused_for_mixed_actions(tmp_cfg):
         train(cfg)
 
 
+@pytest.mark.slow
 def test_mixed_actions_train_through_the_sampler(tmp_cfg):
     """Both parts reach the env intact (it asserts every action is in its space; a crash stops
     the run: max_env_restarts=0) and the KL penalty reads the recorded parameters of both."""

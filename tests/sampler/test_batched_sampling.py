@@ -62,12 +62,14 @@ def test_sync_vector_env_with_dict_obs_and_multidiscrete_actions(tmp_path):
     torch.testing.assert_close(b["rewards"], (b["actions"][..., 0] == (b["obs.vec"][..., 0] > 0).long()).float())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("serial", [False, True], ids=["processes", "serial"])
 def test_batched_cartpole_trains(tmp_path, serial):
     summary = train(make_cfg(tmp_path, *BATCHED, f"hardware.serial_mode={serial}", "train_for_env_steps=6000"))
     assert summary["env_steps"] >= 6000 and summary["episodes"] > 0 and summary["policy_version"] > 0
 
 
+@pytest.mark.slow
 def test_box_actions_through_sync_vector_env(tmp_path):
     cfg = make_cfg(tmp_path, *BATCHED, "env=gym/any", "env.id=Pendulum-v1", "hardware.serial_mode=true",
                    "train_for_env_steps=3000")

@@ -7,6 +7,7 @@ auto-reset); a done that happened while the agent was inactive lands on its last
 step; the RNN state skips inactive steps exactly as the learner's unroll does; a short
 training learns the cue."""
 
+import pytest
 import torch
 
 from sf_hydra.envs.multi_agent.toy import MultiAgentToyEnv
@@ -70,6 +71,7 @@ def test_rnn_state_skips_inactive_steps_as_the_learner_does(tmp_path):
     torch.testing.assert_close(values, b["values"][:, :-1], atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_sync_mode_sends_one_slot_per_row_each_round(tmp_path):
     # 2 workers x 4 envs x 3 agents = 24 rows of 16 steps: one round feeds 3 iterations of 128,
     # trained by versions v, v+1, v+2 on data of version v (lag <= 2). A row's partly filled
@@ -82,6 +84,7 @@ def test_sync_mode_sends_one_slot_per_row_each_round(tmp_path):
     assert max(s.value for s in read_scalars(tmp_path / "test")["policy_lag/max"]) <= 5.0
 
 
+@pytest.mark.slow
 def test_short_training_learns_the_cue(tmp_path):
     cfg = make_cfg(tmp_path, "env=gym/multi_agent_toy", "train_for_env_steps=60000", "train_until_avg_return=7.5")
     summary = train(cfg)

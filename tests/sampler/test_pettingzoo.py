@@ -52,6 +52,7 @@ def test_pettingzoo_env_through_the_sampler(tmp_path):
     assert got.frames % 4 == 0  # 4 agents per env step, inactive ones included
 
 
+@pytest.mark.slow
 def test_pettingzoo_env_trains_end_to_end(tmp_path):
     summary = train(make_cfg(tmp_path, *QUICK, "hardware.num_envs_per_worker=2", "train_for_env_steps=2000"))
     assert summary["env_steps"] >= 2000 and summary["episodes"] > 0 and summary["policy_version"] > 0

@@ -25,6 +25,7 @@ def summaries(sweep_dir: Path) -> dict:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/summary.json"))}
 
 
+@pytest.mark.slow
 def test_sweep_layout_and_resume(tmp_path):
     first = run_sweep(tmp_path, "seed=1,2", "train_for_env_steps=2000")
     assert first.returncode == 0, first.stdout[-3000:]

@@ -16,6 +16,7 @@ from tests.faults.runs import train_py
 from tests.helpers.probe_envs import read_log
 
 
+@pytest.mark.slow
 def test_benchmark_samples_without_learning(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="sf_hydra")
     cfg = make_cfg(tmp_path, "benchmark=true", "train_for_env_steps=6000", "hardware.num_workers=1")
@@ -48,6 +49,7 @@ def test_train_py_benchmark_true(tmp_path):
     assert "loss/policy" not in scalars  # nothing was trained
 
 
+@pytest.mark.slow
 def test_env_info_cache_and_summaries_in_agent_steps(tmp_path):
     probe = ("env=gym/any", "env.id=tests.helpers.probe_envs:ProbeCartPole-v0", f"+env.kwargs.log_dir={tmp_path}",
              "env.frameskip=2", "hardware.use_env_info_cache=true", "train_for_env_steps=4000",

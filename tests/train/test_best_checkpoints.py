@@ -36,6 +36,7 @@ def _enjoy(tmp_path, *overrides):
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_best_checkpoint_has_the_highest_metric_milestones_survive_and_enjoy_plays_it(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="sf_hydra")
     # milestones every 0.3 s here: CartPole with raw inputs trained 8000 steps in under 0.6 s on a quiet CI
@@ -84,6 +85,7 @@ def test_best_checkpoint_has_the_highest_metric_milestones_survive_and_enjoy_pla
     assert summary["env_steps"] >= 28000
 
 
+@pytest.mark.slow
 def test_each_policy_keeps_its_own_best(tmp_path):
     train(make_cfg(tmp_path, "algo.num_policies=2", "train_for_env_steps=3000", "save_best_after=500",
                    "save_best_every_sec=0.3"))
@@ -95,6 +97,7 @@ def test_each_policy_keeps_its_own_best(tmp_path):
         assert info["value"] == pytest.approx(_window_mean(ckpt, k))
 
 
+@pytest.mark.slow
 def test_no_best_checkpoint_yet_is_named_by_enjoy_and_by_a_resume(tmp_path):
     train(make_cfg(tmp_path, "hardware.num_workers=1", "train_for_env_steps=1000"))  # save_best_after: 100000
     assert not list((tmp_path / "test" / "checkpoints").glob("best_*"))

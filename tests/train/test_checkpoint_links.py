@@ -5,6 +5,7 @@ import errno
 import logging
 import os
 
+import pytest
 import torch
 
 from sf_hydra.learner.checkpointing import link_last
@@ -18,6 +19,7 @@ def _steps(path) -> int:
     return torch.load(path, map_location="cpu", weights_only=True)["sf_hydra"]["env_steps"]
 
 
+@pytest.mark.slow
 def test_last_ckpt_is_a_link_to_the_newest_and_outlives_its_pruning(tmp_path, caplog):
     first = train(make_cfg(tmp_path, *SMALL, "train_for_env_steps=2000"))
     folder = tmp_path / "test" / "checkpoints"

@@ -19,6 +19,7 @@ from tests.helpers.processes import sampler_processes
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_env_crash_names_the_worker_and_keeps_the_checkpoint(tmp_path):
     cfg = make_cfg(tmp_path, "env=gym/any", "env.id=tests.helpers.faulty_envs:CrashingCartPole-v0",
                    "+env.kwargs.crash_after=400", "train_for_env_steps=1000000", "hardware.max_env_restarts=0")

@@ -31,6 +31,7 @@ def test_config_composes_and_validates_as_shipped(name):
     check_config(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PARAMS)
 def test_config_trains_a_short_run(tmp_path, name):
     # The fast settings (2 workers x 4 envs x 16 steps = 128 = one batch) keep sync PPO valid.

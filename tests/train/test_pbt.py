@@ -247,6 +247,7 @@ def test_bad_pbt_input_stops_the_command_before_any_process_starts(tmp_path):
     assert not any(tmp_path.rglob("*.ckpt"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batched", [False, True], ids=["env_per_row", "vector_env"])
 def test_each_policy_is_paid_by_its_own_reward_shaping_weights(tmp_path, batched):
     """An env family that declares reward shaping (tests/helpers/shaped_envs.py: CartPole's +1

@@ -10,6 +10,8 @@ import logging
 import re
 import sys
 
+import pytest
+
 from sf_hydra.learner.callbacks import Summaries
 from sf_hydra.learner.progress import FpsMeter, format_duration
 from sf_hydra.train import train
@@ -59,6 +61,7 @@ def _progress_lines(caplog) -> list:
     return [r.getMessage() for r in caplog.records if LINE.search(r.getMessage())]
 
 
+@pytest.mark.slow
 def test_two_policies_show_the_least_trained_and_the_per_policy_budget(tmp_path, caplog):
     """A real 2-policy run: each line names the least-trained policy's own env steps of the budget each policy
     trains for, and the ETA that budget (the run's env steps pass it: they count both policies)."""
@@ -77,6 +80,7 @@ def test_two_policies_show_the_least_trained_and_the_per_policy_budget(tmp_path,
     assert int(LINE.search(lines[-1]).group(1)) == summary["env_steps"] > 3000  # the run's steps: both policies'
 
 
+@pytest.mark.slow
 def test_a_time_budget_names_itself_in_the_eta(tmp_path, caplog):
     """train_for_seconds is the only budget (train_for_env_steps at the schema's 10^10): the ETA is to it."""
     caplog.set_level(logging.INFO, logger="sf_hydra")

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from sf_hydra.launch.clock import seconds_since_launch
 from sf_hydra.learner.profile import LEARNER_PARTS, WORKER_PARTS, RunProfile, profile_lines
 from sf_hydra.sampler.training_batches import timing_since
@@ -27,6 +29,7 @@ def test_learner_parts_and_the_rest_make_the_session():
     assert "env_step 4.0 s (80%)" in second
 
 
+@pytest.mark.slow
 def test_a_run_reports_where_its_time_went(short_cartpole_run):
     train_dir, summary, messages = short_cartpole_run
     profile = json.loads((train_dir / "test" / "summary.json").read_text())["profile"]

@@ -15,6 +15,7 @@ from tests.conftest import make_cfg
 SERVER = ("hardware.inference=server", "hardware.worker_num_splits=2", "hardware.num_envs_per_worker=4")
 
 
+@pytest.mark.slow
 def test_sync_ppo_with_a_server_acts_with_the_newest_weights_only(tmp_path):
     summary = train(make_cfg(tmp_path, *SERVER, "algo=ppo", "train_for_env_steps=6000"))
     assert summary["env_steps"] >= 6000 and summary["policy_version"] >= 5
@@ -22,6 +23,7 @@ def test_sync_ppo_with_a_server_acts_with_the_newest_weights_only(tmp_path):
     assert max(s.value for s in read_scalars(tmp_path / "test")["policy_lag/max"]) == 0.0
 
 
+@pytest.mark.slow
 def test_experience_older_than_max_policy_lag_is_dropped_with_a_server(tmp_path):
     cfg = make_cfg(tmp_path, *SERVER, "algo.num_epochs=8", "algo.num_batches_to_accumulate=4",
                    "algo.max_policy_lag=1", "train_for_env_steps=15000")

@@ -19,6 +19,7 @@ def _run_dir(cfg) -> Path:
     return Path(cfg.train_dir) / cfg.experiment
 
 
+@pytest.mark.slow
 def test_two_policies_train_report_and_resume_separately(tmp_path):
     cfg = make_cfg(tmp_path, "algo.num_policies=2", "train_for_env_steps=6000")
     first = train(cfg)
@@ -49,6 +50,7 @@ def test_two_policies_train_report_and_resume_separately(tmp_path):
         train(make_cfg(tmp_path, "algo.num_policies=3", "train_for_env_steps=20000"))
 
 
+@pytest.mark.slow
 def test_opponent_pool_is_kept_on_disk_and_survives_resume(tmp_path):
     overrides = (*TOY_2, "selfplay.pool_size=2", "selfplay.snapshot_every_env_steps=1500")
     cfg = make_cfg(tmp_path, *overrides, "train_for_env_steps=5000")

@@ -20,6 +20,7 @@ def small_run(tmp_path, *overrides):
     )
 
 
+@pytest.mark.slow
 def test_pong_trains_a_few_hundred_steps_and_counts_frames(tmp_path):
     cfg = small_run(tmp_path, "env=atari/pong", "train_for_env_steps=2048")
     assert cfg.env.frameskip == FRAMESKIP and cfg.model.encoder_conv_architecture == "convnet_atari"
@@ -29,6 +30,7 @@ def test_pong_trains_a_few_hundred_steps_and_counts_frames(tmp_path):
     assert summary["policy_version"] >= 2048 // FRAMESKIP // 64
 
 
+@pytest.mark.slow
 def test_breakout_with_lives_trains_in_serial_mode(tmp_path):
     # Episodic life ends the learner's episode on each lost life: episodes are counted here.
     cfg = small_run(tmp_path, "env=atari/breakout", "hardware.serial_mode=true", "train_for_env_steps=4096")

@@ -23,6 +23,7 @@ def _run_dir(cfg):
     return Path(cfg.train_dir) / cfg.experiment
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("serial", [False, True], ids=["processes", "serial"])
 def test_cartpole_trains_and_writes_run_folder(tmp_path, serial):
     cfg = make_cfg(tmp_path, f"hardware.serial_mode={serial}", "train_for_env_steps=20000")
@@ -42,6 +43,7 @@ def test_cartpole_trains_and_writes_run_folder(tmp_path, serial):
     assert all(s.value > 0 for s in scalars["perf/fps"][1:])
 
 
+@pytest.mark.slow
 def test_sync_ppo_has_no_policy_lag(tmp_path):
     # One round (2 workers x 4 envs x 16 steps = 128) is exactly one iteration (128 x 1).
     cfg = make_cfg(tmp_path, "algo=ppo", "train_for_env_steps=6000")
@@ -51,6 +53,7 @@ def test_sync_ppo_has_no_policy_lag(tmp_path):
     assert max(s.value for s in scalars["policy_lag/max"]) == 0.0
 
 
+@pytest.mark.slow
 def test_resume_continues_counters(tmp_path):
     first = train(make_cfg(tmp_path, "train_for_env_steps=8000"))
     second = train(make_cfg(tmp_path, "train_for_env_steps=16000"))
@@ -60,6 +63,7 @@ def test_resume_continues_counters(tmp_path):
     assert second["env_steps"] - first["env_steps"] < 16000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behavior", ["restart", "overwrite"])
 def test_restart_behaviors_start_from_zero(tmp_path, behavior):
     first = train(make_cfg(tmp_path, "train_for_env_steps=6000"))
@@ -72,6 +76,7 @@ def test_restart_behaviors_start_from_zero(tmp_path, behavior):
         assert (old_runs[0] / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_keep_checkpoints_prunes_old_ones(tmp_path):
     cfg = make_cfg(tmp_path, "train_for_env_steps=30000", "save_every_sec=0.3", "keep_checkpoints=2")
     train(cfg)
@@ -80,6 +85,7 @@ def test_keep_checkpoints_prunes_old_ones(tmp_path):
     assert (_run_dir(cfg) / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_experience_older_than_max_policy_lag_is_dropped(tmp_path):
     # A slow learner (many epochs) and a deep queue make experience go stale.
     cfg = make_cfg(tmp_path, "algo.num_epochs=8", "algo.num_batches_to_accumulate=4", "algo.max_policy_lag=1",

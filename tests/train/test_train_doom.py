@@ -21,6 +21,7 @@ def test_doom_family_defaults_come_from_config_files(tmp_path):
     assert not make_cfg(tmp_path, "env=doom/basic", "model=mlp").model.use_rnn
 
 
+@pytest.mark.slow
 def test_doom_basic_trains_a_few_hundred_steps(tmp_path):
     cfg = make_cfg(
         tmp_path, "env=doom/basic", "hardware.num_workers=1", "hardware.num_envs_per_worker=2",
@@ -46,6 +47,7 @@ def map_cache(tmp_path, monkeypatch):
     return tmp_path / "maps"
 
 
+@pytest.mark.slow
 def test_battle_trains_through_worker_processes(tmp_path, map_cache):
     """Dict observations (pixels + measurements) and a Tuple of Discrete actions through the
     real sampler processes, the shared buffers and the learner."""
@@ -55,6 +57,7 @@ def test_battle_trains_through_worker_processes(tmp_path, map_cache):
     assert list(map_cache.glob("doom_maps/battle-*/battle.wad"))  # built at first use
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["deadly_corridor", "duel_bots"])
 def test_doom_configs_train_in_serial_mode(tmp_path, name):
     """A button-group Tuple with measurements, and a game hosted against bots, in the same
@@ -65,6 +68,7 @@ def test_doom_configs_train_in_serial_mode(tmp_path, name):
     assert summary["env_steps"] >= 1500 and summary["policy_version"] >= 3
 
 
+@pytest.mark.slow
 def test_duel_trains_two_agents_per_env(tmp_path):
     """Two of our players per game (host + join on loopback), through the sampler's
     multi-agent path: every agent's transitions are trained on. (Without decorrelation: the
@@ -90,6 +94,7 @@ def test_battle_return_rises(tmp_path, map_cache):
     assert summary["avg_return"] >= first + 0.3, (first, summary["avg_return"])
 
 
+@pytest.mark.slow
 def test_duel_self_play_two_policies_and_a_snapshot(tmp_path):
     """Self-play in real ViZDoom games: two trained policies seated per match (host + join),
     and once a snapshot joins the pool it takes the opponent seat (latest_prob=0: every match

@@ -43,6 +43,7 @@ def test_family_defaults_come_from_config_files(tmp_path):
     check_config(compose_cfg("env=mujoco/halfcheetah"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MUJOCO_CONFIGS)
 def test_config_trains_a_few_hundred_steps(tmp_path, name):
     # Worker processes for one task; the same sampler code in-process (serial) for the rest,
@@ -55,6 +56,7 @@ def test_config_trains_a_few_hundred_steps(tmp_path, name):
     assert (Path(cfg.train_dir) / cfg.experiment / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_tanh_squashed_actions_train(tmp_path):
     cfg = make_cfg(tmp_path, "env=mujoco/humanoid", *SMALL, "model.tanh_squash_actions=true",
                    "hardware.serial_mode=true", "train_for_env_steps=600")

@@ -34,6 +34,7 @@ def wandb_offline(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_PROJECT", raising=False)
 
 
+@pytest.mark.slow
 def test_run_logs_config_and_the_tensorboard_scalars_and_a_resume_keeps_its_id(tmp_path):
     first = train(make_cfg(tmp_path, "logger=wandb", "train_for_env_steps=3000", "logger.wandb_tags=[a,b]"))
     run_dir = tmp_path / "test"
@@ -65,6 +66,7 @@ def test_run_logs_config_and_the_tensorboard_scalars_and_a_resume_keeps_its_id(t
     assert steps[0] > first["env_steps"] - 1 and steps[-1] == second["env_steps"] >= 6000
 
 
+@pytest.mark.slow
 def test_a_restarted_run_gets_a_new_wandb_run(tmp_path):
     train(make_cfg(tmp_path, "logger=wandb", "train_for_env_steps=1000"))
     first_id = (tmp_path / "test" / "wandb_id").read_text()
@@ -72,6 +74,7 @@ def test_a_restarted_run_gets_a_new_wandb_run(tmp_path):
     assert (tmp_path / "test" / "wandb_id").read_text() != first_id
 
 
+@pytest.mark.slow
 def test_enjoy_videos_go_to_the_runs_wandb_run(tmp_path):
     train(make_cfg(tmp_path, "logger=wandb", "train_for_env_steps=1000"))
     run_dir = tmp_path / "test"
@@ -119,6 +122,7 @@ def test_the_group_is_the_key_else_none_outside_a_sweep(tmp_path):
     assert wandb_group(make_cfg(tmp_path, "logger=wandb")) is None  # a single run is not grouped
 
 
+@pytest.mark.slow
 def test_a_failing_wandb_init_leaves_a_warning_and_tensorboard(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="sf_hydra")
     summary = train(make_cfg(tmp_path, "logger=wandb", "logger.wandb_project='bad/name'",
@@ -130,6 +134,7 @@ def test_a_failing_wandb_init_leaves_a_warning_and_tensorboard(tmp_path, caplog)
     assert not (tmp_path / "test" / "wandb_id").exists()
 
 
+@pytest.mark.slow
 def test_a_missing_wandb_package_leaves_a_warning_and_tensorboard(tmp_path, caplog, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError, as without the package
     caplog.set_level(logging.WARNING, logger="sf_hydra")
