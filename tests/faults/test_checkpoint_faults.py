@@ -83,6 +83,7 @@ def test_no_intact_checkpoint_stops_with_what_was_found(tmp_path):
     assert "restart_behavior=restart" in msg
 
 
+@pytest.mark.slow
 def test_no_intact_checkpoint_is_one_framed_line_from_train_py(tmp_path):
     folder = tmp_path / "run" / "checkpoints"
     folder.mkdir(parents=True)

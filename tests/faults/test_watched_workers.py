@@ -71,6 +71,7 @@ def test_restarts_beyond_the_hourly_limit_stop_the_run_with_the_envs_traceback(t
     assert _no_worker_left()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_noticed_within_seconds(tmp_path):
     cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=kill",
            "hardware.num_envs_per_worker=4", "train_for_env_steps=100000000", "logger.log_interval_sec=0.5"]

@@ -45,6 +45,7 @@ def sampler_cfg(tmp_path, name: str):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", env_configs())
 def test_config_steps_through_the_sampler(tmp_path, monkeypatch, name):
     for extra in (FAMILY_EXTRAS[name.split("/")[0]], CONFIG_EXTRAS.get(name)):
