@@ -23,6 +23,7 @@ def logged_steps(text: str) -> list:
     return [int(n) for n in re.findall(r"env steps (\d+) \|", text)]
 
 
+@pytest.mark.slow
 def test_sweep_trains_each_run_as_a_slurm_job(sweep):
     code = sweep.run("seed=1,2", "train_for_env_steps=10000", timeout=300)
     assert code == 0, sweep.output[-3000:]
@@ -55,6 +56,7 @@ def test_cancelled_job_fails_the_sweep_and_names_the_job(sweep):
     assert env_steps_in(sweep.dir / "run" / "checkpoints" / "last.ckpt") > 0
 
 
+@pytest.mark.slow
 def test_preempted_job_is_requeued_and_resumes_its_run(sweep):
     # Far from the 3000 steps at which the signal is sent: a job runs at ~5000 FPS, and a budget
     # reached before the signal lands leaves nothing to resume.
