@@ -29,6 +29,7 @@ def pinned_cores(sweep_dir) -> list:
     return found
 
 
+@pytest.mark.slow
 def test_runs_in_parallel_each_on_its_own_cores(tmp_path):
     result = run_parallel(tmp_path, "seed=1,2,3", "train_for_env_steps=1500", "hydra.launcher.max_parallel=2")
     assert result.returncode == 0, result.stdout[-3000:]

@@ -19,6 +19,7 @@ def run_study(train_dir, trials: int):
     return subprocess.run(cmd, cwd=train_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_optuna_study_maximises_the_return_and_continues(tmp_path):
     first = run_study(tmp_path, 2)
     assert first.returncode == 0, first.stdout[-3000:]

@@ -28,6 +28,7 @@ def sweep_dir(tmp_path_factory):
     return train_dir / "multirun" / "lr"
 
 
+@pytest.mark.slow
 def test_report_plots_one_curve_per_config(sweep_dir, tmp_path):
     import matplotlib.image
 
