@@ -6,6 +6,7 @@ import copy
 import time
 from contextlib import contextmanager
 
+import pytest
 import torch
 
 from sf_hydra.config import validate
@@ -66,6 +67,7 @@ def _launched(tmp_cfg, fresh_run: bool, *overrides: str):
         sampler.stop()
 
 
+@pytest.mark.slow
 def test_a_fresh_runs_workers_collect_before_the_learner_starts_and_use_each_slot_once(tmp_cfg):
     overrides = ("hardware.num_workers=2", "hardware.num_envs_per_worker=4", "algo.rollout=16")
     with _launched(tmp_cfg, True, *overrides) as sampler:
@@ -85,6 +87,7 @@ def test_a_fresh_runs_workers_collect_before_the_learner_starts_and_use_each_slo
         assert _poll_for(sampler, 2.0), "the workers stopped after their slots came back"
 
 
+@pytest.mark.slow
 def test_a_resumed_runs_workers_wait_for_the_learners_weights(tmp_cfg):
     overrides = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.rollout=8")
     with _launched(tmp_cfg, False, *overrides) as sampler:

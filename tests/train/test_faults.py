@@ -43,6 +43,7 @@ def test_hanging_env_is_reported_not_waited_on_forever(tmp_path):
     assert not sampler_processes()
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_loadable_checkpoint_and_leaves_no_orphans(tmp_path):
     cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=sigint",
            "hardware.num_envs_per_worker=4", "train_for_env_steps=100000000", "logger.log_interval_sec=0.5"]

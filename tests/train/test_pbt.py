@@ -125,6 +125,7 @@ def test_a_resumed_run_goes_on_with_its_population_and_histories(tmp_path):
         assert history(run_dir, k)[0]["why"] == "start" and sum(h["why"] == "start" for h in history(run_dir, k)) == 1
 
 
+@pytest.mark.slow
 def test_a_statistic_the_env_reports_is_the_target_objective(tmp_path):
     """The custom-env example reports `caught` at each episode's end: the population is ranked by it."""
     result = subprocess.run(

@@ -33,6 +33,7 @@ def test_fps_spans_the_window_even_when_the_first_batch_came_late():
     assert s.fps() == 1000 / 4
 
 
+@pytest.mark.slow
 def test_last_progress_line_is_not_repeated(tmp_path):
     proc = train_py(tmp_path, "train_for_env_steps=1000", "logger.log_interval_sec=0.001")  # a line every batch
     assert proc.returncode == 0, proc.out[-3000:]
@@ -90,6 +91,7 @@ def test_a_time_budget_names_itself_in_the_eta(tmp_path, caplog):
     assert not any("least-trained" in line for line in lines), lines  # one policy
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_a_live_bar_and_the_log_file_the_lines(tmp_path):
     cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=run", *TINY,
            "train_for_env_steps=6000", "logger.log_interval_sec=0.1"]  # 6000 steps can take under 0.5 s
