@@ -45,7 +45,7 @@ def test_native_vector_env_records_no_reset_steps(tmp_path):
                                  min_slots=64))
 
 
-@pytest.mark.skipif(not HAS_ENVPOOL, reason="envpool is not installed")
+@pytest.mark.skipif(not HAS_ENVPOOL, reason="the envpool extra is not installed")
 def test_envpool_backend_records_no_reset_steps(tmp_path):
     _check_cartpole_rows(collect(make_cfg(tmp_path, *BATCHED, "hardware.num_workers=1",
                                           "hardware.vector_backend=envpool"), min_slots=64))
@@ -96,7 +96,7 @@ def test_envpool_needs_batched_sampling_and_a_gym_id(tmp_path):
         check_batched_sampling(make_cfg(tmp_path, *BATCHED, "hardware.vector_backend=envpool", "env=doom/basic"))
 
 
-@pytest.mark.skipif(not HAS_ENVPOOL, reason="envpool is not installed")
+@pytest.mark.skipif(not HAS_ENVPOOL, reason="the envpool extra is not installed")
 def test_envpool_unknown_task_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match="env.id=.*an EnvPool task"):
         check_batched_sampling(make_cfg(tmp_path, *BATCHED, "hardware.vector_backend=envpool", "env=gym/any",

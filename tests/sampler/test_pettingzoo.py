@@ -5,7 +5,7 @@ real sampler."""
 import numpy as np
 import pytest
 
-pytest.importorskip("pettingzoo.butterfly", reason="pettingzoo[butterfly] is not installed")
+pytest.importorskip("pettingzoo.butterfly", reason="the multiagent extra (pettingzoo[butterfly]) is not installed")
 
 from sf_hydra.envs.multi_agent.pettingzoo import make_pettingzoo_env  # noqa: E402
 from sf_hydra.train import train  # noqa: E402

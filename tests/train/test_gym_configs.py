@@ -12,7 +12,7 @@ from sf_hydra.train import check_config, train
 from tests.conftest import REPO_ROOT, compose_cfg, make_cfg
 
 HAS_BOX2D = importlib.util.find_spec("Box2D") is not None
-NEEDS_BOX2D = pytest.mark.skipif(not HAS_BOX2D, reason="Box2D is not installed (pip install 'gymnasium[box2d]')")
+NEEDS_BOX2D = pytest.mark.skipif(not HAS_BOX2D, reason="the box2d extra (Box2D) is not installed")
 
 # name -> (gymnasium id, action kind)
 CONFIGS = {
