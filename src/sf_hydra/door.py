@@ -43,6 +43,10 @@ class SamplerDoor(Protocol):
     def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
         """Policy `policy`'s reward-shaping weights minus the env's, per shaped quantity (up, down)."""
 
+    def set_opponent_odds(self, slot: int, odds: Sequence[float]) -> None:
+        """For each trained policy, the weight (>= 0) of drawing the opponent pool's slot `slot` as its
+        opponent when a worker seats a game; a slot takes even odds (1.0) when a new snapshot joins it."""
+
     def request_stop(self) -> None:
         """No more batches after the one being trained on; the sampler's processes stop at teardown."""
 

@@ -32,6 +32,9 @@ class Door:
     def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
         self._sampler.set_reward_shaping(policy, difference)
 
+    def set_opponent_odds(self, slot: int, odds: Sequence[float]) -> None:
+        self._sampler.set_opponent_odds(slot, odds)
+
     def request_stop(self) -> None:
         self._stop.set()
 

@@ -98,7 +98,9 @@ class Sampler:
         self.buffers = TrajectoryBuffers.allocate(spec, settings.slots.total, settings.rollout)
         # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
         self.stores = [PolicyStore(model, shaping_size=settings.shaping_size)
-                       for _ in range(self.num_policies + settings.pool_size)]
+                       for _ in range(self.num_policies)]
+        self.stores += [PolicyStore(model, shaping_size=settings.shaping_size, odds_size=self.num_policies)
+                        for _ in range(settings.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         # Each worker's progress (rollout_worker.BEAT_*): watched so that a stuck worker is named.
         self.heartbeats = torch.zeros(self.num_workers, 3, dtype=torch.float64).share_memory_()
@@ -344,7 +346,13 @@ class Sampler:
         stores) holds `model` as its version `generation`."""
         if not 0 <= slot < len(self.stores) - self.num_policies:
             raise IndexError(f"opponent pool slot {slot} of {len(self.stores) - self.num_policies}")
-        self.stores[self.num_policies + slot].publish(model, generation)
+        store = self.stores[self.num_policies + slot]
+        store.odds.fill_(1.0)  # a new snapshot: even odds until the learner has seen it play
+        store.publish(model, generation)
+
+    def set_opponent_odds(self, slot: int, odds) -> None:
+        """Per trained policy, the weight of drawing pool slot `slot` as its opponent (PolicyStore.odds)."""
+        self.stores[self.num_policies + slot].odds.copy_(torch.as_tensor(odds, dtype=torch.float64))
 
     def health(self) -> SamplerHealth:
         """Its processes, and how long the least recently active rollout worker has been silent."""

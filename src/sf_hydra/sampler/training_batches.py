@@ -54,7 +54,7 @@ class Received:
         self.reset()
 
     def reset(self) -> None:
-        self.frames, self.episodes, self.outcomes, self.dropped, self.wait = 0, [], [], 0, 0.0
+        self.frames, self.episodes, self.games, self.dropped, self.wait = 0, [], [], 0, 0.0
         self.gather = 0.0  # seconds spent copying the batch out of the slots
         self.start = 0.0  # seconds spent starting the sampler's processes (the first batch's)
         self.nonfinite_replaced = 0
@@ -65,7 +65,7 @@ class Received:
     def add(self, traj) -> None:
         self.frames += traj.frames
         self.episodes.extend(traj.episodes)
-        self.outcomes.extend(traj.outcomes)
+        self.games.extend(traj.games)
         self.nonfinite_replaced += traj.nonfinite_replaced
         self.env_restarts += traj.env_restarts
         for key, seconds in timing_since(traj.timing, traj.began_at, self.since).items():
@@ -73,7 +73,7 @@ class Received:
 
     def meta(self, policy: int) -> dict:
         meta = {"policy": policy, "frames": self.frames, "policy_frames": self.policy_frames,
-                "episodes": self.episodes, "outcomes": self.outcomes, "dropped_trajectories": self.dropped,
+                "episodes": self.episodes, "games": self.games, "dropped_trajectories": self.dropped,
                 "wait_seconds": self.wait, "gather_seconds": self.gather, "start_seconds": self.start,
                 "worker_seconds": self.timing,
                 "nonfinite_replaced": self.nonfinite_replaced,
