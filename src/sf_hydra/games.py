@@ -25,9 +25,19 @@ class Game:
     returns: Tuple[float, ...]  # per seat: its episode return (the whole game)
 
 
+def trained(policy: int) -> str:
+    """Trained policy `policy`'s player name."""
+    return f"policy_{policy}"
+
+
+def snapshot(generation: int) -> str:
+    """Snapshot `generation`'s player name (the same as its file's stem in the run's selfplay/ folder)."""
+    return f"snapshot_{generation:06d}"
+
+
 def player(policy: int, generation: int, num_policies: int) -> str:
-    """A player's name: `policy_<k>` for a trained policy, `snapshot_<generation>` for a snapshot."""
-    return f"policy_{policy}" if policy < num_policies else f"snapshot_{generation:06d}"
+    """A seat's player name: `trained(policy)` for a trained policy, `snapshot(generation)` for a snapshot."""
+    return trained(policy) if policy < num_policies else snapshot(generation)
 
 
 def players(game: Game, num_policies: int) -> Tuple[str, ...]:

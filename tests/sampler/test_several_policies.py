@@ -145,6 +145,32 @@ def test_snapshots_act_in_opponent_seats_and_are_never_recorded(tmp_cfg):
         "a snapshot seat is named by its generation"
 
 
+@pytest.mark.parametrize("mode", ["async", "server"])
+def test_opponent_odds_reach_the_workers(tmp_cfg, mode):
+    """Odds set through the door before the workers start: slot 0 at 0 for every policy, slot 1 at 1.
+    Only slot 1's snapshot (policy id 3) takes opponent seats; even odds would seat both."""
+    extra = ["hardware.inference=server"] if mode == "server" else []
+    cfg = tmp_cfg(*TOY_2, TAGGED, "algo.num_policies=2", "selfplay.pool_size=2", "selfplay.latest_prob=0.0",
+                  *extra)
+
+    def two_snapshots(sampler, learner):
+        import copy
+
+        from sf_hydra.sampler.door import Door
+
+        for slot in (0, 1):
+            frozen = copy.deepcopy(learner.policies[0])
+            frozen.tag.fill_(90 + slot)
+            sampler.publish_opponent(slot, frozen, slot + 1)
+        door = Door(sampler)
+        door.set_opponent_odds(0, [0.0, 0.0])
+        door.set_opponent_odds(1, [1.0, 1.0])
+
+    _, batches = _stream(cfg, 10, before_start=two_snapshots)
+    snapshot_episodes = {e.policy for b in batches for e in b["meta"]["episodes"] if e.policy >= 2}
+    assert snapshot_episodes == {3}, snapshot_episodes
+
+
 class FixedPool:
     """A PoolView over fixed filled slots (generation: slot + 1) and per-policy odds."""
 

@@ -24,6 +24,7 @@ from sf_hydra.config.choices import (
     LrSchedule,
     NonFinite,
     Nonlinearity,
+    OpponentSampling,
     OptimizerType,
     PixelFormat,
     PolicyInitialization,
@@ -273,11 +274,19 @@ class SelfPlayConfig:
     """Self-play against past selves (beyond Sample Factory): frozen snapshots of the
     trained policies, kept in `<run_dir>/selfplay/`, take opponent seats in multi-agent envs.
     One seat of each env episode is a trained policy's; every other seat is taken by a trained
-    policy with probability `latest_prob`, else by a snapshot drawn uniformly from the pool."""
+    policy with probability `latest_prob`, else by a snapshot drawn from the pool (uniformly, or
+    with `opponent_sampling`'s odds). Every player is rated from the games (`ratings`)."""
 
     pool_size: int = 0  # snapshots kept (the oldest is replaced); 0: no pool, policies play each other
     snapshot_every_env_steps: int = 1_000_000  # a policy's own env steps between two of its snapshots
     latest_prob: float = 0.5  # an opponent seat goes to a trained policy with this probability
+    # uniform | hard | variance: prioritized fictitious self-play on the policy's win rate p against
+    # each snapshot (hard: weight (1-p)^pfsp_exponent; variance: p(1-p)), as AlphaStar's league
+    opponent_sampling: OpponentSampling = OpponentSampling.uniform
+    pfsp_exponent: float = 2.0  # opponent_sampling=hard: larger favours the snapshots the policy loses to
+    # rate every policy and snapshot from their games (openskill's Plackett-Luce), in multi-agent runs with
+    # a pool or several policies: <run_dir>/selfplay/ratings.json and TensorBoard selfplay/rating/*
+    ratings: bool = True
 
 
 @dataclass

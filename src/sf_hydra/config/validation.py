@@ -96,8 +96,20 @@ def _check_ranges(cfg) -> None:
                           "an integer >= 0 (0: the first crash or hang of an env stops the run)")
     if not cfg.selfplay.pool_size >= 0:
         raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size, "an integer >= 0 (0: no opponent pool)")
+    _check_opponent_sampling(cfg.selfplay)
     if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
         raise ConfigError("experiment", cfg.experiment, "a non-empty folder name without '/'")
+
+
+def _check_opponent_sampling(sp) -> None:
+    """Prioritized opponents need a pool to draw from, and a finite exponent > 0 to weigh them."""
+    if sp.opponent_sampling != "uniform" and sp.pool_size <= 0:
+        raise ConfigError("selfplay.opponent_sampling", sp.opponent_sampling,
+                          "uniform while selfplay.pool_size=0 (the odds weigh the pool's snapshots; set "
+                          "selfplay.pool_size > 0)")
+    if not (0 < sp.pfsp_exponent < math.inf):
+        raise ConfigError("selfplay.pfsp_exponent", sp.pfsp_exponent,
+                          "a finite number > 0 (the weight of a snapshot beaten with probability p is (1-p)^exponent)")
 
 
 def _check_checkpoints(cfg) -> None:
