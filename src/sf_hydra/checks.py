@@ -70,6 +70,28 @@ def check_family(cfg) -> None:
     check_env(cfg.env)
     check_pbt_against_env(cfg, episode_stats(cfg.env), reward_shaping(cfg.env))
     check_batched_sampling(cfg)
+    check_eval_env(cfg)
+
+
+def check_eval_env(cfg) -> None:
+    """With eval.env_overrides: the family's own rules hold for the evaluation's env node too (a Doom skill
+    out of its range, a map the family refuses), named as eval.env_overrides.<key>; with eval.video_every,
+    the video format can be written here."""
+    from sf_hydra.envs import check_env
+
+    overrides = OmegaConf.to_container(cfg.eval.env_overrides, resolve=True)
+    if overrides:
+        try:
+            check_env(OmegaConf.merge(cfg.env, overrides))
+        except ConfigError as e:
+            key = e.key[len("env."):] if e.key.startswith("env.") else e.key
+            if key in overrides:
+                raise ConfigError(f"eval.env_overrides.{key}", e.value, e.allowed) from None
+            raise ConfigError("eval.env_overrides", overrides, f"overrides that the env family accepts: {e}") from None
+    if cfg.eval.video_every > 0:
+        from sf_hydra.evaluation.episodes import eval_video_format  # no Lightning: the episode code only
+
+        eval_video_format(cfg.eval.video_format, cfg.eval.video_every)
 
 
 def check_run_folder(cfg) -> None:

@@ -6,7 +6,13 @@
 - every sampler process (rollout worker `w`, inference server `s`): torch's, numpy's and
   Python's generators from `seed_process(seed, role, index)`, so that no two processes draw
   the same numbers (a forked or spawned child otherwise starts from the same torch state as
-  every other child: its workers would sample the same actions).
+  every other child: its workers would sample the same actions);
+- the evaluation process (sf_hydra.evaluation): its generators from
+  `seed_process(seed, EVALUATION, 0)` (the actions it samples with eval.deterministic=false),
+  and its episode `j` of every evaluation reset with `eval_env_seed(seed, j)`: drawn from a
+  stream of their own (numpy's SeedSequence, 31-bit values), apart from the training envs'
+  `env_seed` (consecutive integers: a clash has odds of about 1 in 2^31 per pair), and every evaluation plays
+  the same M starts: two evaluations differ by the weights only.
 
 An unseeded run (`seed=null`) takes every process's seed from the OS's entropy.
 """
@@ -20,7 +26,8 @@ import numpy as np
 import torch
 
 # Which kind of process a seed is for: distinct entries of the seed sequence.
-ROLLOUT_WORKER, INFERENCE_SERVER = 1, 2
+ROLLOUT_WORKER, INFERENCE_SERVER, EVALUATION = 1, 2, 3
+EVAL_EPISODES = 4  # the stream of the evaluation episodes' env seeds
 
 
 def seed_everything(seed: Optional[int]) -> None:
@@ -36,6 +43,14 @@ def env_seed(seed: Optional[int], worker_id: int, env_index: int) -> Optional[in
     if seed is None:
         return None
     return int(seed) * 100_003 + worker_id * 1_009 + env_index
+
+
+def eval_env_seed(seed: int, episode: int) -> int:
+    """The env seed of episode `episode` of every evaluation in a run seeded with `seed` (for an unseeded
+    run the evaluation process draws one `seed` from the OS's entropy when it starts): a 31-bit integer
+    from the EVAL_EPISODES stream, apart from every training env's `env_seed`."""
+    state = np.random.SeedSequence([int(seed), EVAL_EPISODES, int(episode)]).generate_state(1, np.uint32)[0]
+    return int(state >> np.uint32(1))
 
 
 def process_seed(seed: Optional[int], role: int, index: int) -> int:
