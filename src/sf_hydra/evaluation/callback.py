@@ -7,9 +7,10 @@ eval/ metric, and a stop when `stop_on_eval_return` and every policy's evaluatio
 Invariants:
 - One evaluation at a time: weights go into the evaluation's own stores only while no request is pending
   (the process reads them at the start of a request); a schedule point that passes while one runs is
-  skipped, never queued.
-- The learner never waits for the evaluation, except at the end of training for the one in flight
-  (at most `final_wait_sec`), so that the last result is logged.
+  served when it ends (several such points: one evaluation).
+- The learner never waits for the evaluation, except at the end of training: for the one in flight and
+  for one more when a schedule point passed (each at most `final_wait_sec`), so that every point the run
+  passed is evaluated and logged.
 - Scalars are indexed like Summaries' (env frames, or agent steps without logger.summaries_use_frameskip),
   at the env steps where the weights were taken.
 - Its state (evaluations done, the next scheduled env steps) is saved in checkpoints: a resumed run goes on
@@ -209,12 +210,18 @@ class Evaluation(L.Callback):
     def on_train_end(self, trainer, pl_module):
         if self._process is None:
             return
+        self._wait(trainer, pl_module)
+        if self._pending is None and self._due(pl_module.env_steps):
+            self._request(pl_module)
+            self._wait(trainer, pl_module)
+        self._stop_process()
+
+    def _wait(self, trainer, m) -> None:
         if self._pending is not None:
-            self._collect(trainer, pl_module, block=True, timeout=self.final_wait_sec)
+            self._collect(trainer, m, block=True, timeout=self.final_wait_sec)
             if self._pending is not None:
                 log.warning("the evaluation in flight did not end within %.0f s: its result is lost",
                             self.final_wait_sec)
-        self._stop_process()
 
     def on_exception(self, trainer, pl_module, exception):
         self._stop_process()

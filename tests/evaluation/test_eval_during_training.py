@@ -1,0 +1,56 @@
+"""Evaluation during training on a real CartPole run (its own process, real envs and files): every 20000 env
+steps each evaluation's games land in eval/evaluations.jsonl and as eval/* scalars in TensorBoard at the env
+steps where the weights were taken; best checkpoints follow save_best_metric=eval/return; the sweep report
+plots eval/return."""
+
+import json
+
+import pytest
+import torch
+
+from sf_hydra.report.__main__ import main as report
+from sf_hydra.report.tensorboard import read_scalars
+from sf_hydra.seeding import env_seed
+from sf_hydra.train import train
+from tests.conftest import make_cfg
+
+EVERY = 20_000
+
+
+@pytest.mark.slow
+def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_path):
+    summary = train(make_cfg(tmp_path, "train_for_env_steps=40000", f"eval.every_env_steps={EVERY}", "eval.episodes=4",
+                             "eval.max_episode_steps=200", "save_best_metric=eval/return", "save_best_after=0",
+                             "save_best_every_sec=0.2", "logger.stats_avg=20"))
+    run = tmp_path / "test"
+    records = [json.loads(line) for line in (run / "eval" / "evaluations.jsonl").read_text().splitlines()]
+    # one evaluation per 20000 env steps passed (the last one at the end of the budget waited for)
+    assert [r["evaluation"] for r in records] == list(range(len(records))) and len(records) >= 2
+    steps = [r["env_steps"] for r in records]
+    assert all(s // EVERY == k + 1 for k, s in enumerate(steps)), steps
+    assert steps[-1] <= summary["env_steps"]
+    for r in records:
+        (p,) = r["policies"]
+        assert len(p["episodes"]) == 4 and all(1 <= e["length"] <= 200 for e in p["episodes"])
+        assert p["return"] == pytest.approx(sum(e["return"] for e in p["episodes"]) / 4)
+        assert p["version"] >= 1  # trained weights, not the initial ones
+    # the same 4 starts every evaluation, seeded apart from every training env's seed
+    assert len({tuple(r["seeds"]) for r in records}) == 1
+    training_seeds = {env_seed(0, w, i) for w in range(2) for i in range(4)}
+    assert not training_seeds & set(records[0]["seeds"])
+
+    scalars = read_scalars(run)
+    logged = {s.step: s.value for s in scalars["eval/return"]}
+    assert logged == {r["env_steps"]: pytest.approx(r["policies"][0]["return"]) for r in records}
+    assert [s.step for s in scalars["eval/length"]] == steps
+
+    # the best checkpoint is the best evaluation's (save_best_after=0: every evaluation is offered)
+    best = torch.load(run / "checkpoints" / "best_p0.ckpt", map_location="cpu", weights_only=True)["sf_hydra_best"]
+    top = max(records, key=lambda r: r["policies"][0]["return"])
+    assert best["metric"] == "eval/return"
+    assert best["value"] == pytest.approx(top["policies"][0]["return"])
+    assert best["evaluated_run_env_steps"] == top["env_steps"] <= best["run_env_steps"]
+
+    # the sweep report reads the eval curves like any other tag
+    assert report([str(tmp_path), "--tag", "eval/return", "--out", str(tmp_path / "eval.png")]) == 0
+    assert (tmp_path / "eval.png").stat().st_size > 0
