@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.bad_input import check_creatable, compose_command_line
 from sf_hydra.config import ConfigError, validate
-from sf_hydra.config.validation import check_pbt_against_env
+from sf_hydra.config.validation import check_pbt_against_env, eval_env
 from sf_hydra.faults import EnvStartError
 from sf_hydra.resume_config import check_resume_config
 from sf_hydra.targets import check_targets
@@ -82,7 +82,7 @@ def check_eval_env(cfg) -> None:
     overrides = OmegaConf.to_container(cfg.eval.env_overrides, resolve=True)
     if overrides:
         try:
-            check_env(OmegaConf.merge(cfg.env, overrides))
+            check_env(eval_env(cfg.env, overrides))
         except ConfigError as e:
             key = e.key[len("env."):] if e.key.startswith("env.") else e.key
             if key in overrides:
@@ -127,6 +127,9 @@ def check_config_against_env(cfg):
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
     torch.set_num_threads(cfg.hardware.torch_threads)
+    # reproducible: an op without a deterministic kernel raises rather than runs (set either way: one process may
+    # train several runs, e.g. the tests)
+    torch.use_deterministic_algorithms(bool(cfg.hardware.get("reproducible", False)))
     seed_everything(cfg.seed)
     plan = plan_run(cfg, env)  # the learner's initial policies, from the seeded random state
     check_losses_apply(cfg.algo, env.action_space, plan.spec)  # symmetric_kl, kl_loss_coeff: the spaces, the model

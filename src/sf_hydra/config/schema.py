@@ -167,6 +167,9 @@ class HardwareConfig:
     # shrink its inference batches: 2 measured slower than 1 on the 2-core reference machine.
     worker_num_splits: int = 1
     serial_mode: bool = False  # everything in one process (debugging)
+    # a promise that two runs with this seed give bit-identical weights (and a resumed run the weights of one that
+    # never stopped); settings under which it cannot hold are refused before any process starts (README)
+    reproducible: bool = False
     batched_sampling: bool = False  # each split of a worker's envs is one vectorized env, stepped as one batch
     # batched_sampling's vectorized env: auto (the family's own, else sync), sync, or one the env
     # family offers (gym: envpool); the family's list is the choice (sampler/vector_envs.py)

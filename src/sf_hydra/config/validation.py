@@ -5,6 +5,7 @@ Hydra refuses a value outside the set when it composes, before these rules run."
 
 from __future__ import annotations
 
+import copy
 import math
 
 from omegaconf import DictConfig, OmegaConf
@@ -12,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from sf_hydra.config.choices import OPTIMIZER_TARGETS, PBT_HYPERPARAMS
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.metrics import check_metric
+from sf_hydra.config.schema import TrainConfig as TrainDefaults
 
 AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
@@ -325,6 +327,14 @@ def _check_eval(cfg) -> None:
     _check_env_overrides(cfg)
 
 
+def eval_env(env: DictConfig, overrides: dict) -> DictConfig:
+    """The evaluation envs' node: `env` with `overrides` merged in, typed as `env` is (a value of another type
+    raises), new keys allowed inside its open mappings (env.kwargs)."""
+    node = copy.deepcopy(env)
+    OmegaConf.set_struct(node, False)
+    return OmegaConf.merge(node, overrides)
+
+
 def _check_env_overrides(cfg) -> None:
     """Each key of eval.env_overrides is a key of the run's env node (its family's schema) other than
     EVAL_FIXED_ENV_KEYS, and its value has that key's type (OmegaConf merges it into the typed node)."""
@@ -339,10 +349,35 @@ def _check_env_overrides(cfg) -> None:
                    if key in EVAL_FIXED_ENV_KEYS else f"{key!r} is not a key of this env's node")
             raise ConfigError(f"eval.env_overrides.{key}", value, f"a key of env=... ({why}): {', '.join(keys)}")
         try:
-            OmegaConf.merge(cfg.env, {key: value})
+            eval_env(cfg.env, {key: value})
         except OmegaConfBaseException as e:
             raise ConfigError(f"eval.env_overrides.{key}", value, f"a value env.{key} takes ({type(e).__name__}: "
                               f"{str(e).splitlines()[0]})") from None
+
+
+def _check_reproducible(cfg) -> None:
+    """hardware.reproducible=true: refuses each setting under which a seed cannot repeat a run bit for bit."""
+    if not cfg.hardware.get("reproducible", False):
+        return
+    why = "false, or: "
+    if not cfg.hardware.serial_mode:
+        raise ConfigError("hardware.serial_mode", False, why + "true with hardware.reproducible=true: rollout workers "
+                          "in processes of their own deliver trajectories in the order the OS schedules them, so the "
+                          "policy lag of every transition, the batches and then the weights differ between two runs")
+    if cfg.seed is None:
+        raise ConfigError("seed", None, why + "an integer with hardware.reproducible=true (null draws every seed from "
+                          "the OS's entropy)")
+    if str(cfg.hardware.device) != "cpu":
+        raise ConfigError("hardware.device", str(cfg.hardware.device), why + "cpu with hardware.reproducible=true "
+                          "(CUDA's fastest kernels sum in a varying order; its deterministic ones are not checked "
+                          "here)")
+    if cfg.train_for_seconds < TrainDefaults.train_for_seconds:
+        raise ConfigError("train_for_seconds", cfg.train_for_seconds, why + "no time budget with "
+                          "hardware.reproducible=true (a run stops at whatever env step the clock says): a budget of "
+                          "train_for_env_steps")
+    if cfg.pbt.workspace:
+        raise ConfigError("pbt.workspace", cfg.pbt.workspace, why + "null with hardware.reproducible=true (members of "
+                          "a workspace read each other's results as they happen to be written)")
 
 
 def _check_benchmark(cfg) -> None:
@@ -396,4 +431,5 @@ def validate(cfg) -> None:
     _check_sampling(cfg)
     _check_pbt(cfg)
     _check_eval(cfg)
+    _check_reproducible(cfg)
     _check_benchmark(cfg)

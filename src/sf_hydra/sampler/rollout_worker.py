@@ -139,6 +139,14 @@ class WorkerBase:
         """The rows' RNN states (in the inference channel with a server), zero at the start."""
         return self.channel.rnn if self.channel is not None else torch.zeros(rows, self.model.rnn_state_size)
 
+    def snapshot(self) -> bytes:
+        """Serial mode's resumable state of this worker (SingleAgentWorker has it)."""
+        raise NotImplementedError(f"{type(self).__name__} (multi-agent envs, hardware.batched_sampling) does not save "
+                                  "its envs in checkpoints: a resumed run starts them anew")
+
+    def restore(self, snapshot: bytes) -> None:
+        raise NotImplementedError(type(self).__name__)
+
     def _filled_snapshots(self) -> List[int]:
         """The opponent pool's slots that hold a snapshot (its version counts generations from 1)."""
         return [j for j, v in enumerate(self.versions[self.num_policies:]) if v > 0]
