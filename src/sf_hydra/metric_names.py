@@ -61,13 +61,14 @@ def metric_choices(cfg, key: str, env_stats: Optional[Sequence[str]] = None) -> 
     """What config key `key` (BEST_METRIC_KEY or OBJECTIVE_KEY) may name in a run with config `cfg`:
     for a best checkpoint, every statistic the run reports per policy (return, length, the outcome
     rates with an opponent pool, the env's statistics, and with evaluation on EVAL_METRICS); for
-    PBT's ranking, the return as TRUE_OBJECTIVE or an env statistic. `env_stats`: the statistics the env family declares
-    (envs.episode_stats); None reads `env.episode_stats` from `cfg` (the config alone)."""
+    PBT's ranking, the return as TRUE_OBJECTIVE, an env statistic, or with evaluation on
+    EVAL_RETURN. `env_stats`: the statistics the env family declares (envs.episode_stats); None
+    reads `env.episode_stats` from `cfg` (the config alone)."""
     if env_stats is None:
         env_stats = (cfg.get("env") or {}).get("episode_stats", None) or ()
     env_stats = tuple(env_stats)
     if key == OBJECTIVE_KEY:
-        return [TRUE_OBJECTIVE, *env_stats]
+        return [TRUE_OBJECTIVE, *env_stats, *((EVAL_RETURN,) if eval_on(cfg) else ())]
     if key != BEST_METRIC_KEY:
         raise KeyError(f"{key!r} names no statistic (known: {BEST_METRIC_KEY}, {OBJECTIVE_KEY})")
     pool = (cfg.get("selfplay") or {}).get("pool_size", 0) or 0

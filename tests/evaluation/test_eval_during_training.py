@@ -4,6 +4,7 @@ steps where the weights were taken; best checkpoints follow save_best_metric=eva
 plots eval/return."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -54,3 +55,33 @@ def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_p
     # the sweep report reads the eval curves like any other tag
     assert report([str(tmp_path), "--tag", "eval/return", "--out", str(tmp_path / "eval.png")]) == 0
     assert (tmp_path / "eval.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_the_target_return_can_go_by_evaluation(tmp_path):
+    """eval.stop_on_eval_return: the run stops on an evaluation's mean return, not on the training window's."""
+    summary = train(make_cfg(tmp_path, "eval.every_env_steps=1000", "eval.episodes=2", "train_for_env_steps=100000",
+                             "train_until_avg_return=60", "eval.stop_on_eval_return=true"))
+    records = [json.loads(line) for line in (tmp_path / "test" / "eval" / "evaluations.jsonl").read_text().splitlines()]
+    reason = re.fullmatch(r"train_until_avg_return=60 reached by evaluation (\d+) .*", summary["stop_reason"])
+    returns = [r["policies"][0]["return"] for r in records]
+    stopped_by = int(reason[1])
+    assert returns[stopped_by] >= 60 and all(r < 60 for r in returns[:stopped_by])  # the first one that reached it
+    assert summary["env_steps"] < 100000
+
+
+@pytest.mark.long
+def test_pbt_ranks_by_evaluation(tmp_path):
+    """pbt.target_objective=eval/return: PBT ranks each policy by its latest evaluation (the values in
+    eval/evaluations.jsonl). Long: a two-policy run takes ~35 s on the 2-core machine."""
+    train(make_cfg(tmp_path, "algo.num_policies=2", "pbt.with_pbt=true", "pbt.target_objective=eval/return",
+                   "pbt.period_env_steps=1000", "pbt.start_mutation=1000", "eval.every_env_steps=1000",
+                   "eval.episodes=2", "eval.max_episode_steps=50", "train_for_env_steps=4000",
+                   "train_until_avg_return=null"))
+    run = tmp_path / "test"
+    records = [json.loads(line) for line in (run / "eval" / "evaluations.jsonl").read_text().splitlines()]
+    evaluated = {(p["policy"], p["return"]) for r in records for p in r["policies"]}
+    looks = [json.loads(line) for line in (run / "pbt" / "events.jsonl").read_text().splitlines()]
+    assert looks and all(e["target_objective"] == "eval/return" for e in looks)
+    objectives = [(int(k), v) for e in looks for k, v in e["objectives"].items()]
+    assert objectives and all(o in evaluated for o in objectives)

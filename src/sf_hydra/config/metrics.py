@@ -26,7 +26,9 @@ def check_metric(cfg, key: str = BEST_METRIC_KEY, env_stats: Optional[Sequence[s
     if key == OBJECTIVE_KEY:
         raise ConfigError(key, name, ", ".join(allowed) + " (true_objective: the average return without a "
                           "policy's own reward shaping, or the env's own true_objective statistic; the others: "
-                          "statistics this env reports at an episode's end, env.episode_stats where the family has it)")
+                          "statistics this env reports at an episode's end, env.episode_stats where the family has "
+                          "it; eval/return: the latest evaluation's mean return, with eval.every_env_steps or "
+                          "eval.every_sec > 0)")
     why = ""
     if name in OUTCOME_RATES:
         why = " (the selfplay rates exist only with an opponent pool: selfplay.pool_size > 0)"

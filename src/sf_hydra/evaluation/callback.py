@@ -2,7 +2,8 @@
 (sf_hydra.evaluation.process) when training starts, hands it each trained policy's current weights on the
 schedule (`every_env_steps` of the run's env steps, `every_sec` seconds of training: whichever comes first),
 and turns each answer into eval/* scalars (TensorBoard, W&B), a best checkpoint when `save_best_metric` is an
-eval/ metric, and a stop when `stop_on_eval_return` and every policy's evaluation reached `target_return`.
+eval/ metric, PBT's objective when `pbt.target_objective=eval/return`, and a stop when `stop_on_eval_return`
+and every policy's evaluation reached `target_return`.
 
 Invariants:
 - One evaluation at a time: weights go into the evaluation's own stores only while no request is pending
@@ -33,6 +34,7 @@ from sf_hydra.evaluation.episodes import eval_video_format
 from sf_hydra.evaluation.process import EvalFailed, EvalRequest, EvalSettings, eval_process_main
 from sf_hydra.learner.callbacks import StopConditions, send_scalars
 from sf_hydra.learner.checkpointing import PeriodicCheckpoint
+from sf_hydra.learner.pbt import PopulationBasedTraining
 from sf_hydra.metric_names import EVAL_LENGTH, EVAL_RETURN
 from sf_hydra.plan import ModelRecipe, plain
 from sf_hydra.sampler import mp
@@ -100,7 +102,15 @@ class Evaluation(L.Callback):
         if self.every_env_steps > 0 and self.next_env_steps <= pl_module.env_steps:  # a resume, or a new schedule
             self.next_env_steps = (pl_module.env_steps // self.every_env_steps + 1) * self.every_env_steps
         self._stores = [PolicyStore(model) for model in pl_module.policies]
+        for cb in trainer.callbacks:  # pbt.target_objective=eval/return ranks by the latest evaluations
+            if isinstance(cb, PopulationBasedTraining):
+                cb.eval_objective = self.latest_value
         self._start_process(self._settings(len(pl_module.policies)))
+
+    def latest_value(self, policy: int, metric: str) -> Optional[float]:
+        """`metric` (eval/return, eval/length) of the policy's latest evaluation; None before its first."""
+        latest = self.latest.get(policy)
+        return None if latest is None or metric not in EVAL_VALUES else float(latest[EVAL_VALUES[metric]])
 
     def _settings(self, num_policies: int) -> EvalSettings:
         """From the run's saved config (train.py saves it before training starts), as enjoy.py reads it."""

@@ -51,6 +51,8 @@ class Door:
         """The serial workers' state (Sampler.serial_state). Lightning fetches a batch only when the learner
         asks for it, so at a learner step's end nothing is in flight, unless trajectories wait beyond the
         batches yielded (a refusal: their data is in the shared slots)."""
+        if not self._sampler.serial:
+            return None
         if self._stream is not None and self._stream.waiting:
             raise RuntimeError(f"{self._stream.waiting} trajectories wait for the next batch: the rollout workers' "
                                "state is not whole without them")
