@@ -253,7 +253,8 @@ class PbtConfig:
     optimize_adam: bool = False
     # What policies are ranked by: true_objective (the average return without a policy's own
     # reward-shaping bonus, or the env's own true_objective episode statistic when it reports one)
-    # or a statistic the env reports at an episode's end, e.g. Doom's FRAGCOUNT (env.episode_stats)
+    # or a statistic the env reports at an episode's end, e.g. Doom's FRAGCOUNT (env.episode_stats), or with
+    # evaluation during training (eval.*) eval/return: each policy's latest evaluation
     target_objective: str = "true_objective"
     perturb_min: float = 1.1  # a perturbed value is multiplied or divided by a factor in [perturb_min, perturb_max]
     perturb_max: float = 1.5  # the largest perturbation factor

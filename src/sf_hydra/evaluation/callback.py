@@ -14,6 +14,7 @@ Invariants:
   passed is evaluated and logged.
 - Scalars are indexed like Summaries' (env frames, or agent steps without logger.summaries_use_frameskip),
   at the env steps where the weights were taken.
+- A failure of the evaluation process ends the evaluation (an error in the log), never the training.
 - Its state (evaluations done, the next scheduled env steps) is saved in checkpoints: a resumed run goes on
   with the schedule and the evaluation count.
 """
@@ -168,13 +169,18 @@ class Evaluation(L.Callback):
             answer = self._results.get(timeout=timeout) if block else self._results.get_nowait()
         except queue.Empty:
             if not self._process.is_alive():
-                self._pending = None
-                raise RuntimeError(f"the evaluation process died (exit code {self._process.exitcode})")
+                self._give_up(f"it died (exit code {self._process.exitcode})")
             return
         self._pending = None
         if isinstance(answer, EvalFailed):
-            raise RuntimeError(f"the evaluation process failed:\n{answer.traceback}")
+            self._give_up(f"it failed:\n{answer.traceback}")
+            return
         self._use(trainer, m, answer)
+
+    def _give_up(self, why: str) -> None:
+        """A failed evaluation ends the evaluation, not the training (one error in the log)."""
+        log.error("evaluation during training is off for the rest of this session: the evaluation process %s", why)
+        self._stop_process()
 
     def _use(self, trainer, m, record: dict) -> None:
         self.records.append(record)
