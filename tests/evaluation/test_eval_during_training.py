@@ -22,7 +22,8 @@ EVERY = 20_000
 def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_path):
     summary = train(make_cfg(tmp_path, "train_for_env_steps=40000", f"eval.every_env_steps={EVERY}", "eval.episodes=4",
                              "eval.max_episode_steps=200", "save_best_metric=eval/return", "save_best_after=0",
-                             "save_best_every_sec=0.2", "logger.stats_avg=20"))
+                             "save_best_every_sec=0.2", "logger.stats_avg=20", "eval.video_every=2",
+                             "eval.video_frames=30", "eval.video_format=gif"))
     run = tmp_path / "test"
     records = [json.loads(line) for line in (run / "eval" / "evaluations.jsonl").read_text().splitlines()]
     # one evaluation per 20000 env steps passed (the last one at the end of the budget waited for)
@@ -35,6 +36,9 @@ def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_p
         assert len(p["episodes"]) == 4 and all(1 <= e["length"] <= 200 for e in p["episodes"])
         assert p["return"] == pytest.approx(sum(e["return"] for e in p["episodes"]) / 4)
         assert p["version"] >= 1  # trained weights, not the initial ones
+    # a video of the first game every 2 evaluations: evaluation 0's, not evaluation 1's
+    assert records[0]["video"] == str(run / "eval" / "videos" / "evaluation_00000.gif")
+    assert (run / "eval" / "videos" / "evaluation_00000.gif").stat().st_size > 0 and records[1]["video"] is None
     # the same 4 starts every evaluation, seeded apart from every training env's seed
     assert len({tuple(r["seeds"]) for r in records}) == 1
     training_seeds = {env_seed(0, w, i) for w in range(2) for i in range(4)}
