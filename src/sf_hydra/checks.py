@@ -124,6 +124,7 @@ def check_config_against_env(cfg):
         raise  # an env key the env's own checks refuse (env.downsample=0): a bad config, not a crash
     except Exception as e:
         raise EnvStartError(cfg.env, e) from e
+    check_eval_env_builds(cfg, env)  # eval.env_overrides: the family builds them, with the training env's spaces
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
     torch.set_num_threads(cfg.hardware.torch_threads)
@@ -134,6 +135,27 @@ def check_config_against_env(cfg):
     plan = plan_run(cfg, env)  # the learner's initial policies, from the seeded random state
     check_losses_apply(cfg.algo, env.action_space, plan.spec)  # symmetric_kl, kl_loss_coeff: the spaces, the model
     return plan
+
+
+def check_eval_env_builds(cfg, env) -> None:
+    """With eval.env_overrides (and evaluation on): one evaluation env is built, as the evaluation process
+    will build it, and its spaces and agent count are the training env's (`env`, an EnvInfo): the trained
+    policies must be able to play it. ConfigError naming eval.env_overrides otherwise."""
+    overrides = OmegaConf.to_container(cfg.eval.env_overrides, resolve=True)
+    if not overrides or not (cfg.eval.every_env_steps > 0 or cfg.eval.every_sec > 0):
+        return
+    from sf_hydra.sampler.env_info import describe_env  # the env stage's imports: torch, the env family
+
+    try:
+        got = describe_env(eval_env(cfg.env, overrides))
+    except ConfigError as e:
+        raise ConfigError("eval.env_overrides", overrides, f"overrides the env family builds: {e}") from None
+    except Exception as e:  # noqa: BLE001 (the family's own error, named with the key that caused it)
+        raise ConfigError("eval.env_overrides", overrides, "overrides the env family builds; building the evaluation "
+                          f"env failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    if tuple(got) != tuple(env):
+        raise ConfigError("eval.env_overrides", overrides, "overrides that keep the training env's spaces and agents "
+                          f"(the trained policies play it): training {tuple(env)}, evaluation {tuple(got)}")
 
 
 STAGES: Tuple[Stage, ...] = (

@@ -3,7 +3,7 @@ stages), each naming the key, the value and what is allowed."""
 
 import pytest
 
-from sf_hydra.checks import check_config
+from sf_hydra.checks import check_config, check_config_against_env
 from sf_hydra.config import ConfigError
 from tests.conftest import compose_cfg
 
@@ -47,3 +47,16 @@ def test_sensible_eval_keys_pass():
     check_config(compose_cfg(ON, "eval.episodes=3", "save_best_metric=eval/return", "+eval.env_overrides.frameskip=2",
                              "train_until_avg_return=400", "eval.stop_on_eval_return=true"))
     check_config(compose_cfg("env=doom/basic", "eval.every_sec=60", "+eval.env_overrides.id=defend_the_center"))
+
+
+@pytest.mark.parametrize("override, says", [
+    ("+eval.env_overrides.kwargs.no_such_argument=1", "building the evaluation env failed: TypeError"),
+    ("+eval.env_overrides.id=Acrobot-v1", "keep the training env's spaces"),  # 6 observations, 3 actions
+])
+def test_an_eval_env_the_family_cannot_build_or_the_policies_cannot_play_is_refused(override, says):
+    """The env stage builds one evaluation env (as it builds one training env) before any process starts."""
+    cfg = compose_cfg(ON, override)
+    check_config(cfg)  # the keys are the env node's: the config's own rules pass
+    with pytest.raises(ConfigError) as e:
+        check_config_against_env(cfg)
+    assert e.value.key == "eval.env_overrides" and says in e.value.allowed
