@@ -56,6 +56,15 @@ def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_p
     assert best["value"] == pytest.approx(top["policies"][0]["return"])
     assert best["evaluated_run_env_steps"] == top["env_steps"] <= best["run_env_steps"]
 
+    # a resume goes on with the schedule and the numbering (the callback's state is in the checkpoint)
+    train(make_cfg(tmp_path, "train_for_env_steps=60000", f"eval.every_env_steps={EVERY}", "eval.episodes=4",
+                   "eval.max_episode_steps=200", "save_best_metric=eval/return", "save_best_after=0",
+                   "save_best_every_sec=0.2", "logger.stats_avg=20"))
+    after = [json.loads(line) for line in (run / "eval" / "evaluations.jsonl").read_text().splitlines()]
+    assert after[:len(records)] == records and len(after) > len(records)
+    assert [r["evaluation"] for r in after] == list(range(len(after)))
+    assert all(r["env_steps"] // EVERY == k + 1 for k, r in enumerate(after)), [r["env_steps"] for r in after]
+
     # the sweep report reads the eval curves like any other tag
     assert report([str(tmp_path), "--tag", "eval/return", "--out", str(tmp_path / "eval.png")]) == 0
     assert (tmp_path / "eval.png").stat().st_size > 0
