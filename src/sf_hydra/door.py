@@ -10,7 +10,7 @@ reach it with `door_of(trainer)`. Both sides import this module, which imports n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Optional, Protocol, Sequence
 
 from torch import nn
 
@@ -52,6 +52,15 @@ class SamplerDoor(Protocol):
 
     def health(self) -> SamplerHealth:
         """Its processes now (a dead one also ends the next batch's wait with a SamplerError)."""
+
+    def serial_state(self) -> Optional[dict]:
+        """With hardware.serial_mode, between two learner steps: the rollout workers' state (their envs mid-
+        episode with their generators, observations, episodes in progress), as tensors and plain values for a
+        checkpoint; None otherwise. Raises for envs that cannot be saved (pickled)."""
+
+    def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
+        """A checkpoint's `serial_state`: the serial workers continue from it (put back when they are built),
+        and then this process's random `generators` (sf_hydra.seeding.random_states) are put back."""
 
 
 def door_of(trainer) -> SamplerDoor:

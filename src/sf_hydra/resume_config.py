@@ -45,6 +45,7 @@ RESUMABLE = (
     # Lightning's Trainer and the callbacks: how the run is driven, saved and reported (what they do to
     # training comes from keys compared above: pbt.*, selfplay.*); their paths follow the run folder.
     "trainer.", "callbacks.",
+    "eval.",  # evaluation during training reads the weights; it changes nothing of training
 )
 _ABSENT = object()
 
@@ -146,8 +147,8 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
         raise ConfigError(key, _shown(after), (
             f"{_shown(before)!r}, as saved in {run_dir / CONFIG} for the run this command resumes. A resumed run "
             "keeps its config; only budgets (train_for_env_steps, train_for_seconds, train_until_avg_return), "
-            "logger.*, hardware.*, trainer.*, callbacks.*, save_*, keep_checkpoints and load_checkpoint_kind may "
-            "change. "
+            "logger.*, hardware.*, trainer.*, callbacks.*, eval.*, save_*, keep_checkpoints and "
+            "load_checkpoint_kind may change. "
             "restart_behavior=restart (moves the old run aside) or restart_behavior=overwrite (deletes it) starts "
             "anew with this config" + (f". Also different: {others}{more}" if others else "")))
     changed = [f"{k}: {_shown(b)!r} -> {_shown(a)!r}" for k, a, b in accepted if k.split(".")[0] not in PLACE]

@@ -158,6 +158,14 @@ class WorkerBase:
         """The rows' RNN states (in the inference channel with a server), zero at the start."""
         return self.channel.rnn if self.channel is not None else torch.zeros(rows, self.model.rnn_state_size)
 
+    def snapshot(self) -> bytes:
+        """Serial mode's resumable state of this worker (SingleAgentWorker has it)."""
+        raise NotImplementedError(f"{type(self).__name__} (multi-agent envs, hardware.batched_sampling) does not save "
+                                  "its envs in checkpoints: a resumed run starts them anew")
+
+    def restore(self, snapshot: bytes) -> None:
+        raise NotImplementedError(type(self).__name__)
+
     def _obs_arrays(self, rows: int) -> Dict[str, np.ndarray]:
         """The rows' current observations (in the inference channel's shared memory with a server)."""
         if self.channel is not None:

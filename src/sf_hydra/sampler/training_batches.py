@@ -110,6 +110,9 @@ class TrainingBatches(IterableDataset):
         self.pin = settings.pin_memory
         self.staging: List[Dict[str, torch.Tensor]] = []
         self.batches_gathered = 0
+        # Trajectories that wait for a batch after the last one yielded (their data is in the shared slots):
+        # serial mode's checkpoint holds the workers' state only when none wait (Door.serial_state).
+        self.waiting = 0
 
     def __len__(self) -> int:
         return ENDLESS
@@ -155,6 +158,7 @@ class TrainingBatches(IterableDataset):
             batch["meta"] = received.meta(policy)
             batch["meta"]["first_rollout_s"] = self.first_rollout_s
             batch["meta"]["first_trajectory_s"] = self.first_trajectory_s
+            self.waiting = sum(len(p) for p in pending) + (in_round if self.sync else 0)
             yield batch
             if self.sync and in_round >= self.round_size and not any(pending):
                 self.sampler.release_round()
