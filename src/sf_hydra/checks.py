@@ -40,7 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.bad_input import check_creatable, compose_command_line, resume_command_line
 from sf_hydra.config import ConfigError, validate
-from sf_hydra.config.validation import check_pbt_against_env
+from sf_hydra.config.validation import check_pbt_against_env, eval_env
 from sf_hydra.faults import EnvStartError
 from sf_hydra.resume_config import Composer, check_resume_config, finished, resumed_config
 from sf_hydra.targets import check_targets
@@ -74,6 +74,28 @@ def check_family(cfg) -> None:
     check_env(cfg.env)
     check_pbt_against_env(cfg, episode_stats(cfg.env), reward_shaping(cfg.env))
     check_batched_sampling(cfg)
+    check_eval_env(cfg)
+
+
+def check_eval_env(cfg) -> None:
+    """With eval.env_overrides: the family's own rules hold for the evaluation's env node too (a Doom skill
+    out of its range, a map the family refuses), named as eval.env_overrides.<key>; with eval.video_every,
+    the video format can be written here."""
+    from sf_hydra.envs import check_env
+
+    overrides = OmegaConf.to_container(cfg.eval.env_overrides, resolve=True)
+    if overrides:
+        try:
+            check_env(eval_env(cfg.env, overrides))
+        except ConfigError as e:
+            key = e.key[len("env."):] if e.key.startswith("env.") else e.key
+            if key in overrides:
+                raise ConfigError(f"eval.env_overrides.{key}", e.value, e.allowed) from None
+            raise ConfigError("eval.env_overrides", overrides, f"overrides that the env family accepts: {e}") from None
+    if cfg.eval.video_every > 0:
+        from sf_hydra.evaluation.episodes import eval_video_format  # no Lightning: the episode code only
+
+        eval_video_format(cfg.eval.video_format, cfg.eval.video_every)
 
 
 def check_run_folder(cfg) -> None:
@@ -106,13 +128,38 @@ def check_config_against_env(cfg):
         raise  # an env key the env's own checks refuse (env.downsample=0): a bad config, not a crash
     except Exception as e:
         raise EnvStartError(cfg.env, e) from e
+    check_eval_env_builds(cfg, env)  # eval.env_overrides: the family builds them, with the training env's spaces
     check_sampling_options(cfg, env.num_agents)  # the rules that need the agent count
     check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
     torch.set_num_threads(cfg.hardware.torch_threads)
+    # reproducible: an op without a deterministic kernel raises rather than runs (set either way: one process may
+    # train several runs, e.g. the tests)
+    torch.use_deterministic_algorithms(bool(cfg.hardware.get("reproducible", False)))
     seed_everything(cfg.seed)
     plan = plan_run(cfg, env)  # the learner's initial policies, from the seeded random state
     check_losses_apply(cfg.algo, env.action_space, plan.spec)  # symmetric_kl, kl_loss_coeff: the spaces, the model
     return plan
+
+
+def check_eval_env_builds(cfg, env) -> None:
+    """With eval.env_overrides (and evaluation on): one evaluation env is built, as the evaluation process
+    will build it, and its spaces and agent count are the training env's (`env`, an EnvInfo): the trained
+    policies must be able to play it. ConfigError naming eval.env_overrides otherwise."""
+    overrides = OmegaConf.to_container(cfg.eval.env_overrides, resolve=True)
+    if not overrides or not (cfg.eval.every_env_steps > 0 or cfg.eval.every_sec > 0):
+        return
+    from sf_hydra.sampler.env_info import describe_env  # the env stage's imports: torch, the env family
+
+    try:
+        got = describe_env(eval_env(cfg.env, overrides))
+    except ConfigError as e:
+        raise ConfigError("eval.env_overrides", overrides, f"overrides the env family builds: {e}") from None
+    except Exception as e:  # noqa: BLE001 (the family's own error, named with the key that caused it)
+        raise ConfigError("eval.env_overrides", overrides, "overrides the env family builds; building the evaluation "
+                          f"env failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    if tuple(got) != tuple(env):
+        raise ConfigError("eval.env_overrides", overrides, "overrides that keep the training env's spaces and agents "
+                          f"(the trained policies play it): training {tuple(env)}, evaluation {tuple(got)}")
 
 
 STAGES: Tuple[Stage, ...] = (

@@ -10,7 +10,7 @@ reach it with `door_of(trainer)`. Both sides import this module, which imports n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Optional, Protocol, Sequence
 
 from torch import nn
 
@@ -43,11 +43,24 @@ class SamplerDoor(Protocol):
     def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
         """Policy `policy`'s reward-shaping weights minus the env's, per shaped quantity (up, down)."""
 
+    def set_opponent_odds(self, slot: int, odds: Sequence[float]) -> None:
+        """For each trained policy, the weight (>= 0) of drawing the opponent pool's slot `slot` as its
+        opponent when a worker seats a game; a slot takes even odds (1.0) when a new snapshot joins it."""
+
     def request_stop(self) -> None:
         """No more batches after the one being trained on; the sampler's processes stop at teardown."""
 
     def health(self) -> SamplerHealth:
         """Its processes now (a dead one also ends the next batch's wait with a SamplerError)."""
+
+    def serial_state(self) -> Optional[dict]:
+        """With hardware.serial_mode, between two learner steps: the rollout workers' state (their envs mid-
+        episode with their generators, observations, episodes in progress), as tensors and plain values for a
+        checkpoint; None otherwise. Raises for envs that cannot be saved (pickled)."""
+
+    def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
+        """A checkpoint's `serial_state`: the serial workers continue from it (put back when they are built),
+        and then this process's random `generators` (sf_hydra.seeding.random_states) are put back."""
 
 
 def door_of(trainer) -> SamplerDoor:

@@ -4,7 +4,8 @@ optionally show a window or save each episode as a video (mp4, or an animated GI
     python enjoy.py experiment=cartpole episodes=10 video=true
 
 The policy acts exactly as in the rollout workers (same model class, same observation and
-action handling); only the env is built here, one at a time. In a multi-agent env every agent
+action handling); only the env is built here, one at a time. The episodes are played by
+sf_hydra.evaluation.episodes, as the evaluation during training plays them. In a multi-agent env every agent
 acts with its trained policy (`agent_policies`); the video shows agent 0's view.
 """
 
@@ -13,9 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional
 
 import numpy as np
 import torch
@@ -24,13 +24,23 @@ from omegaconf import OmegaConf
 
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.envs import check_env, make_env
-from sf_hydra.envs.episode_info import game_continues
-from sf_hydra.envs.multi_agent.protocol import is_multi_agent
+from sf_hydra.evaluation.episodes import (  # noqa: F401 (Seat, SingleAgent, obs_batch, play_episode: re-exported)
+    EpisodeProgress,
+    Seat,
+    SingleAgent,
+    as_multi_agent,
+    episode_record,
+    obs_batch,
+    play_episode,
+    play_episodes,
+    render_fps,
+    save_video,
+    video_format,
+)
 from sf_hydra.faults import Fault
 from sf_hydra.loggers import log_videos
 from sf_hydra.models import build_model
 from sf_hydra.run_dir import best_checkpoint_name, checkpoint_dir, read_best
-from sf_hydra.spaces import obs_specs, to_env_action
 from sf_hydra.targets import check_targets
 
 log = logging.getLogger("sf_hydra")
@@ -97,157 +107,6 @@ def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int
     return model.eval()
 
 
-def obs_batch(obs, specs) -> Dict[str, torch.Tensor]:
-    """One env's observation as a batch of one, with the dtypes the trajectory buffers use."""
-    items = obs.items() if isinstance(obs, dict) else [("obs", obs)]
-    return {k: torch.as_tensor(np.asarray(v)).to(specs[k][1]).reshape(1, *specs[k][0]) for k, v in items}
-
-
-class SingleAgent:
-    """A gymnasium env seen through the multi-agent protocol (sf_hydra.envs.multi_agent): lists of one
-    agent's values, and a done is followed at once by a reset whose observation `step` returns."""
-
-    num_agents = 1
-
-    def __init__(self, env):
-        self.env = env
-        self.observation_space, self.action_space = env.observation_space, env.action_space
-
-    def reset(self, seed=None):
-        obs, info = self.env.reset(seed=seed)
-        return [obs], [info]
-
-    def step(self, actions):
-        obs, reward, terminated, truncated, info = self.env.step(actions[0])
-        if terminated or truncated:
-            obs, _ = self.env.reset()
-        return [obs], [reward], [terminated], [truncated], [info]
-
-    def render(self):
-        return self.env.render() if self.env.render_mode == "rgb_array" else None
-
-    def close(self):
-        self.env.close()
-
-
-def image_of(env, obs) -> Optional[np.ndarray]:
-    """An RGB frame: the env's own rendering, else the observation when it is an image."""
-    frame = env.render() if isinstance(env, SingleAgent) else None
-    if frame is None:
-        pixels = np.asarray(obs["obs"] if isinstance(obs, dict) else obs)
-        if pixels.ndim == 3 and pixels.shape[0] in (1, 3, 4) and pixels.shape[-1] not in (1, 3, 4):
-            pixels = pixels.transpose(1, 2, 0)  # CHW -> HWC
-        frame = pixels[..., -3:] if pixels.ndim == 3 and pixels.shape[-1] >= 3 else None
-    return None if frame is None else np.ascontiguousarray(frame).astype(np.uint8)
-
-
-class Seat:
-    """One agent of the env and the policy that plays it: its RNN state and its first episode's totals."""
-
-    def __init__(self, model, policy: int):
-        self.model, self.policy = model, policy
-        self.rnn = torch.zeros(1, model.rnn_state_size) if model.core is not None else None
-        self.total, self.steps, self.done = 0.0, 0, False
-
-    def act(self, obs, specs, deterministic: bool):
-        out = self.model.act(obs_batch(obs, specs), self.rnn, deterministic=deterministic)
-        self.rnn = out.rnn_states
-        return out.actions[0].numpy()
-
-    def record(self, reward: float, episode_over: bool, life_over: bool) -> None:
-        """An agent's totals count its first whole game: a done whose info says the game goes on (a lost
-        Atari life) continues it, with a fresh RNN state as in training."""
-        if not self.done:
-            self.total, self.steps = self.total + float(reward), self.steps + 1
-            self.done = episode_over
-        if life_over and self.rnn is not None:
-            self.rnn = torch.zeros_like(self.rnn)
-
-
-def play_episode(env, seats: List[Seat], specs, deterministic: bool, seed: Optional[int], max_steps: Optional[int],
-                 record_frames: int = 0, progress=None) -> Tuple[List[Seat], List[np.ndarray]]:
-    """One game of every agent: played until each agent's first episode has ended (or max_steps);
-    the first `record_frames` frames of agent 0's view are kept."""
-    obs, _ = env.reset(seed=seed)
-    frames, steps = [], 0
-    while True:
-        if len(frames) < record_frames and not seats[0].done:
-            frames.append(image_of(env, obs[0]))
-        actions = [to_env_action(env.action_space, seat.act(o, specs, deterministic)) for seat, o in zip(seats, obs)]
-        obs, rewards, terminated, truncated, infos = env.step(actions)
-        steps += 1
-        for seat, reward, te, tr, info in zip(seats, rewards, terminated, truncated, infos):
-            seat.record(reward, (te or tr) and not game_continues(info), te or tr)
-        if progress is not None:
-            progress(steps, seats)
-        if all(seat.done for seat in seats) or (max_steps is not None and steps >= max_steps):
-            return seats, [f for f in frames if f is not None]
-
-
-class EpisodeProgress:
-    """A log line every `interval` seconds while a long episode plays (a slow env, a recorded video)."""
-
-    def __init__(self, episode: int, interval: float = 5.0):
-        self.episode, self.interval, self.next = episode, interval, time.monotonic() + interval
-
-    def __call__(self, steps: int, seats: List[Seat]) -> None:
-        if time.monotonic() >= self.next:
-            self.next = time.monotonic() + self.interval
-            log.info("episode %d: %d steps so far, return %.2f", self.episode, steps, seats[0].total)
-
-
-def has_ffmpeg() -> bool:
-    """imageio and the ffmpeg binary its imageio-ffmpeg package ships (`pip install 'sf_hydra[video]'`)."""
-    try:
-        import imageio  # noqa: F401  (the optional `video` extra: probed, not required)
-        import imageio_ffmpeg  # noqa: F401  (as above)
-    except ImportError:
-        return False
-    return True
-
-
-def video_format(requested: str) -> str:
-    """mp4 needs imageio-ffmpeg (has_ffmpeg); gif needs Pillow only."""
-    has = has_ffmpeg()
-    if str(requested) == "mp4" and not has:
-        raise ConfigError("video_format", "mp4", "gif or auto: mp4 needs imageio and imageio-ffmpeg "
-                          "(pip install 'sf_hydra[video]')")
-    if str(requested) == "auto":
-        return "mp4" if has else "gif"
-    return str(requested)
-
-
-def viewable(frames: List[np.ndarray], min_height: int = 256) -> List[np.ndarray]:
-    """Frames of even size (H.264 needs it), small ones (an observation, 72 x 128 for Doom) scaled up by a
-    whole factor with nearest-neighbour pixels."""
-    factor = max(1, -(-min_height // frames[0].shape[0]))
-    out = []
-    for f in frames:
-        if factor > 1:
-            f = f.repeat(factor, axis=0).repeat(factor, axis=1)
-        out.append(np.pad(f, ((0, f.shape[0] % 2), (0, f.shape[1] % 2), (0, 0)), mode="edge"))
-    return out
-
-
-def save_video(frames: List[np.ndarray], path: Path, fps: float) -> Path:
-    """`path`'s suffix picks the format: .mp4 (H.264 through imageio-ffmpeg) or .gif."""
-    if path.suffix == ".gif":
-        return save_gif(frames, path, fps)
-    import imageio.v2 as imageio  # the optional `video` extra, only for an mp4
-
-    imageio.mimwrite(path, viewable(frames), fps=fps, macro_block_size=2)
-    return path
-
-
-def save_gif(frames: List[np.ndarray], path: Path, fps: float) -> Path:
-    from PIL import Image  # only for a GIF: Pillow stays unloaded otherwise
-
-    images = [Image.fromarray(f) for f in frames]
-    centiseconds = max(1, round(100 / fps))  # GIF frame times are whole centiseconds
-    images[0].save(path, save_all=True, append_images=images[1:], duration=centiseconds * 10, loop=0)
-    return path
-
-
 def seat_policies(cfg, agents: int, num_policies: int) -> List[int]:
     """The trained policy of each agent seat: `agent_policies`, else `policy` for agent 0 and the next
     policies (wrapping around) for the others."""
@@ -308,7 +167,7 @@ def enjoy(cfg) -> dict:
     out_dir.mkdir(exist_ok=True)
     log_to(out_dir / "enjoy.log")
     try:
-        env = env if is_multi_agent(env) else SingleAgent(env)
+        env = as_multi_agent(env)
         episodes = play(cfg, train_cfg, env, ckpt, out_dir, fmt)
     except DependencyNotInstalled as e:  # the env draws its frames with an optional package (pygame, ...)
         raise MissingExtra("render=true" if cfg.render else "video=true", train_cfg.env.id, e) from None
@@ -335,24 +194,18 @@ def play(cfg, train_cfg, env, ckpt: Path, out_dir: Path, fmt: Optional[str]) -> 
     policies = seat_policies(cfg, env.num_agents, num_policies)
     models = {p: load_policy(train_cfg, ckpt if p == cfg.policy else policy_checkpoint(cfg, ckpt, p),
                              env.observation_space, env.action_space, p) for p in sorted(set(policies))}
-    specs = obs_specs(env.observation_space)
-    fps = (getattr(env, "metadata", None) or getattr(getattr(env, "env", None), "metadata", {}) or {})
-    fps = fps.get("render_fps") or 30
+    fps = render_fps(env)
     record = (cfg.video_frames or 10**9) if cfg.video else 0
+    seeds = [None if cfg.seed is None else cfg.seed + i for i in range(cfg.episodes)]
     episodes = []
-    for i in range(cfg.episodes):
-        seed = None if cfg.seed is None else cfg.seed + i
-        seats = [Seat(models[p], p) for p in policies]
-        seats, frames = play_episode(env, seats, specs, cfg.deterministic, seed, cfg.max_episode_steps, record,
-                                     EpisodeProgress(i))
+    for i, seats, frames in play_episodes(env, [(models[p], p) for p in policies], seeds, cfg.deterministic,
+                                          cfg.max_episode_steps, lambda i: record, EpisodeProgress):
         video = None
         if cfg.video and not frames:
             log.warning("video=true: the env gives no images to record (no rgb_array rendering, no image observation)")
         if cfg.video and frames:
             video = str(save_video(frames, out_dir / f"episode_{i:03d}.{fmt}", fps))
-        episode = {"return": seats[0].total, "length": seats[0].steps, "video": video}
-        if env.num_agents > 1:
-            episode["agents"] = [{"policy": s.policy, "return": s.total, "length": s.steps} for s in seats]
+        episode = {**episode_record(seats), "video": video}
         episodes.append(episode)
         log.info("episode %d: return %.2f, length %d%s%s", i, seats[0].total, seats[0].steps,
                  "" if env.num_agents == 1 else " | agents' returns " + " ".join(f"{s.total:.2f}" for s in seats),

@@ -37,6 +37,22 @@ TRUE_OBJECTIVE = "true_objective"
 RETURN = ("reward", TRUE_OBJECTIVE, "episode/return")  # the average return
 LENGTH = ("len", "episode/length")  # the average length (agent steps)
 
+# What evaluation during training (eval.*, sf_hydra.evaluation) reports per policy, after each evaluation:
+# the mean return and length of its games.
+EVAL_RETURN, EVAL_LENGTH = "eval/return", "eval/length"
+EVAL_METRICS = (EVAL_RETURN, EVAL_LENGTH)
+
+
+def is_eval_metric(name: str) -> bool:
+    return str(name).startswith("eval/")
+
+
+def eval_on(cfg) -> bool:
+    """Whether the run evaluates during training: eval.every_env_steps or eval.every_sec > 0."""
+    node = cfg.get("eval") or {}
+    return (node.get("every_env_steps", 0) or 0) > 0 or (node.get("every_sec", 0) or 0) > 0
+
+
 BEST_METRIC_KEY = "save_best_metric"
 OBJECTIVE_KEY = "pbt.target_objective"
 
@@ -44,18 +60,20 @@ OBJECTIVE_KEY = "pbt.target_objective"
 def metric_choices(cfg, key: str, env_stats: Optional[Sequence[str]] = None) -> List[str]:
     """What config key `key` (BEST_METRIC_KEY or OBJECTIVE_KEY) may name in a run with config `cfg`:
     for a best checkpoint, every statistic the run reports per policy (return, length, the outcome
-    rates with an opponent pool, the env's statistics); for PBT's ranking, the return as
-    TRUE_OBJECTIVE or an env statistic. `env_stats`: the statistics the env family declares
-    (envs.episode_stats); None reads `env.episode_stats` from `cfg` (the config alone)."""
+    rates with an opponent pool, the env's statistics, and with evaluation on EVAL_METRICS); for
+    PBT's ranking, the return as TRUE_OBJECTIVE, an env statistic, or with evaluation on
+    EVAL_RETURN. `env_stats`: the statistics the env family declares (envs.episode_stats); None
+    reads `env.episode_stats` from `cfg` (the config alone)."""
     if env_stats is None:
         env_stats = (cfg.get("env") or {}).get("episode_stats", None) or ()
     env_stats = tuple(env_stats)
     if key == OBJECTIVE_KEY:
-        return [TRUE_OBJECTIVE, *env_stats]
+        return [TRUE_OBJECTIVE, *env_stats, *((EVAL_RETURN,) if eval_on(cfg) else ())]
     if key != BEST_METRIC_KEY:
         raise KeyError(f"{key!r} names no statistic (known: {BEST_METRIC_KEY}, {OBJECTIVE_KEY})")
     pool = (cfg.get("selfplay") or {}).get("pool_size", 0) or 0
-    return list(RETURN + LENGTH + (OUTCOME_RATES if pool > 0 else ()) + env_stats)
+    evaluated = EVAL_METRICS if eval_on(cfg) else ()
+    return list(RETURN + LENGTH + (OUTCOME_RATES if pool > 0 else ()) + env_stats + evaluated)
 
 
 def metric_value(stats, name: str) -> Optional[float]:

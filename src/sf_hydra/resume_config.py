@@ -53,6 +53,7 @@ RESUMABLE = (
     # Lightning's Trainer and the callbacks: how the run is driven, saved and reported (what they do to
     # training comes from keys compared above: pbt.*, selfplay.*); their paths follow the run folder.
     "trainer.", "callbacks.",
+    "eval.",  # evaluation during training reads the weights; it changes nothing of training
 )
 _ABSENT = object()
 
@@ -153,7 +154,7 @@ def resumes(cfg: DictConfig) -> bool:
 
 
 MAY_CHANGE = ("only budgets (train_for_env_steps, train_for_seconds, train_until_avg_return), logger.*, hardware.*, "
-              "trainer.*, callbacks.*, save_*, keep_checkpoints and load_checkpoint_kind may change")
+              "trainer.*, callbacks.*, eval.*, save_*, keep_checkpoints and load_checkpoint_kind may change")
 START_ANEW = ("restart_behavior=restart (moves the old run aside) or restart_behavior=overwrite (deletes it) starts "
               "anew with this config; experiment=<name> starts a new run in its own folder")
 

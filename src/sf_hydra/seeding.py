@@ -6,9 +6,32 @@
 - every sampler process (rollout worker `w`, inference server `s`): torch's, numpy's and
   Python's generators from `seed_process(seed, role, index)`, so that no two processes draw
   the same numbers (a forked or spawned child otherwise starts from the same torch state as
-  every other child: its workers would sample the same actions).
+  every other child: its workers would sample the same actions);
+- the evaluation process (sf_hydra.evaluation): its generators from
+  `seed_process(seed, EVALUATION, 0)` (the actions it samples with eval.deterministic=false),
+  and its episode `j` of every evaluation reset with `eval_env_seed(seed, j)`: drawn from a
+  stream of their own (numpy's SeedSequence, 31-bit values), apart from the training envs'
+  `env_seed` (consecutive integers: a clash has odds of about 1 in 2^31 per pair), and every evaluation plays
+  the same M starts: two evaluations differ by the weights only.
+
+- population-based training (learner/pbt.py): a `random.Random(seed)` of its own, its state in
+  every checkpoint;
+- the opponent pool (self-play): which seat a snapshot takes is drawn by each rollout worker's
+  `np.random.default_rng([seed, worker, 31337])` (sampler/rollout_worker.py), and a snapshot is
+  taken every `selfplay.snapshot_every_env_steps` of a policy's own env steps (no draw);
+- the learner's process state at a checkpoint: `random_states()` (torch's, numpy's and Python's
+  global generators) is saved in every checkpoint and `restore_random_states` puts it back when a
+  run resumes (learner/random_states.py), and in serial mode the rollout workers' envs too.
 
 An unseeded run (`seed=null`) takes every process's seed from the OS's entropy.
+
+What a seed fixes: with `hardware.serial_mode=true` (the workers step in the learner's process,
+in a fixed order) every draw happens in the same order in every run, so two runs with one seed
+give the same weights, bit for bit (`hardware.reproducible=true` checks the settings this needs,
+before any process starts). In an asynchronous run the seed fixes each process's draws, but not
+their interleaving: which worker's trajectories reach the learner first, and so the policy lag of
+every transition (which weights acted), depends on the OS's scheduling; the batches, and from
+the first update on the weights, differ between two runs with the same seed.
 """
 
 from __future__ import annotations
@@ -20,7 +43,25 @@ import numpy as np
 import torch
 
 # Which kind of process a seed is for: distinct entries of the seed sequence.
-ROLLOUT_WORKER, INFERENCE_SERVER = 1, 2
+ROLLOUT_WORKER, INFERENCE_SERVER, EVALUATION = 1, 2, 3
+EVAL_EPISODES = 4  # the stream of the evaluation episodes' env seeds
+
+
+def random_states() -> dict:
+    """This process's global generators (torch's, numpy's, Python's) as plain values: a checkpoint loads
+    them back with torch.load(weights_only=True)."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "numpy": [str(kind), [int(k) for k in keys], int(pos), int(has_gauss),
+                                                      float(cached)], "python": random.getstate()}
+
+
+def restore_random_states(states: dict) -> None:
+    """Puts back what `random_states` returned (a resumed run draws on as the saved one would have)."""
+    torch.set_rng_state(states["torch"])
+    kind, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
 
 
 def seed_everything(seed: Optional[int]) -> None:
@@ -36,6 +77,14 @@ def env_seed(seed: Optional[int], worker_id: int, env_index: int) -> Optional[in
     if seed is None:
         return None
     return int(seed) * 100_003 + worker_id * 1_009 + env_index
+
+
+def eval_env_seed(seed: int, episode: int) -> int:
+    """The env seed of episode `episode` of every evaluation in a run seeded with `seed` (for an unseeded
+    run the evaluation process draws one `seed` from the OS's entropy when it starts): a 31-bit integer
+    from the EVAL_EPISODES stream, apart from every training env's `env_seed`."""
+    state = np.random.SeedSequence([int(seed), EVAL_EPISODES, int(episode)]).generate_state(1, np.uint32)[0]
+    return int(state >> np.uint32(1))
 
 
 def process_seed(seed: Optional[int], role: int, index: int) -> int:

@@ -198,7 +198,8 @@ def test_choice_rejects_unknown_value_at_compose(key):
      and m.name != "envpool"],  # needs batched_sampling and the envpool package: tests/sampler/test_batched_sampling.py
 )
 def test_choice_accepts_every_option(base, key, option):
-    needs = {"hardware.inference_device": {"hardware.inference": "server"}}  # meaningful only with it
+    needs = {"hardware.inference_device": {"hardware.inference": "server"},  # meaningful only with it
+             "selfplay.opponent_sampling": {"selfplay.pool_size": 2}}
     cfg = edited(base, {key: option, **needs.get(key, {})})
     validate(cfg)
     assert OmegaConf.select(cfg, key) == option and str(OmegaConf.select(cfg, key)) == option

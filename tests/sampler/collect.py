@@ -44,13 +44,15 @@ def running_sampler(cfg):
         sampler.stop()
 
 
-def collect(cfg, min_slots: int, timeout: float = 60.0) -> Collected:
-    """Polls until at least `min_slots` trajectories arrived; copies them out and frees them."""
+def collect(cfg, min_slots: int, timeout: float = 60.0, from_workers: int = 0) -> Collected:
+    """Polls until at least `min_slots` trajectories arrived, from at least `from_workers` distinct
+    workers; copies them out and frees them."""
     with running_sampler(cfg) as sampler:
         parts, out = [], Collected(batch={})
         count, deadline = 0, time.monotonic() + timeout
-        while count < min_slots:
-            assert time.monotonic() < deadline, f"only {count} of {min_slots} trajectories in {timeout} s"
+        while count < min_slots or len(set(out.workers)) < from_workers:
+            assert time.monotonic() < deadline, (f"only {count} of {min_slots} trajectories from "
+                                                 f"{len(set(out.workers))} of {from_workers} workers in {timeout} s")
             traj = sampler.poll(0.5)
             if traj is None:
                 continue

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from sf_hydra.games import pool_outcome
 from tests.helpers.plans import plan_for, sampler_for
 
 TAGGED = "model._target_=tests.helpers.recording_models.TaggedActorCritic"
@@ -136,9 +137,54 @@ def test_snapshots_act_in_opponent_seats_and_are_never_recorded(tmp_cfg):
     episodes = [e for b in batches for e in b["meta"]["episodes"]]
     assert any(e.policy == 2 for e in episodes), "the snapshot (policy id 2 = pool slot 0) played"
     assert all(e.policy in (0, 1, 2) for e in episodes)
-    outcomes = [o for b in batches for o in b["meta"]["outcomes"]]
+    games = [g for b in batches for g in b["meta"]["games"]]
+    outcomes = [o for o in (pool_outcome(g, 2) for g in games) if o is not None]
     assert outcomes and {r for _, r in outcomes} <= {"win", "draw", "loss"}
     assert {p for p, _ in outcomes} <= {0, 1}
+    assert {g for game in games for p, g in zip(game.policies, game.generations) if p >= 2} == {1}, \
+        "a snapshot seat is named by its generation"
+
+
+@pytest.mark.parametrize("mode", ["async", "server"])
+def test_opponent_odds_reach_the_workers(tmp_cfg, mode):
+    """Odds set through the door before the workers start: slot 0 at 0 for every policy, slot 1 at 1.
+    Only slot 1's snapshot (policy id 3) takes opponent seats; even odds would seat both."""
+    extra = ["hardware.inference=server"] if mode == "server" else []
+    cfg = tmp_cfg(*TOY_2, TAGGED, "algo.num_policies=2", "selfplay.pool_size=2", "selfplay.latest_prob=0.0",
+                  *extra)
+
+    def two_snapshots(sampler, learner):
+        import copy
+
+        from sf_hydra.sampler.door import Door
+
+        for slot in (0, 1):
+            frozen = copy.deepcopy(learner.policies[0])
+            frozen.tag.fill_(90 + slot)
+            sampler.publish_opponent(slot, frozen, slot + 1)
+        door = Door(sampler)
+        door.set_opponent_odds(0, [0.0, 0.0])
+        door.set_opponent_odds(1, [1.0, 1.0])
+
+    _, batches = _stream(cfg, 10, before_start=two_snapshots)
+    snapshot_episodes = {e.policy for b in batches for e in b["meta"]["episodes"] if e.policy >= 2}
+    assert snapshot_episodes == {3}, snapshot_episodes
+
+
+class FixedPool:
+    """A PoolView over fixed filled slots (generation: slot + 1) and per-policy odds."""
+
+    def __init__(self, filled, odds=None):
+        self._filled, self._odds = list(filled), odds
+
+    def filled(self):
+        return self._filled
+
+    def generation(self, slot):
+        return slot + 1
+
+    def odds(self, policy):
+        return np.zeros(0) if self._odds is None else np.asarray(self._odds[policy], dtype=float)
 
 
 def test_policy_mapping_statistics():
@@ -156,33 +202,67 @@ def test_policy_mapping_statistics():
     rng = np.random.default_rng(0)
     # Single-agent envs: each env's policy drawn uniformly per episode.
     single = PolicyMapping([1] * 4, 4, rng=rng)
-    single.start(lambda: [])
+    single.start()
     counts = np.bincount(seatings(single, 2000).ravel(), minlength=4) / 8000
     assert np.allclose(counts, 0.25, atol=0.03)
     # No mixing: one policy per env episode.
     together = PolicyMapping([3, 3], 3, mix=False, rng=rng)
-    together.start(lambda: [])
+    together.start()
     s = seatings(together, 500).reshape(500, 2, 3)
     assert (s == s[:, :, :1]).all() and len(np.unique(s)) == 3
     # A pool: one trained seat per env; others a snapshot (ids 2..4) with probability 1 - latest_prob,
     # drawn uniformly among the filled slots (0 and 2 of 3).
     pool = PolicyMapping([4], 2, pool_size=3, latest_prob=0.25, rng=rng)
-    pool.start(lambda: [0, 2])
+    pool.start(FixedPool([0, 2]))
     s = seatings(pool, 3000).reshape(3000, 4)
     trained_seats = (s < 2).sum(1)
     assert trained_seats.min() >= 1
     snapshot_share = (s >= 2).sum() / (3000 * 3)  # of the 3 opponent seats
     assert abs(snapshot_share - 0.75) < 0.03
     assert set(np.unique(s[s >= 2])) == {2, 4}
-    # Outcomes: the trained seat's return against the best snapshot's.
+    # Games: whole, each seat's player and return; the outcome is the trained seat's return against
+    # the best snapshot's.
     duel = PolicyMapping([2], 1, pool_size=1, latest_prob=0.0, rng=rng)
-    duel.start(lambda: [0])
-    outcomes = []
+    duel.start(FixedPool([0]))
+    games = []
     for _ in range(50):
         trained = int(np.flatnonzero(duel.policy == 0)[0])
-        duel.episode_end(trained, 5.0, outcomes)
-        duel.episode_end(1 - trained, 3.0, outcomes)
-    assert outcomes == [(0, "win")] * 50
+        duel.episode_end(trained, 5.0, games)
+        duel.episode_end(1 - trained, 3.0, games)
+    assert len(games) == 50 and all(sorted(zip(g.policies, g.generations, g.returns)) == [(0, 0, 5.0), (1, 1, 3.0)]
+                                    for g in games)
+    assert [pool_outcome(g, 1) for g in games] == [(0, "win")] * 50
+    # One player in every seat: not a game between players, not reported.
+    alone = PolicyMapping([2], 1, rng=rng)
+    alone.start()
+    reported = []
+    for row in (0, 1, 0, 1):
+        alone.episode_end(row, 1.0, reported)
+    assert reported == []
+
+
+def test_opponents_are_drawn_with_the_learners_odds():
+    """selfplay.opponent_sampling: each opponent seat takes a filled slot with the odds the learner
+    set for the learning seat's policy (here policy 0: slot 0 at 1, slot 2 at 3; slot 1 is empty)."""
+    from sf_hydra.sampler.policy_mapping import PolicyMapping
+
+    mapping = PolicyMapping([2], 1, pool_size=3, latest_prob=0.0, rng=np.random.default_rng(1))
+    mapping.start(FixedPool([0, 2], odds={0: [1.0, 5.0, 3.0]}))
+    drawn = []
+    for _ in range(4000):
+        for row in (0, 1):
+            mapping.episode_end(row, 0.0, [])
+        drawn.append(int(mapping.policy.max()) - 1)  # the snapshot seat's slot
+    share = np.bincount(drawn, minlength=3) / len(drawn)
+    assert share[1] == 0 and abs(share[2] - 0.75) < 0.03, share
+    # Odds of zero everywhere (every snapshot beaten for sure): uniform rather than nothing.
+    mapping.start(FixedPool([0, 2], odds={0: [0.0, 0.0, 0.0]}))
+    drawn = []
+    for _ in range(2000):
+        for row in (0, 1):
+            mapping.episode_end(row, 0.0, [])
+        drawn.append(int(mapping.policy.max()) - 1)
+    assert abs(np.mean(np.array(drawn) == 2) - 0.5) < 0.05
 
 
 def test_batched_sampling_maps_whole_workers_to_policies(tmp_cfg):

@@ -19,7 +19,7 @@ def test_two_workers_sample_their_own_actions(tmp_path):
     # A fresh CartPole policy is close to 50/50: workers sharing one torch stream would agree on
     # nearly every action; independent ones agree about half the time.
     cfg = make_cfg(tmp_path, "hardware.num_workers=2", "hardware.num_envs_per_worker=4", "algo.rollout=64")
-    got = collect(cfg, min_slots=16, timeout=120)
+    got = collect(cfg, min_slots=16, timeout=120, from_workers=2)
     assert set(got.workers) == {0, 1}
     a, b = first_actions(got, 0), first_actions(got, 1)
     agreement = (a == b).float().mean().item()

@@ -34,3 +34,8 @@ def test_small_duel_selfplay_fills_the_pool_and_plays_it(tmp_path):
         assert policy["episodes"] > 0, policy
         rates = [policy.get(name) for name in OUTCOME_RATES]
         assert None not in rates and abs(sum(rates) - 1) < 1e-6, policy  # games against the pool ended
+    # Who beats whom: both policies and the pool's snapshots rated from their games.
+    ratings = json.loads((run / "selfplay" / "ratings.json").read_text())
+    rated = {p["player"]: p for p in ratings["players"]}
+    assert {"policy_0", "policy_1"} <= set(rated) and any(name.startswith("snapshot_") for name in rated), rated
+    assert all(rated[f"policy_{k}"]["games"] > 0 for k in (0, 1)) and ratings["games_rated"] > 0

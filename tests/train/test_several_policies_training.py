@@ -52,7 +52,8 @@ def test_two_policies_train_report_and_resume_separately(tmp_path):
 
 @pytest.mark.slow
 def test_opponent_pool_is_kept_on_disk_and_survives_resume(tmp_path):
-    overrides = (*TOY_2, "selfplay.pool_size=2", "selfplay.snapshot_every_env_steps=1500")
+    overrides = (*TOY_2, "selfplay.pool_size=2", "selfplay.snapshot_every_env_steps=1500",
+                 "selfplay.opponent_sampling=hard")
     cfg = make_cfg(tmp_path, *overrides, "train_for_env_steps=5000")
     train(cfg)
     pool_dir = _run_dir(cfg) / "selfplay"
@@ -68,10 +69,25 @@ def test_opponent_pool_is_kept_on_disk_and_survives_resume(tmp_path):
     assert not torch.equal(snap["value_head.weight"], final["policies.0.value_head.weight"])
     scalars = read_scalars(_run_dir(cfg))
     assert "selfplay/vs_pool_win_rate" in scalars and "selfplay/vs_pool_loss_rate" in scalars
+    # The league: every player rated from its games, head to head, and the pool's odds (hard: below 1
+    # once a policy played a snapshot).
+    ratings = json.loads((pool_dir / "ratings.json").read_text())
+    rated = {p["player"]: p for p in ratings["players"]}
+    assert {"policy_0", *(f"snapshot_{e['generation']:06d}" for e in entries)} <= set(rated)
+    assert ratings["games_rated"] > 0 and rated["policy_0"]["games"] > 0
+    h2h = ratings["head_to_head"]["policy_0"]
+    assert sum(sum(r.values()) for r in h2h.values()) == rated["policy_0"]["games"]
+    odds = [rated[f"snapshot_{e['generation']:06d}"]["odds"][0] for e in entries]
+    assert all(0 < o <= 1 for o in odds) and min(odds) < 1
+    assert "selfplay/rating/policy_0" in scalars and "selfplay/games_rated" in scalars
 
     train(make_cfg(tmp_path, *overrides, "train_for_env_steps=9000"))
     resumed = json.loads((pool_dir / "pool.json").read_text())
     assert resumed["generation"] > index["generation"], "snapshot numbering goes on after the resume"
+    again = json.loads((pool_dir / "ratings.json").read_text())
+    assert again["games_rated"] > ratings["games_rated"], "the league goes on after the resume"
+    assert sum(h["wins"] + h["draws"] + h["losses"] for h in again["head_to_head"]["policy_0"].values()) > \
+        sum(h["wins"] + h["draws"] + h["losses"] for h in h2h.values())
     for e in resumed["slots"]:  # a snapshot file that stayed in the pool never changed
         if e["file"] in files:
             assert (pool_dir / e["file"]).read_bytes() == files[e["file"]]
@@ -84,6 +100,8 @@ def test_opponent_pool_is_kept_on_disk_and_survives_resume(tmp_path):
     (("selfplay.snapshot_every_env_steps=0",), "selfplay.snapshot_every_env_steps"),
     (("hardware.batched_sampling=true", "algo.num_policies=3"), "algo.num_policies"),
     (("hardware.batched_sampling=true", "selfplay.pool_size=2"), "selfplay.pool_size"),
+    (("selfplay.opponent_sampling=hard",), "selfplay.opponent_sampling"),  # no pool to weigh
+    (("selfplay.pool_size=2", "selfplay.pfsp_exponent=0"), "selfplay.pfsp_exponent"),
 ])
 def test_bad_policy_settings_are_refused_naming_the_key(tmp_path, overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

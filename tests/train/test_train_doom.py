@@ -104,12 +104,13 @@ def test_duel_self_play_two_policies_and_a_snapshot(tmp_path):
     cfg = make_cfg(tmp_path, "env=doom/duel", "env.episode_timeout=420", "hardware.num_workers=1",
                    "hardware.num_envs_per_worker=2", "algo.batch_size=64", *SMALL_MODEL, "train_for_env_steps=1500",
                    "algo.num_policies=2", "selfplay.pool_size=1", "selfplay.snapshot_every_env_steps=400",
-                   "selfplay.latest_prob=0.0")
+                   "selfplay.latest_prob=0.0", "selfplay.ratings=false")
     summary = train(cfg)
     assert [p["policy"] for p in summary["policies"]] == [0, 1]
     assert all(p["env_steps"] >= 1500 and p["policy_version"] >= 2 for p in summary["policies"])
     pool = json.loads((tmp_path / "test" / "selfplay" / "pool.json").read_text())
     assert pool["generation"] >= 1 and pool["slots"][0]["policy"] in (0, 1)
+    assert not (tmp_path / "test" / "selfplay" / "ratings.json").exists(), "selfplay.ratings=false: no league"
     # The snapshot sat in matches: their outcomes (only a game with a snapshot seat has one) are each policy's rates.
     rates = {p["policy"]: [p[name] for name in OUTCOME_RATES if name in p] for p in summary["policies"]}
     assert any(rates.values()), f"no match against the snapshot ended: {summary['policies']}"

@@ -34,7 +34,7 @@ def test_the_default_groups_build_what_train_py_built(tmp_cfg, tmp_path):
     cfg = tmp_cfg("save_every_sec=7", "keep_checkpoints=3", "save_best_metric=len", "train_for_env_steps=5000")
     run_dir = tmp_path / "elsewhere"  # build_trainer's folder, not cfg.run_dir, is where the callbacks write
     trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=False)
-    assert _names(trainer) == ["PublishPolicy", "StopConditions", "Summaries", "PeriodicCheckpoint"]
+    assert _names(trainer) == ["PublishPolicy", "StopConditions", "Summaries", "PeriodicCheckpoint", "ResumeState"]
     assert stop is trainer.callbacks[1] and checkpoints is trainer.callbacks[3]
     assert (stop.max_steps, stop.target_return) == (5000, cfg.train_until_avg_return)
     assert (checkpoints.directory, checkpoints.every_sec, checkpoints.keep) == (run_dir / "checkpoints", 7, 3)
@@ -54,8 +54,12 @@ def test_the_conditional_callbacks_follow_the_keys_that_turn_them_on(tmp_cfg, tm
                                   resuming=False)
     assert _names(trainer)[-1] == "PopulationBasedTraining" and trainer.callbacks[-1].dir == tmp_path / "run" / "pbt"
     trainer, _, checkpoints = build_trainer(tmp_cfg("benchmark=true"), tmp_path / "run", resuming=False)
-    assert _names(trainer) == ["PublishPolicy", "StopConditions", "Summaries"]  # nothing saved in a benchmark
+    # nothing saved in a benchmark (ResumeState only adds to what is saved)
+    assert _names(trainer) == ["PublishPolicy", "StopConditions", "Summaries", "ResumeState"]
     assert checkpoints is not None  # ... and the return contract holds
+    for key in ("eval.every_env_steps=1000", "eval.every_sec=30"):  # either schedule turns the evaluation on
+        trainer, _, _ = build_trainer(tmp_cfg(key), tmp_path / "run", resuming=False)
+        assert _names(trainer)[-1] == "Evaluation" and trainer.callbacks[-1].run_dir == tmp_path / "run"
     trainer, _, _ = build_trainer(tmp_cfg("+callbacks.summaries._enabled_=false"), tmp_path / "run", resuming=False)
     assert "Summaries" not in _names(trainer)
 
@@ -98,7 +102,8 @@ def test_a_callback_from_a_yaml_file_of_ones_own(tmp_path):
     cfg = check_command_line(["--config-dir", str(conf), "callbacks=mine", f"train_dir={tmp_path / 'runs'}"],
                              str(CONF_DIR)).cfg
     trainer, _, _ = build_trainer(cfg, tmp_path / "runs" / "cartpole", resuming=False)
-    assert _names(trainer) == ["PublishPolicy", "StopConditions", "Summaries", "PeriodicCheckpoint", "WriteOnTrainEnd"]
+    assert _names(trainer) == ["PublishPolicy", "StopConditions", "Summaries", "PeriodicCheckpoint", "ResumeState",
+                               "WriteOnTrainEnd"]
     assert trainer.callbacks[-1].path == tmp_path / "runs" / "cartpole" / "done.json"
 
 

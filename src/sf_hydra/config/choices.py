@@ -32,6 +32,15 @@ class Choice(str, Enum):
         return format(self.value, spec)
 
 
+class OpponentSampling(Choice):
+    """How an opponent seat draws a snapshot from the pool (learner/league.py): uniformly, or by
+    prioritized fictitious self-play on the learning policy's win rate p against each snapshot."""
+
+    uniform = "uniform"
+    hard = "hard"  # weight (1 - p) ** selfplay.pfsp_exponent: the snapshots it does not beat yet
+    variance = "variance"  # weight p (1 - p): the snapshots it beats about half of the time
+
+
 class RestartBehavior(Choice):
     """What a run does with an existing run folder (see sf_hydra.run_dir.prepare)."""
 

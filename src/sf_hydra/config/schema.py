@@ -24,6 +24,7 @@ from sf_hydra.config.choices import (
     LrSchedule,
     NonFinite,
     Nonlinearity,
+    OpponentSampling,
     OptimizerType,
     PixelFormat,
     PolicyInitialization,
@@ -167,6 +168,9 @@ class HardwareConfig:
     # shrink its inference batches: 2 measured slower than 1 on the 2-core reference machine.
     worker_num_splits: int = 1
     serial_mode: bool = False  # everything in one process (debugging)
+    # a promise that two runs with this seed give bit-identical weights (and a resumed run the weights of one that
+    # never stopped); settings under which it cannot hold are refused before any process starts (README)
+    reproducible: bool = False
     batched_sampling: bool = False  # each split of a worker's envs is one vectorized env, stepped as one batch
     # batched_sampling's vectorized env: auto (the family's own, else sync), sync, or one the env
     # family offers (gym: envpool); the family's list is the choice (sampler/vector_envs.py)
@@ -250,7 +254,8 @@ class PbtConfig:
     optimize_adam: bool = False
     # What policies are ranked by: true_objective (the average return without a policy's own
     # reward-shaping bonus, or the env's own true_objective episode statistic when it reports one)
-    # or a statistic the env reports at an episode's end, e.g. Doom's FRAGCOUNT (env.episode_stats)
+    # or a statistic the env reports at an episode's end, e.g. Doom's FRAGCOUNT (env.episode_stats), or with
+    # evaluation during training (eval.*) eval/return: each policy's latest evaluation
     target_objective: str = "true_objective"
     perturb_min: float = 1.1  # a perturbed value is multiplied or divided by a factor in [perturb_min, perturb_max]
     perturb_max: float = 1.5  # the largest perturbation factor
@@ -273,11 +278,42 @@ class SelfPlayConfig:
     """Self-play against past selves (beyond Sample Factory): frozen snapshots of the
     trained policies, kept in `<run_dir>/selfplay/`, take opponent seats in multi-agent envs.
     One seat of each env episode is a trained policy's; every other seat is taken by a trained
-    policy with probability `latest_prob`, else by a snapshot drawn uniformly from the pool."""
+    policy with probability `latest_prob`, else by a snapshot drawn from the pool (uniformly, or
+    with `opponent_sampling`'s odds). Every player is rated from the games (`ratings`)."""
 
     pool_size: int = 0  # snapshots kept (the oldest is replaced); 0: no pool, policies play each other
     snapshot_every_env_steps: int = 1_000_000  # a policy's own env steps between two of its snapshots
     latest_prob: float = 0.5  # an opponent seat goes to a trained policy with this probability
+    # uniform | hard | variance: prioritized fictitious self-play on the policy's win rate p against
+    # each snapshot (hard: weight (1-p)^pfsp_exponent; variance: p(1-p)), as AlphaStar's league
+    opponent_sampling: OpponentSampling = OpponentSampling.uniform
+    pfsp_exponent: float = 2.0  # opponent_sampling=hard: larger favours the snapshots the policy loses to
+    # rate every policy and snapshot from their games (openskill's Plackett-Luce), in multi-agent runs with
+    # a pool or several policies: <run_dir>/selfplay/ratings.json and TensorBoard selfplay/rating/*
+    ratings: bool = True
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation during training (sf_hydra.evaluation, beyond Sample Factory): every `every_env_steps` env
+    steps and/or every `every_sec` seconds a process of its own plays `episodes` games with each trained
+    policy's current weights, on envs seeded apart from the training ones (sf_hydra.seeding), and writes
+    eval/* scalars (TensorBoard, W&B) and <run_dir>/eval/evaluations.jsonl. Off while both are 0."""
+
+    every_env_steps: int = 0  # the run's env steps (frames) between two evaluations; 0: not by env steps
+    every_sec: float = 0.0  # seconds of training between two evaluations; 0: not by time
+    episodes: int = 10  # games per policy and evaluation
+    deterministic: bool = True  # the most likely action (false: sampled, as in training)
+    max_episode_steps: Optional[int] = None  # cut an evaluation game after this many agent steps (None: never)
+    # keys of the `env` node that the evaluation envs change, e.g. {doom_skill: 5} or {id: ...}: a harder
+    # difficulty, another map (the spaces must stay the training env's)
+    env_overrides: Dict[str, Any] = field(default_factory=dict)
+    video_every: int = 0  # a video of policy 0's first game every this many evaluations (0: none)
+    video_format: VideoFormat = VideoFormat.auto  # auto: mp4 when imageio-ffmpeg is installed, else gif
+    video_frames: Optional[int] = 1000  # a video's frames at most (the game plays on); None: the whole game
+    # train_until_avg_return compares each policy's latest evaluation return (mean over `episodes` games)
+    # instead of its training window's average
+    stop_on_eval_return: bool = False
 
 
 @dataclass
@@ -291,6 +327,7 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     pbt: PbtConfig = field(default_factory=PbtConfig)  # population-based training
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)  # an opponent pool of past selves
+    eval: EvalConfig = field(default_factory=EvalConfig)  # evaluation during training (off by default)
     experiment: str = MISSING  # the run's name: its folder is ${train_dir}/${experiment}
     train_dir: str = "train_dir"  # where runs (and --multirun sweeps, under multirun/) live
     run_dir: str = MISSING  # this run's folder: ${train_dir}/${experiment}, or its folder in a sweep
@@ -308,7 +345,8 @@ class TrainConfig:
     save_best_every_sec: float = 5.0  # seconds between checks for a new best checkpoint (checkpoints/best_p<k>.ckpt)
     # the episode statistic best checkpoints maximize, per policy: reward (= episode/return: the average return
     # over logger.stats_avg episodes; true_objective: the same without PBT's reward shaping), len (episode/length),
-    # selfplay/vs_pool_{win,draw,loss}_rate
+    # selfplay/vs_pool_{win,draw,loss}_rate; with evaluation on (eval.*): eval/return or eval/length, each
+    # policy's latest evaluation (checked when its result arrives)
     save_best_metric: str = "reward"
     save_best_after: int = 100_000  # a policy's own env steps before its best checkpoints start (skips lucky starts)
     # a resume starts from latest (last.ckpt) or best (policy 0's best checkpoint)

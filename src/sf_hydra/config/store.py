@@ -42,6 +42,11 @@ def greater_than(a, b) -> bool:
     return a > b
 
 
+def any_of(*values) -> bool:
+    """The `sf_or` resolver: `${sf_or:a,b,...}` is true when any value is."""
+    return any(bool(v) for v in values)
+
+
 def register_configs() -> None:
     """`train_schema` types the whole tree; `schema/env/<family>` types one family's env node,
     and `schema/env/base` the keys every family understands (a family without a schema of its
@@ -51,6 +56,8 @@ def register_configs() -> None:
         OmegaConf.register_new_resolver("sf_optimizer", optimizer_target)
     if not OmegaConf.has_resolver("sf_gt"):  # conf/callbacks: `_enabled_: ${sf_gt:${selfplay.pool_size},0}`
         OmegaConf.register_new_resolver("sf_gt", greater_than)
+    if not OmegaConf.has_resolver("sf_or"):  # conf/callbacks: the evaluation's and the opponent pool's `_enabled_`
+        OmegaConf.register_new_resolver("sf_or", any_of)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="enjoy_schema", node=EnjoyConfig)

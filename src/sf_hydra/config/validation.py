@@ -5,6 +5,7 @@ Hydra refuses a value outside the set when it composes, before these rules run."
 
 from __future__ import annotations
 
+import copy
 import math
 
 from omegaconf import DictConfig, OmegaConf
@@ -12,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from sf_hydra.config.choices import OPTIMIZER_TARGETS, PBT_HYPERPARAMS
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.metrics import check_metric
+from sf_hydra.config.schema import TrainConfig as TrainDefaults
 
 AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
@@ -96,8 +98,20 @@ def _check_ranges(cfg) -> None:
                           "an integer >= 0 (0: the first crash or hang of an env stops the run)")
     if not cfg.selfplay.pool_size >= 0:
         raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size, "an integer >= 0 (0: no opponent pool)")
+    _check_opponent_sampling(cfg.selfplay)
     if not cfg.experiment or "/" in cfg.experiment or cfg.experiment in (".", ".."):
         raise ConfigError("experiment", cfg.experiment, "a non-empty folder name without '/'")
+
+
+def _check_opponent_sampling(sp) -> None:
+    """Prioritized opponents need a pool to draw from, and a finite exponent > 0 to weigh them."""
+    if sp.opponent_sampling != "uniform" and sp.pool_size <= 0:
+        raise ConfigError("selfplay.opponent_sampling", sp.opponent_sampling,
+                          "uniform while selfplay.pool_size=0 (the odds weigh the pool's snapshots; set "
+                          "selfplay.pool_size > 0)")
+    if not (0 < sp.pfsp_exponent < math.inf):
+        raise ConfigError("selfplay.pfsp_exponent", sp.pfsp_exponent,
+                          "a finite number > 0 (the weight of a snapshot beaten with probability p is (1-p)^exponent)")
 
 
 def _check_checkpoints(cfg) -> None:
@@ -290,6 +304,94 @@ def _check_pbt(cfg) -> None:
                                   + ", or reward_shaping.<name>.up|down of the env's shaped quantities")
 
 
+# Keys of the env node that name the env's family and identity: an evaluation env of another family
+# (other spaces, another factory) cannot be played by the trained policies.
+EVAL_FIXED_ENV_KEYS = ("family", "factory", "name")
+
+
+def _check_eval(cfg) -> None:
+    """Evaluation during training (eval.*, sf_hydra.evaluation): values that make sense, keys that need it
+    on, and env overrides that are keys of this family's env node with values of their type."""
+    ev = cfg.eval
+    on = ev.every_env_steps > 0 or ev.every_sec > 0
+    if not ev.every_env_steps >= 0:
+        raise ConfigError("eval.every_env_steps", ev.every_env_steps, "an integer >= 0 (0: not by env steps)")
+    if not (ev.every_sec >= 0 and math.isfinite(ev.every_sec)):
+        raise ConfigError("eval.every_sec", ev.every_sec, "a finite number of seconds >= 0 (0: not by time)")
+    if not ev.episodes >= 1:
+        raise ConfigError("eval.episodes", ev.episodes, "an integer >= 1 (games per policy and evaluation)")
+    if ev.max_episode_steps is not None and not ev.max_episode_steps >= 1:
+        raise ConfigError("eval.max_episode_steps", ev.max_episode_steps, "an integer >= 1, or null (never cut)")
+    if not ev.video_every >= 0:
+        raise ConfigError("eval.video_every", ev.video_every, "an integer >= 0 (evaluations between videos; 0: none)")
+    if ev.video_frames is not None and not ev.video_frames >= 1:
+        raise ConfigError("eval.video_frames", ev.video_frames, "an integer >= 1, or null (the whole game)")
+    needs_on = {"eval.video_every": (ev.video_every, ev.video_every > 0),
+                "eval.stop_on_eval_return": (ev.stop_on_eval_return, ev.stop_on_eval_return),
+                "eval.env_overrides": (dict(ev.env_overrides or {}), bool(ev.env_overrides))}
+    for key, (value, used) in needs_on.items():
+        if used and not on:
+            raise ConfigError(key, value, "its default while evaluation is off: set eval.every_env_steps or "
+                              "eval.every_sec > 0 to evaluate during training")
+    if ev.stop_on_eval_return and cfg.train_until_avg_return is None:
+        raise ConfigError("eval.stop_on_eval_return", True, "false while train_until_avg_return is null (there is "
+                          "no target return to reach)")
+    _check_env_overrides(cfg)
+
+
+def eval_env(env: DictConfig, overrides: dict) -> DictConfig:
+    """The evaluation envs' node: `env` with `overrides` merged in, typed as `env` is (a value of another type
+    raises), new keys allowed inside its open mappings (env.kwargs)."""
+    node = copy.deepcopy(env)
+    OmegaConf.set_struct(node, False)
+    return OmegaConf.merge(node, overrides)
+
+
+def _check_env_overrides(cfg) -> None:
+    """Each key of eval.env_overrides is a key of the run's env node (its family's schema) other than
+    EVAL_FIXED_ENV_KEYS, and its value has that key's type (OmegaConf merges it into the typed node)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = OmegaConf.to_container(cfg.eval.env_overrides, resolve=True) if OmegaConf.is_config(
+        cfg.eval.env_overrides) else dict(cfg.eval.env_overrides or {})
+    keys = [k for k in cfg.env.keys() if k not in EVAL_FIXED_ENV_KEYS]
+    for key, value in overrides.items():
+        if key not in keys:
+            why = (f"{key!r} names the env's family or identity: the evaluation env is the training env's family"
+                   if key in EVAL_FIXED_ENV_KEYS else f"{key!r} is not a key of this env's node")
+            raise ConfigError(f"eval.env_overrides.{key}", value, f"a key of env=... ({why}): {', '.join(keys)}")
+        try:
+            eval_env(cfg.env, {key: value})
+        except OmegaConfBaseException as e:
+            raise ConfigError(f"eval.env_overrides.{key}", value, f"a value env.{key} takes ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0]})") from None
+
+
+def _check_reproducible(cfg) -> None:
+    """hardware.reproducible=true: refuses each setting under which a seed cannot repeat a run bit for bit."""
+    if not cfg.hardware.get("reproducible", False):
+        return
+    why = "false, or: "
+    if not cfg.hardware.serial_mode:
+        raise ConfigError("hardware.serial_mode", False, why + "true with hardware.reproducible=true: rollout workers "
+                          "in processes of their own deliver trajectories in the order the OS schedules them, so the "
+                          "policy lag of every transition, the batches and then the weights differ between two runs")
+    if cfg.seed is None:
+        raise ConfigError("seed", None, why + "an integer with hardware.reproducible=true (null draws every seed from "
+                          "the OS's entropy)")
+    if str(cfg.hardware.device) != "cpu":
+        raise ConfigError("hardware.device", str(cfg.hardware.device), why + "cpu with hardware.reproducible=true "
+                          "(CUDA's fastest kernels sum in a varying order; its deterministic ones are not checked "
+                          "here)")
+    if cfg.train_for_seconds < TrainDefaults.train_for_seconds:
+        raise ConfigError("train_for_seconds", cfg.train_for_seconds, why + "no time budget with "
+                          "hardware.reproducible=true (a run stops at whatever env step the clock says): a budget of "
+                          "train_for_env_steps")
+    if cfg.pbt.workspace:
+        raise ConfigError("pbt.workspace", cfg.pbt.workspace, why + "null with hardware.reproducible=true (members of "
+                          "a workspace read each other's results as they happen to be written)")
+
+
 def _check_benchmark(cfg) -> None:
     """benchmark=true learns nothing: population-based training would rank and copy untrained policies."""
     if cfg.get("benchmark", False) and cfg.pbt.with_pbt:
@@ -340,4 +442,6 @@ def validate(cfg) -> None:
     _check_input_normalization(cfg)
     _check_sampling(cfg)
     _check_pbt(cfg)
+    _check_eval(cfg)
+    _check_reproducible(cfg)
     _check_benchmark(cfg)

@@ -55,13 +55,20 @@ class StopConditions(L.Callback):
     the target return hold for each policy (its own env steps and episodes), as Sample
     Factory's train_for_env_steps does."""
 
-    def __init__(self, train_for_env_steps: int, train_for_seconds: float, until_avg_return=None):
+    def __init__(self, train_for_env_steps: int, train_for_seconds: float, until_avg_return=None,
+                 target_from_evaluation: bool = False):
+        """target_from_evaluation (eval.stop_on_eval_return): the target return is the evaluation's to check
+        (sf_hydra.evaluation.callback calls `stop`), not the training window's."""
         self.max_steps, self.max_seconds = train_for_env_steps, train_for_seconds
-        self.target_return = until_avg_return
+        self.target_return = None if target_from_evaluation else until_avg_return
         self.reason = None
         self.start_env_steps = 0  # where this session started (after a resume: the restored count)
         self._last = None
         self._admitted = False
+
+    def stop(self, trainer, reason: str) -> None:
+        """Another callback's stop (the evaluation's target return): the run ends after this learner step."""
+        self._request(trainer, reason)
 
     def _request(self, trainer, reason: str) -> None:
         if self.reason is None:

@@ -18,7 +18,7 @@ import lightning as L
 
 from sf_hydra.faults import CheckpointSaveError
 from sf_hydra.files import link_atomically, write_atomically
-from sf_hydra.metric_names import metric_value
+from sf_hydra.metric_names import is_eval_metric, metric_value
 from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, best_checkpoint_name, read_best
 
 log = logging.getLogger("sf_hydra")
@@ -83,28 +83,41 @@ class BestCheckpoint:
         return now - self._last_check >= self.every_sec
 
     def check(self, trainer, module) -> List[Path]:
-        """Saves the best checkpoint of every policy whose metric beats its best so far; returns the paths."""
+        """Saves the best checkpoint of every policy whose metric beats its best so far; returns the paths.
+        A metric of the evaluation (eval/*) is not in the policies' windows: `offer` brings its values."""
         self._last_check = time.monotonic()
+        if is_eval_metric(self.metric):
+            return []
         saved = []
         for k, stats in enumerate(module.stats):
-            if stats.env_steps < self.after:
-                continue
-            value = metric_value(stats, self.metric)
-            if value is None or (k in self.best and value <= self.best[k]):
-                continue
-            path = self.directory / best_checkpoint_name(k)
-            self.saving = {"policy": k, "metric": self.metric, "value": value, "env_steps": int(stats.env_steps),
-                           "run_env_steps": int(module.env_steps), "policy_version": int(stats.version)}
-            try:
-                save_atomically(trainer, path)
-            finally:
-                self.saving = None
-            previous = self.best.get(k)
-            self.best[k] = value
-            log.info("new best checkpoint of policy %d: %s=%r at %d env steps (before: %s): %s", k, self.metric,
-                     value, stats.env_steps, "none" if previous is None else repr(previous), path)
-            saved.append(path)
+            path = self._save_if_better(trainer, module, k, metric_value(stats, self.metric))
+            if path is not None:
+                saved.append(path)
         return saved
+
+    def offer(self, trainer, module, policy: int, value: Optional[float], evaluated_env_steps: int) -> Optional[Path]:
+        """An evaluation's `value` of this metric for `policy`, measured with its weights at the run's
+        `evaluated_env_steps`: saved as its best checkpoint when it beats the best so far (the file then
+        holds the learner's state now, some updates after the evaluated weights: the evaluation ran beside
+        training; its record says both env steps). Returns the path, or None."""
+        return self._save_if_better(trainer, module, policy, value, {"evaluated_run_env_steps": evaluated_env_steps})
+
+    def _save_if_better(self, trainer, module, k: int, value: Optional[float], extra: Optional[dict] = None):
+        stats = module.stats[k]
+        if stats.env_steps < self.after or value is None or (k in self.best and value <= self.best[k]):
+            return None
+        path = self.directory / best_checkpoint_name(k)
+        self.saving = {"policy": k, "metric": self.metric, "value": value, "env_steps": int(stats.env_steps),
+                       "run_env_steps": int(module.env_steps), "policy_version": int(stats.version), **(extra or {})}
+        try:
+            save_atomically(trainer, path)
+        finally:
+            self.saving = None
+        previous = self.best.get(k)
+        self.best[k] = value
+        log.info("new best checkpoint of policy %d: %s=%r at %d env steps (before: %s): %s", k, self.metric,
+                 value, stats.env_steps, "none" if previous is None else repr(previous), path)
+        return path
 
 
 class PeriodicCheckpoint(L.Callback):

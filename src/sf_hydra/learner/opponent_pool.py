@@ -6,6 +6,13 @@ published to one of the sampler's pool slots, where the rollout workers act with
 opponent seats (sampler/policy_mapping.py). A full pool replaces its oldest snapshot. A
 snapshot never trains and never changes: its slot is written once, when it joins. The pool
 survives a resume: `pool.json` lists the snapshots and their files, both written atomically.
+
+The league (learner/league.py) rates every player from the games the workers report, in runs with
+a pool or with several trained policies in a multi-agent env (`selfplay.ratings`): the ratings, each
+pair's head-to-head record and the pool are written to `<run_dir>/selfplay/ratings.json` (at most
+every `write_every_sec`, and at the end), the trained policies' ratings to TensorBoard
+(`selfplay/rating/policy_<k>`). With `selfplay.opponent_sampling` other than uniform, the odds of
+drawing each snapshot as a policy's opponent follow that policy's results against it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -21,25 +29,51 @@ import torch
 
 from sf_hydra.door import door_of
 from sf_hydra.files import write_atomically
+from sf_hydra.games import snapshot
+from sf_hydra.learner.callbacks import send_scalars
+from sf_hydra.learner.league import League
 
 log = logging.getLogger("sf_hydra")
 
 INDEX = "pool.json"
+RATINGS = "ratings.json"
 
 
 class OpponentPool(L.Callback):
-    def __init__(self, directory: Path, pool_size: int, every_env_steps: int):
+    def __init__(self, directory: Path, pool_size: int, every_env_steps: int, ratings: bool = True,
+                 opponent_sampling: str = "uniform", pfsp_exponent: float = 2.0, write_every_sec: float = 10.0,
+                 use_frameskip: bool = True, frameskip: int = 1):
+        """use_frameskip, frameskip: the scalars' x-axis, as the run's other scalars (callbacks.Summaries)."""
         self.directory, self.pool_size, self.every = Path(directory), pool_size, every_env_steps
         self.slots: List[Optional[Dict]] = [None] * pool_size  # what each pool slot holds
         self.generation = 0  # snapshots taken so far in the run (a slot's store version)
         self.next_at: Dict[int, int] = {}  # policy -> its env steps at which it is snapshotted next
+        self.rate, self.sampling, self.exponent = ratings, str(opponent_sampling), pfsp_exponent
+        self.write_every = write_every_sec
+        self.frames_per_step = 1 if use_frameskip else max(1, int(frameskip))
+        self.league: Optional[League] = None  # built at train start (it needs the number of policies)
+        self._written, self._unwritten = time.monotonic(), False
 
     # -- persistence ---------------------------------------------------------------------------
     def _save_index(self) -> None:
         index = {"generation": self.generation, "slots": self.slots}
         write_atomically(self.directory / INDEX, lambda p: p.write_text(json.dumps(index, indent=2)))
 
+    def _save_ratings(self) -> None:
+        pool = {snapshot(e["generation"]): {"policy": e["policy"], "env_steps": e["env_steps"], "slot": slot}
+                for slot, e in enumerate(self.slots) if e is not None}
+        if self.sampling != "uniform":  # each trained policy's odds of drawing the snapshot
+            for name, e in zip(pool, (e for e in self.slots if e is not None)):
+                pool[name]["odds"] = self.league.odds(e["generation"], self.sampling, self.exponent)
+        content = {**self.league.table(pool), "state": self.league.state_dict()}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.directory / RATINGS, lambda p: p.write_text(json.dumps(content, indent=1)))
+        self._written, self._unwritten = time.monotonic(), False
+
     def _restore(self, pl_module, door) -> None:
+        ratings = self.directory / RATINGS
+        if self.league is not None and ratings.exists():
+            self.league.load_state_dict(json.loads(ratings.read_text())["state"])
         path = self.directory / INDEX
         if not path.exists():
             return
@@ -57,17 +91,45 @@ class OpponentPool(L.Callback):
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.pool_size > 0:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        self.league = League(len(pl_module.stats)) if self.rate or self.sampling != "uniform" else None
         self._restore(pl_module, door_of(trainer))
         for k, stats in enumerate(pl_module.stats):
             self.next_at.setdefault(k, stats.env_steps + self.every)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        k = pl_module.last_policy
-        steps = pl_module.stats[k].env_steps
-        if steps >= self.next_at[k]:
-            self.snapshot(trainer, pl_module, k)
-            self.next_at[k] = steps + self.every
+        if self.pool_size > 0:
+            k = pl_module.last_policy
+            steps = pl_module.stats[k].env_steps
+            if steps >= self.next_at[k]:
+                self.snapshot(trainer, pl_module, k)
+                self.next_at[k] = steps + self.every
+        if self.league is not None and pl_module.games:
+            self._rate(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        if self.league is not None and (self._unwritten or self.league.rated):
+            self._save_ratings()
+            self._send_scalars(trainer, pl_module)
+
+    def _rate(self, trainer, pl_module) -> None:
+        """Rates the games reported since the last batch; sets the opponent odds; writes now and then."""
+        while pl_module.games:
+            self.league.add(pl_module.games.popleft())
+        self._unwritten = True
+        if self.sampling != "uniform":
+            door = door_of(trainer)
+            for slot, entry in enumerate(self.slots):
+                if entry is not None:
+                    door.set_opponent_odds(slot, self.league.odds(entry["generation"], self.sampling, self.exponent))
+        if time.monotonic() - self._written >= self.write_every:
+            self._save_ratings()
+            self._send_scalars(trainer, pl_module)
+
+    def _send_scalars(self, trainer, pl_module) -> None:
+        if trainer.logger is not None:
+            send_scalars(trainer.loggers, self.league.scalars(), pl_module.env_steps // self.frames_per_step)
 
     def snapshot(self, trainer, pl_module, policy: int) -> int:
         """Freezes `policy` into a free slot, else the oldest; returns the slot."""
@@ -75,7 +137,7 @@ class OpponentPool(L.Callback):
         slot = empty[0] if empty else min(range(self.pool_size), key=lambda i: self.slots[i]["generation"])
         self.generation += 1
         model, stats = pl_module.policies[policy], pl_module.stats[policy]
-        name = f"snapshot_{self.generation:06d}.pt"
+        name = f"{snapshot(self.generation)}.pt"
         write_atomically(self.directory / name, lambda p: torch.save(model.state_dict(), p))
         replaced = self.slots[slot]
         self.slots[slot] = {"policy": policy, "policy_version": stats.version, "env_steps": stats.env_steps,
@@ -83,6 +145,10 @@ class OpponentPool(L.Callback):
         self._save_index()
         if replaced is not None:
             (self.directory / replaced["file"]).unlink(missing_ok=True)
+        if self.league is not None:
+            if replaced is not None:
+                self.league.leave(replaced["generation"])
+            self.league.join(self.generation, policy)
         door_of(trainer).publish_opponent(slot, model, self.generation)
         log.info("opponent pool: policy %d (version %d, %d env steps) joined as snapshot %d in slot %d", policy,
                  stats.version, stats.env_steps, self.generation, slot)

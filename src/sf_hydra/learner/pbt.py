@@ -33,13 +33,14 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import lightning as L
 
 from sf_hydra.door import door_of
 from sf_hydra.learner.pbt_rules import Decision, append_jsonl, decide, mutable_names, mutated, perturbs, weights_digest
 from sf_hydra.learner.pbt_workspace import Workspace
+from sf_hydra.metric_names import is_eval_metric
 from sf_hydra.plan import initial_hyperparams, shaping_difference, shaping_hyperparams
 
 log = logging.getLogger("sf_hydra")
@@ -55,6 +56,8 @@ class PopulationBasedTraining(L.Callback):
         self.pbt = pbt
         self.dir = Path(run_dir) / "pbt"
         self.rng = random.Random(seed)
+        # (policy, eval/ metric) -> the latest evaluation's value: set by the evaluation callback
+        self.eval_objective: Optional[Callable[[int, str], Optional[float]]] = None
         self.next_look: Dict[int, int] = {}
         self.workspace = None
         if pbt.workspace:
@@ -117,6 +120,11 @@ class PopulationBasedTraining(L.Callback):
                                      self.pbt.perturb_min, self.pbt.perturb_max, defaults))
 
     def _objective(self, m, k: int) -> Optional[float]:
+        """Policy k's `pbt.target_objective`: from its episode window, or for an eval/ metric from the
+        evaluation during training (`eval_objective`, set by sf_hydra.evaluation's callback; None before
+        its first evaluation of the policy)."""
+        if is_eval_metric(self.pbt.target_objective):
+            return None if self.eval_objective is None else self.eval_objective(k, self.pbt.target_objective)
         return m.objective(k, self.pbt.target_objective)
 
     def _look_at(self, trainer, m, k: int, steps: int) -> None:

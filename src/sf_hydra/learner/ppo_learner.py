@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from sf_hydra.faults import NonFiniteTraining
+from sf_hydra.games import pool_outcome
 from sf_hydra.launch.clock import seconds_since_launch
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import (
@@ -151,6 +152,9 @@ class PPOLearner(L.LightningModule):
         self.episode_lengths: deque = deque(maxlen=settings.stats_avg)
         self.episodes_total = 0
         self.dropped_total = 0  # trajectories older than max_policy_lag, this session
+        # Multi-agent games of two or more players (sf_hydra/games.py), the newest last: the league
+        # (learner/league.py) takes them as they come; the oldest go first if nothing takes them.
+        self.games: deque = deque(maxlen=10_000)
         self.last_metrics: Dict[str, float] = {}  # the run's own (not per policy)
         self.last_policy = 0  # the policy the last batch trained
         self.nonfinite_in_a_row = 0  # updates skipped for a non-finite loss or gradient, in a row
@@ -259,8 +263,11 @@ class PPOLearner(L.LightningModule):
                 self.stats[e.policy].add_extra(e.extra)
             if e.agent is not None:
                 self._agent_episodes(e.agent).append((e.ret, e.length))
-        for policy, result in meta["outcomes"]:
-            self.stats[policy].outcomes.append(result)
+        for game in meta["games"]:
+            outcome = pool_outcome(game, self.num_policies)
+            if outcome is not None:
+                self.stats[outcome[0]].outcomes.append(outcome[1])
+            self.games.append(game)
         self.nonfinite_env_values += int(meta.get("nonfinite_replaced", 0))
         self.env_restarts += int(meta.get("env_restarts", 0))
         self.dropped_total += int(meta["dropped_trajectories"])

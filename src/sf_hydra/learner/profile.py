@@ -31,6 +31,10 @@ LEARNER_PARTS = {
     "checkpoints": "periodic, best and milestone checkpoints",
     "summaries": "scalars to TensorBoard / W&B and the progress display",
 }
+# Learner parts measured only in runs whose feature is on.
+OPTIONAL_LEARNER_PARTS = {
+    "evaluation": "handing weights to the evaluation process and logging its results (eval.*)",
+}
 # The rollout workers' parts (sampler/rollout_worker.py measures them per rollout).
 WORKER_PARTS = {
     "env_step": "stepping the envs",

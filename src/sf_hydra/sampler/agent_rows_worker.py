@@ -290,10 +290,10 @@ class AgentRowsWorker(WorkerBase):
         sent, self.ready = self.ready[:quota], self.ready[quota:]
         self.round += 1
         self.timing["bookkeeping"] = time.perf_counter() - t_start - sum(self.timing.values())
-        outcomes, self.outcomes = self.outcomes, []
+        games, self.finished_games = self.finished_games, []
         replaced, self.nonfinite_replaced = self.nonfinite_replaced, 0
         restarts, self.restarts_done = self.restarts_done, 0
-        self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing, outcomes,
+        self.out_queue.put(Trajectories(self.id, sent, episodes, frames * self.frameskip, self.timing, games,
                                         replaced, restarts, began_at=began_at))
 
     def close(self) -> None:

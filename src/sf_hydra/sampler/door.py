@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from typing import Optional, Sequence
 
 from torch import nn
 
@@ -20,6 +20,7 @@ class Door:
         self._sampler = sampler
         self._frozen_after_start = frozen_after_start
         self._stop = threading.Event()
+        self._stream = None  # the TrainingBatches Lightning draws from (attach)
 
     def publish(self, policy: int, model: nn.Module, version: int) -> None:
         if self._frozen_after_start and self._sampler.started:
@@ -32,6 +33,9 @@ class Door:
     def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
         self._sampler.set_reward_shaping(policy, difference)
 
+    def set_opponent_odds(self, slot: int, odds: Sequence[float]) -> None:
+        self._sampler.set_opponent_odds(slot, odds)
+
     def request_stop(self) -> None:
         self._stop.set()
 
@@ -41,3 +45,21 @@ class Door:
 
     def health(self) -> SamplerHealth:
         return self._sampler.health()
+
+    def attach(self, stream) -> None:
+        """The TrainingBatches of the run (SamplerDataModule.train_dataloader)."""
+        self._stream = stream
+
+    def serial_state(self) -> Optional[dict]:
+        """The serial workers' state (Sampler.serial_state). Lightning fetches a batch only when the learner
+        asks for it, so at a learner step's end nothing is in flight, unless trajectories wait beyond the
+        batches yielded (a refusal: their data is in the shared slots)."""
+        if not self._sampler.serial:
+            return None
+        if self._stream is not None and self._stream.waiting:
+            raise RuntimeError(f"{self._stream.waiting} trajectories wait for the next batch: the rollout workers' "
+                               "state is not whole without them")
+        return self._sampler.serial_state()
+
+    def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
+        self._sampler.restore_serial_state(state, generators)

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional
 
+from sf_hydra.games import Game
+
 
 @dataclass
 class WorkerReady:
@@ -61,7 +63,7 @@ class Episode(NamedTuple):
 class Trajectories:
     """Slots the worker filled, the episodes that ended meanwhile, frames simulated, the
     seconds the rollout spent on inference, env steps, waiting for free slots and
-    bookkeeping, the self-play games against snapshots that ended (`(policy, result)`,
+    bookkeeping, the games of two or more players that ended (sf_hydra/games.py Game,
     sampler/policy_mapping.py), the non-finite env values replaced by 0 (env.nonfinite=replace) and
     the envs re-created after a crash or a hang (hardware.max_env_restarts)."""
 
@@ -70,7 +72,7 @@ class Trajectories:
     episodes: List[Episode]
     frames: int
     timing: Dict[str, float]
-    outcomes: List[tuple] = field(default_factory=list)
+    games: List[Game] = field(default_factory=list)
     nonfinite_replaced: int = 0
     env_restarts: int = 0
     sent_at: float = field(default_factory=time.time)  # the worker's wall clock when it reported them

@@ -14,21 +14,50 @@ Policies therefore change only at episode ends, right after a done. The rules:
 - with an opponent pool: one seat, drawn uniformly, is a trained policy's (drawn uniformly);
   every other seat is a trained policy's with probability `latest_prob` (with
   `mix_policies_in_one_env=false`: the learning seat's policy), else a snapshot's, drawn
-  uniformly among the pool's filled slots (while the pool is empty: a trained policy's);
+  among the pool's filled slots with the odds the learner set for the learning seat's
+  policy (`selfplay.opponent_sampling`; uniform odds by default; while the pool is empty: a
+  trained policy's);
 - `mix_policies_in_one_env=true`: every seat is an independent uniform draw; false: one draw
   for all seats of the env.
 
-A game where a trained policy's seat played against at least one snapshot gives an outcome
-for that policy: a win, a draw or a loss by its return against the best snapshot's return.
+A game whose seats all ended their episode, played by at least two distinct players (trained
+policies or snapshots), is reported whole (sf_hydra/games.py Game): the learner derives each
+trained policy's outcome against the pool from it and rates every player.
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Protocol, Sequence
 
 import numpy as np
 
-from sf_hydra.metric_names import DRAW, LOSS, WIN
+from sf_hydra.games import Game
+
+
+class PoolView(Protocol):
+    """What the mapping reads of the opponent pool when it draws a seating."""
+
+    def filled(self) -> List[int]:
+        """The pool's slots (0..P-1) that hold a snapshot now."""
+
+    def generation(self, slot: int) -> int:
+        """The generation of the snapshot in `slot` (0: empty)."""
+
+    def odds(self, policy: int) -> np.ndarray:
+        """[P] non-negative weights: how likely each slot is drawn as trained policy `policy`'s opponent."""
+
+
+class NoPool:
+    """The pool of a run without one."""
+
+    def filled(self) -> List[int]:
+        return []
+
+    def generation(self, slot: int) -> int:
+        return 0
+
+    def odds(self, policy: int) -> np.ndarray:
+        return np.zeros(0)
 
 
 class PolicyMapping:
@@ -46,17 +75,16 @@ class PolicyMapping:
         self._playing: List[np.ndarray] = []  # per group: the seating of the episode its rows play
         self._next: List[Optional[np.ndarray]] = [None] * len(self.sizes)  # drawn for the next episode
         self._ended: List[dict] = [{} for _ in self.sizes]  # per group: seat -> return, this episode
-        self._filled: Callable[[], List[int]] = lambda: []
+        self.pool: PoolView = NoPool()
 
     @property
     def trivial(self) -> bool:
         """One trained policy and no pool: every row is policy 0 forever."""
         return self.num_policies == 1 and self.pool_size == 0
 
-    def start(self, filled_snapshots: Callable[[], List[int]]) -> None:
-        """Draws every group's first seating. `filled_snapshots()` lists the pool's filled
-        slots (0..P-1) whenever a seating is drawn."""
-        self._filled = filled_snapshots
+    def start(self, pool: Optional[PoolView] = None) -> None:
+        """Draws every group's first seating; `pool` is read whenever a seating is drawn or a game ends."""
+        self.pool = pool if pool is not None else NoPool()
         self._playing = [self._draw(size) for size in self.sizes]
         for g, seating in enumerate(self._playing):
             self.policy[self.row_group == g] = seating
@@ -69,51 +97,60 @@ class PolicyMapping:
             seating = np.full(size, rng.integers(n), dtype=np.int64)
         else:
             seating = rng.integers(n, size=size).astype(np.int64)
-        filled = self._filled() if self.pool_size > 0 and size > 1 else []
+        filled = self.pool.filled() if self.pool_size > 0 and size > 1 else []
         if filled:
             learning_seat = rng.integers(size)
+            p = opponent_probabilities(self.pool.odds(int(seating[learning_seat])), filled)
             for seat in range(size):
                 if seat != learning_seat and rng.random() >= self.latest_prob:
-                    seating[seat] = n + filled[rng.integers(len(filled))]
+                    seating[seat] = n + filled[rng.choice(len(filled), p=p)]
         return seating
 
-    def episode_end(self, row: int, episode_return: float, outcomes: list) -> int:
+    def episode_end(self, row: int, episode_return: float, games: list) -> int:
         """`row` ended its episode (a whole game) with this return: it takes its seat of the
-        group's next seating; returns its new policy. A finished game with a trained seat
-        against snapshots appends `(policy, WIN|DRAW|LOSS)` to `outcomes`."""
+        group's next seating; returns its new policy. A finished game of two or more distinct
+        players is appended to `games` (a Game)."""
         g, seat = int(self.row_group[row]), int(self.row_seat[row])
         ended = self._ended[g]
         if seat in ended:  # this row ends a second episode before the others ended one: a new round
-            self._close_round(g, outcomes)
+            self._close_round(g, games)
             ended = self._ended[g]
         if self._next[g] is None:
             self._next[g] = self._draw(self.sizes[g])
         ended[seat] = episode_return
         if len(ended) == self.sizes[g]:
-            self._close_round(g, outcomes)
+            self._close_round(g, games)
         self.policy[row] = self._seating_for(g)[seat]
         return int(self.policy[row])
 
     def _seating_for(self, g: int) -> np.ndarray:
         return self._next[g] if self._next[g] is not None else self._playing[g]
 
-    def _close_round(self, g: int, outcomes: list) -> None:
-        """Every seat of group g ended the episode it played: score it, start the next one."""
-        outcome = game_outcome(self._playing[g], self._ended[g], self.num_policies)
-        if outcome is not None:
-            outcomes.append(outcome)
+    def _close_round(self, g: int, games: list) -> None:
+        """Every seat of group g ended the episode it played (or a seat began a new one): report
+        the game, start the next one."""
+        game = self._game(self._playing[g], self._ended[g])
+        if game is not None:
+            games.append(game)
         if self._next[g] is not None:
             self._playing[g] = self._next[g]
         self._next[g], self._ended[g] = None, {}
 
+    def _game(self, seating: np.ndarray, returns: dict) -> Optional[Game]:
+        """The game of `seating` if every seat has its return and two or more distinct players sat."""
+        if len(returns) < len(seating):
+            return None
+        n = self.num_policies
+        generations = tuple(0 if p < n else self.pool.generation(int(p) - n) for p in seating)
+        if len(set(zip(seating.tolist(), generations))) < 2:
+            return None
+        return Game(tuple(int(p) for p in seating), generations, tuple(float(returns[s]) for s in range(len(seating))))
 
-def game_outcome(seating: np.ndarray, returns: dict, num_policies: int):
-    """(policy, WIN|DRAW|LOSS) of the game's first trained seat against its best snapshot
-    seat, by episode return; None if the game had no snapshot or no trained seat, or a seat's
-    return is missing."""
-    trained = [s for s in range(len(seating)) if seating[s] < num_policies and s in returns]
-    frozen = [s for s in range(len(seating)) if seating[s] >= num_policies and s in returns]
-    if not trained or not frozen or len(returns) < len(seating):
-        return None
-    mine, best = returns[trained[0]], max(returns[s] for s in frozen)
-    return int(seating[trained[0]]), (WIN if mine > best else DRAW if mine == best else LOSS)
+
+def opponent_probabilities(odds: np.ndarray, filled: Sequence[int]) -> np.ndarray:
+    """The probability of drawing each of the `filled` slots from their odds; uniform where the
+    odds are missing, not finite or all zero."""
+    w = np.asarray(odds, dtype=np.float64)[list(filled)] if len(odds) else np.ones(len(filled))
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        w = np.ones(len(filled))
+    return w / w.sum()

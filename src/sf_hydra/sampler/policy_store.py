@@ -33,8 +33,9 @@ class PolicyStore:
     DEVICE: `device_flat`, which only the learner and the inference servers hold). A device write
     is finished (synchronized) before the sequence counter turns even."""
 
-    def __init__(self, model: nn.Module, shaping_size: int = 0):
-        """shaping_size: 2 x the env's shaped quantities (envs/episode_info.py SHAPING_UNITS)."""
+    def __init__(self, model: nn.Module, shaping_size: int = 0, odds_size: int = 0):
+        """shaping_size: 2 x the env's shaped quantities (envs/episode_info.py SHAPING_UNITS).
+        odds_size: an opponent pool slot's store: the number of trained policies (see `odds`)."""
         self.flat = torch.zeros(flat_size(model), dtype=torch.float64).share_memory_()
         self.version = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.sequence = torch.zeros(1, dtype=torch.int64).share_memory_()  # odd while being written
@@ -42,6 +43,9 @@ class PolicyStore:
         # The policy's own reward-shaping weights minus the env's (PBT perturbs them): what a
         # worker adds per unit the env reports, for the rows this policy acts in. 0: the env's.
         self.reward_shaping = torch.zeros(shaping_size, dtype=torch.float64).share_memory_()
+        # An opponent pool slot: per trained policy, the weight of drawing this slot as its opponent
+        # (selfplay.opponent_sampling; set by the learner, read by the workers when they seat a game).
+        self.odds = torch.ones(odds_size, dtype=torch.float64).share_memory_()
         self.device_flat: Optional[torch.Tensor] = None  # see share_on_device / adopt_device_flat
         self.publish(model, version=0)
 

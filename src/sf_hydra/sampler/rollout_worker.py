@@ -58,6 +58,25 @@ BEAT_TIME, BEAT_ENV, BEAT_STEP = 0, 1, 2  # time.time() of the last progress; th
 BEAT_WAITING_FOR_SERVER = -2
 
 
+class WorkerPool:
+    """The opponent pool as a worker sees it (policy_mapping.PoolView): its slots' stores after
+    the `num_policies` trained ones, and the versions the worker follows (a slot's version is its
+    snapshot's generation, 0 while empty). `versions` is the worker's own array, updated in place."""
+
+    def __init__(self, stores: List[PolicyStore], versions: np.ndarray, num_policies: int):
+        self.slots, self.versions, self.n = stores[num_policies:], versions, num_policies
+        self.slot_odds = [store.odds.numpy() for store in self.slots]
+
+    def filled(self) -> List[int]:
+        return [j for j, v in enumerate(self.versions[self.n:]) if v > 0]
+
+    def generation(self, slot: int) -> int:
+        return int(self.versions[self.n + slot])
+
+    def odds(self, policy: int) -> np.ndarray:
+        return np.array([odds[policy] for odds in self.slot_odds], dtype=np.float64)
+
+
 class WorkerBase:
     """What every rollout worker shares: its policy copy, its slots, the stop and sync
     signals, and the message it sends after a rollout."""
@@ -89,7 +108,7 @@ class WorkerBase:
         self.round = 0
         self.timing: Dict[str, float] = {}  # seconds spent per part of the last rollout
         self.sync_mode = settings.sync
-        self.outcomes: list = []  # self-play games against snapshots ended since the last message
+        self.finished_games: list = []  # games of two or more players ended since the last message (games.Game)
         self.beat = heartbeats.numpy()[worker_id]
         self.beat[:] = (time.time(), -1, 0)
         self.restarts: List[float] = []  # times of this worker's env restarts (hardware.max_env_restarts per hour)
@@ -125,7 +144,7 @@ class WorkerBase:
         self.mapping = PolicyMapping(group_sizes, self.num_policies, s.mix_policies_in_one_env,
                                      s.pool_size, s.latest_prob, np.random.default_rng(seed),
                                      fixed_policy)
-        self.mapping.start(self._filled_snapshots)
+        self.mapping.start(WorkerPool(self.stores, self.versions, self.num_policies))
         self.single_policy = self.mapping.trivial
 
     def decorrelation_steps(self, env_index: int) -> int:
@@ -139,9 +158,13 @@ class WorkerBase:
         """The rows' RNN states (in the inference channel with a server), zero at the start."""
         return self.channel.rnn if self.channel is not None else torch.zeros(rows, self.model.rnn_state_size)
 
-    def _filled_snapshots(self) -> List[int]:
-        """The opponent pool's slots that hold a snapshot (its version counts generations from 1)."""
-        return [j for j, v in enumerate(self.versions[self.num_policies:]) if v > 0]
+    def snapshot(self) -> bytes:
+        """Serial mode's resumable state of this worker (SingleAgentWorker has it)."""
+        raise NotImplementedError(f"{type(self).__name__} (multi-agent envs, hardware.batched_sampling) does not save "
+                                  "its envs in checkpoints: a resumed run starts them anew")
+
+    def restore(self, snapshot: bytes) -> None:
+        raise NotImplementedError(type(self).__name__)
 
     def _obs_arrays(self, rows: int) -> Dict[str, np.ndarray]:
         """The rows' current observations (in the inference channel's shared memory with a server)."""
@@ -256,7 +279,7 @@ class WorkerBase:
         policy = 0 if self.single_policy else int(self.mapping.policy[row])
         episode = self.games.end(row, game_continues, episodes, policy, stats)
         if episode is not None and not self.single_policy:
-            self.mapping.episode_end(row, episode.ret, self.outcomes)
+            self.mapping.episode_end(row, episode.ret, self.finished_games)
 
     # -- watched env calls --------------------------------------------------------------------
     def _beat(self, env_index: int, episode_step: int = 0) -> None:

@@ -30,6 +30,7 @@ from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import BEAT_TIME, BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
 from sf_hydra.sampler.vector_envs import check_batched_sampling
+from sf_hydra.seeding import restore_random_states
 from sf_hydra.trajectory import TrajectoryBuffers, TrajectorySpec
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class Sampler:
         self.started = False
         self.slots_handed_out = False  # launch(hand_out_slots=True) gave the workers their slots already
         self.ready_workers: set = set()  # workers that reported WorkerReady (start waits for all)
+        self._restore: Optional[dict] = None  # serial mode: a checkpoint's worker state, put back in start()
 
     def _allocate(self, spec: TrajectorySpec, model) -> None:
         """Everything the processes share, in shared memory: buffers, weights, signals."""
@@ -98,7 +100,9 @@ class Sampler:
         self.buffers = TrajectoryBuffers.allocate(spec, settings.slots.total, settings.rollout)
         # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
         self.stores = [PolicyStore(model, shaping_size=settings.shaping_size)
-                       for _ in range(self.num_policies + settings.pool_size)]
+                       for _ in range(self.num_policies)]
+        self.stores += [PolicyStore(model, shaping_size=settings.shaping_size, odds_size=self.num_policies)
+                        for _ in range(settings.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         # Each worker's progress (rollout_worker.BEAT_*): watched so that a stuck worker is named.
         self.heartbeats = torch.zeros(self.num_workers, 3, dtype=torch.float64).share_memory_()
@@ -160,10 +164,48 @@ class Sampler:
                                 self.out_queue, self.stop_flag, self.sync_round, self.heartbeats, parent_pid=None)
                 for w in range(self.num_workers)
             ]
+            self._restore_serial()
         else:
             self.launch()
             self._wait_ready()
         self.started = True
+
+    # -- serial mode's resumable state ---------------------------------------------------------
+    def serial_state(self) -> Optional[dict]:
+        """Serial mode, between two learner steps: each worker's state (SingleAgentWorker.snapshot: its envs
+        mid-episode and their generators, observations, episodes in progress) and whose rollout comes next, as
+        uint8 tensors and ints (a checkpoint holds them, loaded with weights_only). None when the workers run
+        in processes of their own (their state is theirs), or before they started. Raises for envs that cannot
+        be pickled (vizdoom's) or a worker kind without snapshots."""
+        if not self.serial or not self.serial_workers:
+            return None
+        snapshots = [w.snapshot() for w in self.serial_workers]
+        return {"next_worker": self._next_serial,
+                "workers": [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in snapshots]}
+
+    def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
+        """`serial_state`'s result, put back when the serial workers are built (start); then this process's
+        `generators` (seeding.random_states): building the workers draws from them (their policy copies'
+        initial weights), which the saved run did before its checkpoint, not after."""
+        self._restore = {**state, "generators": generators}
+        if self.serial_workers:
+            self._restore_serial()
+
+    def _restore_serial(self) -> None:
+        if self._restore is None:
+            return
+        state, self._restore = self._restore, None
+        if len(state["workers"]) != len(self.serial_workers):
+            log.warning("the checkpoint holds %d serial workers' state, this run has %d: the envs start anew",
+                        len(state["workers"]), len(self.serial_workers))
+            return
+        for worker, snapshot in zip(self.serial_workers, state["workers"]):
+            worker.restore(snapshot.numpy().tobytes())
+        self._next_serial = int(state["next_worker"])
+        if state.get("generators") is not None:
+            restore_random_states(state["generators"])
+        log.info("%d serial rollout workers continue from the checkpoint (their envs mid-episode)",
+                 len(self.serial_workers))
 
     def _hand_out_slots(self) -> None:
         """Each worker's own slots, once per sampler (twice would let two rollouts write one slot)."""
@@ -344,7 +386,13 @@ class Sampler:
         stores) holds `model` as its version `generation`."""
         if not 0 <= slot < len(self.stores) - self.num_policies:
             raise IndexError(f"opponent pool slot {slot} of {len(self.stores) - self.num_policies}")
-        self.stores[self.num_policies + slot].publish(model, generation)
+        store = self.stores[self.num_policies + slot]
+        store.odds.fill_(1.0)  # a new snapshot: even odds until the learner has seen it play
+        store.publish(model, generation)
+
+    def set_opponent_odds(self, slot: int, odds) -> None:
+        """Per trained policy, the weight of drawing pool slot `slot` as its opponent (PolicyStore.odds)."""
+        self.stores[self.num_policies + slot].odds.copy_(torch.as_tensor(odds, dtype=torch.float64))
 
     def health(self) -> SamplerHealth:
         """Its processes, and how long the least recently active rollout worker has been silent."""

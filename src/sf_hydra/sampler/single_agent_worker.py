@@ -8,6 +8,7 @@ This module must not import lightning: it is loaded in every worker process.
 
 from __future__ import annotations
 
+import pickle
 import time
 
 import numpy as np
@@ -134,6 +135,29 @@ class SingleAgentWorker(WorkerBase):
         self.out_queue.put(Trajectories(self.id, slots.tolist(), episodes, n * self.rollout * self.frameskip,
                                         self.timing, nonfinite_replaced=replaced, env_restarts=restarts,
                                         began_at=began_at))
+
+    # -- serial mode's resumable state ---------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """Everything of this worker that a rollout changes and the run's weights do not hold: its envs (mid-
+        episode, their generators included), their last observations and RNN states, the episodes in progress,
+        the policy mapping's generator and its rollout count; pickled. At a learner step's end in serial mode
+        no rollout is half done, so this and the learner's checkpoint are the whole run (Sampler.serial_state).
+        Raises (pickle's error) for an env that cannot be pickled (vizdoom's game)."""
+        return pickle.dumps({"envs": self.envs, "obs": self.obs, "rnn": self.rnn, "games": self.games,
+                             "dropping": self.dropping, "mapping_rng": self.mapping.rng.bit_generator.state,
+                             "round": self.round})
+
+    def restore(self, snapshot: bytes) -> None:
+        """Puts back what `snapshot` took (the envs built at start-up are closed and replaced)."""
+        state = pickle.loads(snapshot)
+        close_all(self.envs)
+        self.envs, self.games, self.dropping = state["envs"], state["games"], state["dropping"]
+        self.round = state["round"]
+        for key, value in state["obs"].items():
+            self.obs[key][...] = value
+        if self.rnn is not None and state["rnn"] is not None:
+            self.rnn.copy_(state["rnn"])
+        self.mapping.rng.bit_generator.state = state["mapping_rng"]
 
     def close(self) -> None:
         close_all(self.envs)

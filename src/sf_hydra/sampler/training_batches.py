@@ -54,7 +54,7 @@ class Received:
         self.reset()
 
     def reset(self) -> None:
-        self.frames, self.episodes, self.outcomes, self.dropped, self.wait = 0, [], [], 0, 0.0
+        self.frames, self.episodes, self.games, self.dropped, self.wait = 0, [], [], 0, 0.0
         self.gather = 0.0  # seconds spent copying the batch out of the slots
         self.start = 0.0  # seconds spent starting the sampler's processes (the first batch's)
         self.nonfinite_replaced = 0
@@ -65,7 +65,7 @@ class Received:
     def add(self, traj) -> None:
         self.frames += traj.frames
         self.episodes.extend(traj.episodes)
-        self.outcomes.extend(traj.outcomes)
+        self.games.extend(traj.games)
         self.nonfinite_replaced += traj.nonfinite_replaced
         self.env_restarts += traj.env_restarts
         for key, seconds in timing_since(traj.timing, traj.began_at, self.since).items():
@@ -73,7 +73,7 @@ class Received:
 
     def meta(self, policy: int) -> dict:
         meta = {"policy": policy, "frames": self.frames, "policy_frames": self.policy_frames,
-                "episodes": self.episodes, "outcomes": self.outcomes, "dropped_trajectories": self.dropped,
+                "episodes": self.episodes, "games": self.games, "dropped_trajectories": self.dropped,
                 "wait_seconds": self.wait, "gather_seconds": self.gather, "start_seconds": self.start,
                 "worker_seconds": self.timing,
                 "nonfinite_replaced": self.nonfinite_replaced,
@@ -110,6 +110,9 @@ class TrainingBatches(IterableDataset):
         self.pin = settings.pin_memory
         self.staging: List[Dict[str, torch.Tensor]] = []
         self.batches_gathered = 0
+        # Trajectories that wait for a batch after the last one yielded (their data is in the shared slots):
+        # serial mode's checkpoint holds the workers' state only when none wait (Door.serial_state).
+        self.waiting = 0
 
     def __len__(self) -> int:
         return ENDLESS
@@ -155,6 +158,7 @@ class TrainingBatches(IterableDataset):
             batch["meta"] = received.meta(policy)
             batch["meta"]["first_rollout_s"] = self.first_rollout_s
             batch["meta"]["first_trajectory_s"] = self.first_trajectory_s
+            self.waiting = sum(len(p) for p in pending) + (in_round if self.sync else 0)
             yield batch
             if self.sync and in_round >= self.round_size and not any(pending):
                 self.sampler.release_round()

@@ -1,0 +1,83 @@
+"""Reproducible runs (hardware.serial_mode=true and a seed): two runs give bit-identical checkpoints (CartPole,
+Doom basic), and a run stopped and resumed gives the checkpoint of one that never stopped (CartPole: its envs
+are saved mid-episode in the checkpoint); hardware.reproducible=true refuses what a seed cannot repeat."""
+
+import importlib.util
+import logging
+
+import pytest
+import torch
+
+from sf_hydra.checks import check_config
+from sf_hydra.config import ConfigError
+from sf_hydra.train import train
+from tests.conftest import compose_cfg, make_cfg
+
+SERIAL = ("hardware.serial_mode=true", "hardware.reproducible=true", "seed=3", "save_every_sec=1000")
+# CartPole's file decays the learning rate to 0 at train_for_env_steps: a run given a longer budget on resume
+# follows another schedule by design; a constant rate keeps the stopped run's budget out of its weights
+CARTPOLE = (*SERIAL, "algo.lr_schedule=constant")
+
+
+def _checkpoint(run_dir) -> dict:
+    return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+
+
+def _differences(a: dict, b: dict) -> list:
+    """What differs between two checkpoints' learner states (weights and normalizers, Adam's moments, counters
+    and episode windows); the training seconds are the clock's."""
+    out = [k for k in a["state_dict"] if not torch.equal(a["state_dict"][k], b["state_dict"][k])]
+    for opt_a, opt_b in zip(a["optimizer_states"], b["optimizer_states"]):
+        for (i, sa), sb in zip(opt_a["state"].items(), opt_b["state"].values()):
+            out += [f"optimizer {i} {name}" for name in sa if not torch.equal(torch.as_tensor(sa[name]),
+                                                                               torch.as_tensor(sb[name]))]
+    ours_a, ours_b = dict(a["sf_hydra"]), dict(b["sf_hydra"])
+    ours_a.pop("train_seconds"), ours_b.pop("train_seconds")
+    for pa, pb in zip(ours_a.pop("policies"), ours_b.pop("policies")):
+        out += [f"policy stats {k}" for k in pa if k != "train_seconds" and pa[k] != pb[k]]
+    return out + [k for k in ours_a if ours_a[k] != ours_b[k]]
+
+
+@pytest.mark.slow
+def test_two_serial_cartpole_runs_are_bit_identical_and_a_resume_equals_no_stop(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="sf_hydra")
+    steps = "train_for_env_steps=4000"
+    train(make_cfg(tmp_path / "a", steps, *CARTPOLE))
+    train(make_cfg(tmp_path / "b", steps, *CARTPOLE))
+    a = _checkpoint(tmp_path / "a" / "test")
+    assert a["sf_hydra"]["env_steps"] >= 4000 and a["sf_hydra"]["policy_version"] > 10
+    assert _differences(a, _checkpoint(tmp_path / "b" / "test")) == []
+
+    # stopped at 2048 env steps, resumed to the same budget: the checkpoint of the run that never stopped
+    train(make_cfg(tmp_path / "c", "train_for_env_steps=2000", *CARTPOLE))
+    train(make_cfg(tmp_path / "c", steps, *CARTPOLE))
+    assert "serial rollout workers continue from the checkpoint" in caplog.text
+    assert _differences(a, _checkpoint(tmp_path / "c" / "test")) == []
+
+    # without the saved state (generators, envs mid-episode) the resumed run goes elsewhere
+    train(make_cfg(tmp_path / "d", "train_for_env_steps=2000", *CARTPOLE, "~callbacks.resume_state"))
+    train(make_cfg(tmp_path / "d", steps, *CARTPOLE, "~callbacks.resume_state"))
+    assert "policies.0.action_head.linear.weight" in _differences(a, _checkpoint(tmp_path / "d" / "test"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="needs vizdoom (the doom extra)")
+def test_two_serial_doom_basic_runs_are_bit_identical(tmp_path):
+    doom = ("env=doom/basic", "train_for_env_steps=2000", "hardware.num_envs_per_worker=2", *SERIAL)
+    train(make_cfg(tmp_path / "a", *doom))
+    train(make_cfg(tmp_path / "b", *doom))
+    a = _checkpoint(tmp_path / "a" / "test")
+    assert a["sf_hydra"]["env_steps"] >= 2000
+    assert _differences(a, _checkpoint(tmp_path / "b" / "test")) == []
+
+
+@pytest.mark.parametrize("overrides, key, reason", [
+    (("hardware.serial_mode=false",), "hardware.serial_mode", "policy lag"),
+    (("hardware.serial_mode=true", "seed=null"), "seed", "entropy"),
+    (("hardware.serial_mode=true", "train_for_seconds=60"), "train_for_seconds", "clock"),
+    (("hardware.serial_mode=true", "hardware.device=cuda"), "hardware.device", "CUDA"),
+])
+def test_reproducible_refuses_what_a_seed_cannot_repeat(overrides, key, reason):
+    with pytest.raises(ConfigError) as e:
+        check_config(compose_cfg("hardware.reproducible=true", *overrides))
+    assert e.value.key == key and reason in e.value.allowed
