@@ -104,7 +104,8 @@ class LocalRanks:
             code = p.poll()
             if code not in (None, 0):
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                return f"learner rank {r} {how} (its log: {log})"
+                cause = last_error(log)
+                return f"learner rank {r} {how}{': ' + cause if cause else ''} (its log: {log})"
         return None
 
     def stop(self, grace_sec: float) -> Optional[str]:
@@ -128,6 +129,16 @@ class LocalRanks:
             else:
                 os.environ[name] = value
         return self.failed()
+
+
+def last_error(log: Path) -> Optional[str]:
+    """The last ERROR line of a rank's log, without its time stamp (None: there is none)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    errors = [line.split("[ERROR]", 1)[1].strip() for line in lines if "[ERROR]" in line]
+    return errors[-1] if errors else None
 
 
 def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> LocalRanks:

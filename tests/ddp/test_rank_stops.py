@@ -1,0 +1,92 @@
+"""Ranks stop together, resume together, and a rank that dies ends the whole run (real processes)."""
+
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+import torch
+
+from sf_hydra.faults import RankFailed
+from sf_hydra.train import train
+from tests.conftest import make_cfg
+from tests.ddp.test_two_ranks import STATE, _same
+from tests.helpers.processes import sampler_processes
+
+TWO_RANKS = ("hardware.devices=2", "hardware.num_workers=1")
+
+
+def _rank_1():
+    """The process of learner rank 1, a child of this (rank 0's) process."""
+    for proc in psutil.Process().children():
+        try:
+            if "sf_hydra.ddp_rank" in " ".join(proc.cmdline()):
+                return proc
+        except psutil.Error:
+            continue
+    return None
+
+
+def _when_rank_1_trains(run_dir, act) -> threading.Thread:
+    """Calls act(rank 1's psutil.Process) once rank 1 printed its first progress line (it trains)."""
+    def watch():
+        log = run_dir / "ranks" / "rank_1.log"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.is_file() and "env steps" in log.read_text():
+                act(_rank_1())
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_rank_stops_every_rank_and_resume_restores_every_rank(tmp_path):
+    cfg = make_cfg(tmp_path, *TWO_RANKS, "train_for_env_steps=10000000", "train_for_seconds=90")
+    watcher = _when_rank_1_trains(tmp_path / "test", lambda rank: os.kill(rank.pid, signal.SIGTERM))
+    started = time.monotonic()
+    first = train(cfg)
+    watcher.join()
+    assert first["stop_reason"] == "learner rank 1: signal SIGTERM"  # rank 0 got no signal, and stopped too
+    assert time.monotonic() - started < 80
+    ckpt = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert ckpt["sf_hydra"]["env_steps"] == first["env_steps"] > 0
+    assert _rank_1() is None and sampler_processes() == []
+
+    states = tmp_path / "states"
+    budget = first["env_steps"] + 2000
+    second = train(make_cfg(tmp_path, *TWO_RANKS, f"train_for_env_steps={budget}",
+                            f"+callbacks.rank_state._target_={STATE}", f"+callbacks.rank_state.directory={states}"))
+    assert second["env_steps"] >= budget and second["policy_version"] > first["policy_version"]
+    assert second["env_steps"] - first["env_steps"] < 4000  # the second session only trained the difference
+    rank0, rank1 = (torch.load(states / f"rank_{r}.pt", weights_only=False) for r in (0, 1))
+    # Rank 1 restored the counters, Adam's moments and the statistics windows too, not only rank 0's weights.
+    assert rank1["sf_hydra"]["env_steps"] == second["env_steps"]
+    assert _same(rank0, rank1) == []
+
+
+@pytest.mark.slow
+def test_a_killed_rank_ends_the_run_naming_it(tmp_path):
+    cfg = make_cfg(tmp_path, *TWO_RANKS, "train_for_env_steps=10000000", "train_for_seconds=90", "save_every_sec=1",
+                   "hardware.ddp_timeout_sec=20")
+    killed = {}
+
+    def kill(rank):
+        time.sleep(2.5)  # a periodic checkpoint or two first
+        killed["at"] = time.monotonic()
+        rank.kill()
+
+    watcher = _when_rank_1_trains(tmp_path / "test", kill)
+    with pytest.raises(RankFailed) as failed:
+        train(cfg)
+    watcher.join()
+    assert "learner rank 1 was killed by signal 9" in str(failed.value)
+    assert time.monotonic() - killed["at"] < 40  # bounded: the collective's timeout (20 s) and the teardown
+    assert _rank_1() is None and sampler_processes() == []
+    ckpt = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=False)  # intact, loadable
+    assert ckpt["sf_hydra"]["env_steps"] > 0
