@@ -131,6 +131,23 @@ class LocalRanks:
         return self.failed()
 
 
+def log_to_rank_file(run_dir: Path, rank: int) -> None:
+    """Rank `rank` (> 0) of a Slurm job, whose Hydra task logs into the run's train.log like rank 0's: its
+    file handlers that write inside `run_dir` write to <run_dir>/ranks/rank_<rank>.log instead."""
+    import logging
+
+    folder = run_dir / RANKS_DIR
+    for handler in list(logging.getLogger().handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).is_relative_to(run_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+            mine = logging.FileHandler(folder / f"rank_{rank}.log")
+            mine.setFormatter(handler.formatter)
+            mine.setLevel(handler.level)
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+            logging.getLogger().addHandler(mine)
+
+
 def last_error(log: Path) -> Optional[str]:
     """The last ERROR line of a rank's log, without its time stamp (None: there is none)."""
     try:

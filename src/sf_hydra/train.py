@@ -22,7 +22,7 @@ from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
 from sf_hydra.plan import RunPlan, plan_for_rank
-from sf_hydra.ranks import Ranks, ranks_of, start_local_ranks
+from sf_hydra.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks
 from sf_hydra.resume_config import save_config
 
 log = logging.getLogger("sf_hydra")
@@ -143,6 +143,8 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
     run_dir = Path(cfg.run_dir).absolute()
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # ConfigError: several nodes without Slurm
     if not ranks.is_zero:  # a data-parallel rank > 0: rank 0 holds the folder's lock and writes into it
+        if ranks.via_slurm:
+            log_to_rank_file(run_dir, ranks.rank)
         return _train_in(cfg, run_dir, ranks)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
         return _train_in(cfg, run_dir, ranks)
