@@ -145,12 +145,13 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
     if not ranks.is_zero:  # a data-parallel rank > 0: rank 0 holds the folder's lock and writes into it
         if ranks.via_slurm:
             log_to_rank_file(run_dir, ranks.rank)
-        return _train_in(cfg, run_dir, ranks)
+        return _train_in(cfg, run_dir)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
-        return _train_in(cfg, run_dir, ranks)
+        return _train_in(cfg, run_dir)
 
 
-def _train_in(cfg, run_dir: Path, ranks: Ranks) -> dict:
+def _train_in(cfg, run_dir: Path) -> dict:
+    ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.checks: the run's plan, seeded
     if ranks.is_zero:
         rd.prepare(run_dir, cfg.restart_behavior)
