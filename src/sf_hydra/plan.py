@@ -339,11 +339,14 @@ def plan_run(cfg, env) -> RunPlan:
 
 def plan_for_rank(plan: RunPlan, rank: int, local_rank: int) -> RunPlan:
     """Learner rank `rank`'s plan in a data-parallel run: the same learner and initial policies (every rank
-    starts from the same weights), its own sampler seed (seeding.rank_seed) and its workers on the cores after
-    those of the ranks before it on this node (`local_rank`). Rank 0's plan is `plan` itself."""
+    starts from the same weights), its own sampler seed (seeding.rank_seed), its workers on the cores after
+    those of the ranks before it on this node (`local_rank`) and its CUDA inference servers on its own GPU.
+    Rank 0's plan is `plan` itself."""
     if rank == 0 and local_rank == 0:
         return plan
     workers = plan.sampler.workers
     first_core = local_rank * plan.sampler.slots.num_workers
-    workers = replace(workers, seed=rank_seed(workers.seed, rank), first_core=first_core)
-    return replace(plan, sampler=replace(plan.sampler, workers=workers))
+    # inference servers on CUDA act on this rank's GPU, the one its learner trains on (Lightning: cuda:<local rank>)
+    device = f"cuda:{local_rank}" if plan.sampler.inference_device == "cuda" else plan.sampler.inference_device
+    workers = replace(workers, seed=rank_seed(workers.seed, rank), first_core=first_core, inference_device=device)
+    return replace(plan, sampler=replace(plan.sampler, workers=workers, inference_device=device))

@@ -149,13 +149,24 @@ def log_to_rank_file(run_dir: Path, rank: int) -> None:
 
 
 def last_error(log: Path) -> Optional[str]:
-    """The last ERROR line of a rank's log, without its time stamp (None: there is none)."""
+    """The last ERROR record of a rank's log, without its time stamp: its first line, and the last line of a
+    traceback below it (the exception) when it has one. None: there is none."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    errors = [line.split("[ERROR]", 1)[1].strip() for line in lines if "[ERROR]" in line]
-    return errors[-1] if errors else None
+    starts = [i for i, line in enumerate(lines) if "[ERROR]" in line]
+    if not starts:
+        return None
+    first = starts[-1]
+    head = lines[first].split("[ERROR]", 1)[1].strip()
+    rest = []
+    for line in lines[first + 1:]:
+        if line.startswith("["):  # the next record
+            break
+        rest.append(line)
+    tail = next((line.strip() for line in reversed(rest) if line.strip()), "")
+    return f"{head} {tail}" if tail and not tail.startswith("^") else head
 
 
 def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> LocalRanks:

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from sf_hydra import run_dir as rd
 from sf_hydra.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
 from sf_hydra.config import ConfigError
-from sf_hydra.faults import NonFiniteTraining, RankFailed
+from sf_hydra.faults import Fault, NonFiniteTraining, RankFailed
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
@@ -171,13 +171,23 @@ def _train_in(cfg, run_dir: Path) -> dict:
         summary = _fit(cfg, run_dir, plan, ckpt, ranks)
     except BaseException as e:
         failure = others.stop(grace_sec=30.0)
-        if failure is not None:
-            raise RankFailed(f"the run stopped: {failure}; rank 0: {type(e).__name__}: {e}") from e
+        if failure is not None and not _own_fault(e):  # rank 0's error (a collective's) follows from that rank's
+            raise RankFailed(f"the run stopped: {failure}") from e
+        if ranks.distributed:
+            log.error("learner rank 0 failed (%s: %s); the other ranks stopped with it", type(e).__name__, e)
         raise
     failure = others.stop(grace_sec=cfg.hardware.ddp_timeout_sec + 30.0)
     if failure is not None:
         raise RankFailed(f"the run stopped: {failure}")
     return summary
+
+
+def _own_fault(e: BaseException) -> bool:
+    """Whether rank 0 failed for a reason of its own (its sampler, its training, a signal), not because
+    another rank's failure broke a collective: then the other ranks' ends follow from it."""
+    from sf_hydra.sampler.sampler import SamplerError  # loaded by the launch already
+
+    return isinstance(e, (SamplerError, NonFiniteTraining, Fault, ConfigError, KeyboardInterrupt, SystemExit))
 
 
 def resolved(cfg):

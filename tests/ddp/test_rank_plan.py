@@ -21,3 +21,12 @@ def test_every_rank_samples_with_a_seed_and_cores_of_its_own(tmp_path):
     assert [p.sampler.workers.first_core for p in plans] == [0, 2, 4, 6]  # after the ranks before it
     assert all(p.learner is plan.learner and p.initial_policies is plan.initial_policies for p in plans)
     assert rank_seed(None, 3) is None  # unseeded stays unseeded
+
+
+def test_every_rank_infers_on_its_own_gpu(tmp_path):
+    env = gym.make("CartPole-v1")
+    plan = plan_for(make_cfg(tmp_path, "hardware.devices=2", "hardware.inference=server",
+                             "hardware.inference_device=cuda"), env.observation_space, env.action_space)
+    assert plan_for_rank(plan, 0, 0).sampler.inference_device == "cuda"
+    rank1 = plan_for_rank(plan, 1, 1)
+    assert rank1.sampler.inference_device == rank1.sampler.workers.inference_device == "cuda:1"

@@ -90,3 +90,17 @@ def test_a_killed_rank_ends_the_run_naming_it(tmp_path):
     assert _rank_1() is None and sampler_processes() == []
     ckpt = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=False)  # intact, loadable
     assert ckpt["sf_hydra"]["env_steps"] > 0
+
+
+@pytest.mark.slow
+def test_a_rank_whose_env_crashes_ends_the_run_naming_rank_and_cause(tmp_path):
+    cfg = make_cfg(tmp_path, *TWO_RANKS, "env=gym/any", "env.id=tests.helpers.faulty_envs:CrashingOnRank1CartPole-v0",
+                   "hardware.max_env_restarts=0", "train_for_env_steps=10000000", "train_for_seconds=90",
+                   "hardware.ddp_timeout_sec=20")
+    started = time.monotonic()
+    with pytest.raises(RankFailed) as failed:
+        train(cfg)
+    message = str(failed.value)
+    assert "learner rank 1 exited with code 1" in message and "boom: the simulator crashed" in message, message
+    assert time.monotonic() - started < 80
+    assert _rank_1() is None and sampler_processes() == []
