@@ -78,6 +78,7 @@ def test_a_killed_rank_ends_the_run_naming_it(tmp_path):
 
     def kill(rank):
         time.sleep(2.5)  # a periodic checkpoint or two first
+        killed["below"] = rank.children(recursive=True)  # its sampler's processes, orphaned by the kill
         killed["at"] = time.monotonic()
         rank.kill()
 
@@ -88,6 +89,9 @@ def test_a_killed_rank_ends_the_run_naming_it(tmp_path):
     assert "learner rank 1 was killed by signal 9" in str(failed.value)
     assert time.monotonic() - killed["at"] < 40  # bounded: the collective's timeout (20 s) and the teardown
     assert _rank_1() is None and sampler_processes() == []
+    assert killed["below"], "rank 1 had no sampler processes"
+    _, alive = psutil.wait_procs(killed["below"], timeout=15)  # they notice their learner is gone and exit
+    assert alive == [], alive
     ckpt = torch.load(tmp_path / "test" / "checkpoints" / "last.ckpt", weights_only=False)  # intact, loadable
     assert ckpt["sf_hydra"]["env_steps"] > 0
 
@@ -101,6 +105,9 @@ def test_a_rank_whose_env_crashes_ends_the_run_naming_rank_and_cause(tmp_path):
     with pytest.raises(RankFailed) as failed:
         train(cfg)
     message = str(failed.value)
-    assert "learner rank 1 exited with code 1" in message and "boom: the simulator crashed" in message, message
+    # The cause: the worker's failure as rank 1 saw it (its report, or its death when that came first) ...
+    assert "learner rank 1 exited with code 1: rollout" in message and "worker-0" in message.replace(" ", "-"), message
+    log = tmp_path / "test" / "ranks" / "rank_1.log"
+    assert f"(its log: {log})" in message and "boom: the simulator crashed" in log.read_text()  # ... and in full
     assert time.monotonic() - started < 80
     assert _rank_1() is None and sampler_processes() == []
