@@ -2,6 +2,8 @@
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,6 +15,7 @@ from sf_hydra.faults import RankFailed
 from sf_hydra.train import train
 from tests.conftest import make_cfg
 from tests.ddp.test_two_ranks import STATE, _same
+from tests.faults.runs import REPO, env_with_repo
 from tests.helpers.processes import sampler_processes
 
 TWO_RANKS = ("hardware.devices=2", "hardware.num_workers=1")
@@ -111,3 +114,31 @@ def test_a_rank_whose_env_crashes_ends_the_run_naming_rank_and_cause(tmp_path):
     assert f"(its log: {log})" in message and "boom: the simulator crashed" in log.read_text()  # ... and in full
     assert time.monotonic() - started < 80
     assert _rank_1() is None and sampler_processes() == []
+
+
+@pytest.mark.long  # ~30 s; the killed-rank-1 test above covers the collective's failure in CI
+def test_killing_rank_0_of_python_train_py_leaves_no_process(tmp_path):
+    """`python train.py hardware.devices=2` killed with -9 (rank 0, the command line's process): rank 1's next
+    collective fails, it exits, and its sampler's processes follow; the last periodic checkpoint stays whole."""
+    cmd = [sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=run", *TWO_RANKS,
+           "train_for_env_steps=10000000", "train_for_seconds=120", "save_every_sec=1", "hardware.ddp_timeout_sec=20",
+           "logger.log_interval_sec=1"]
+    with open(tmp_path / "out.log", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env_with_repo())
+    try:
+        rank1_log = tmp_path / "run" / "ranks" / "rank_1.log"
+        deadline = time.monotonic() + 120
+        while not (rank1_log.is_file() and "env steps" in rank1_log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2.5)  # a periodic checkpoint or two
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        assert any("sf_hydra.ddp_rank" in " ".join(p.cmdline()) for p in tree)
+        proc.kill()
+        proc.wait()
+        _, alive = psutil.wait_procs(tree, timeout=45)  # rank 1: the collective fails at once or times out (20 s)
+        assert alive == [], [" ".join(p.cmdline()) for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert ckpt["sf_hydra"]["env_steps"] > 0
