@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 
+@pytest.mark.long  # ~30 s on the local cluster; kept out of CI's time budget (run with -m long)
 def test_two_tasks_train_one_run(sweep):
     code = sweep.run("hardware.devices=2", "hardware.num_workers=1", "train_for_env_steps=4000", timeout=300)
     assert code == 0, sweep.output[-3000:]
