@@ -9,6 +9,7 @@ from __future__ import annotations
 
 def main(argv=None) -> int:
     import logging
+    import os
     import pickle
     import sys
     from pathlib import Path
@@ -17,8 +18,9 @@ def main(argv=None) -> int:
     from sf_hydra.faults import Fault, NonFiniteTraining
 
     argv = sys.argv[1:] if argv is None else argv
+    rank = os.environ.get("LOCAL_RANK", "?")
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, force=True,
-                        format="[%(asctime)s][rank %(process)d][%(levelname)s] %(message)s")
+                        format=f"[%(asctime)s][rank {rank}, pid %(process)d][%(levelname)s] %(message)s")
     cfg = pickle.loads(Path(argv[0]).read_bytes())
 
     from sf_hydra.sampler.sampler import SamplerError
