@@ -35,8 +35,10 @@ def _same(a, b) -> list:
 @pytest.mark.slow
 def test_two_ranks_solve_cartpole_as_one_run_with_identical_learner_state(tmp_path):
     states = tmp_path / "states"
+    # Each rank's batch halved: an update then learns from 2 x 512 frames, as a one-rank default run's does from
+    # 1024 (README: with the default batch, half the updates per frame; 480 was reached late or not at all).
     cfg = compose_cfg(f"train_dir={tmp_path / 'train'}", "experiment=ddp", "seed=3", "hardware.devices=2",
-                      "hardware.num_workers=1", f"+callbacks.rank_state._target_={STATE}",
+                      "hardware.num_workers=1", "algo.batch_size=256", f"+callbacks.rank_state._target_={STATE}",
                       f"+callbacks.rank_state.directory={states}")
     summary = train(cfg)
     # The default CartPole run's target (train_until_avg_return=480 over 100 episodes), within its budget.
@@ -46,8 +48,8 @@ def test_two_ranks_solve_cartpole_as_one_run_with_identical_learner_state(tmp_pa
     rank0, rank1 = (torch.load(states / f"rank_{r}.pt", weights_only=False) for r in (0, 1))
     assert rank0["sf_hydra"]["episode_returns"], "no episodes recorded"
     assert _same(rank0, rank1) == [], "the ranks' learner states differ"
-    # One run: its env steps are both ranks' (each rank's batch is 1024 frames of its own sampler per step) ...
-    assert summary["env_steps"] == 2 * 1024 * summary["policy_version"]
+    # One run: its env steps are both ranks' (each rank's batch is 512 frames of its own sampler per step) ...
+    assert summary["env_steps"] == 2 * 512 * summary["policy_version"]
     # ... in one run folder, whose files rank 0 wrote: the checkpoint is rank 0's (= rank 1's) state.
     run = tmp_path / "train" / "ddp"
     assert sorted(p.name for p in (tmp_path / "train").iterdir()) == ["ddp"]
