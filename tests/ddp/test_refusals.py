@@ -11,6 +11,8 @@ from tests.conftest import make_cfg
     (["algo.num_policies=2"], "algo.num_policies"),
     (["pbt.with_pbt=true", "pbt.workspace=ws", "pbt.member=0"], "pbt.with_pbt"),
     (["selfplay.pool_size=2"], "selfplay.pool_size"),
+    (["eval.every_env_steps=20000"], "eval.every_env_steps"),
+    (["hardware.reproducible=true", "hardware.serial_mode=true"], "hardware.reproducible"),
     (["hardware.devices=0"], "hardware.devices"),
 ])
 def test_unsupported_combinations_are_refused_by_name(tmp_path, overrides, key):

@@ -13,7 +13,7 @@ import torch
 from tests.slurm.jobs import wait_until
 
 
-@pytest.mark.long  # ~30 s on the local cluster; kept out of CI's time budget (run with -m long)
+@pytest.mark.slow  # ~30 s on the local cluster: the "2-task job completes" check, in CI
 def test_two_tasks_train_one_run(sweep):
     code = sweep.run("hardware.devices=2", "hardware.num_workers=1", "train_for_env_steps=4000", timeout=300)
     assert code == 0, sweep.output[-3000:]

@@ -412,6 +412,12 @@ def _check_data_parallel(cfg) -> None:
         raise ConfigError("pbt.with_pbt", True, f"false {why} training has no population)")
     if cfg.selfplay.pool_size > 0:
         raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size, f"0 {why} training has no opponent pool)")
+    for key in ("eval.every_env_steps", "eval.every_sec"):
+        if _get(cfg, key) > 0:  # each rank would start an evaluator writing the one run folder's eval/
+            raise ConfigError(key, _get(cfg, key), f"0 {why} training does not evaluate during training yet; "
+                              "evaluate its checkpoints with enjoy.py)")
+    if cfg.hardware.get("reproducible", False):
+        raise ConfigError("hardware.reproducible", True, f"false {why} ranks' samplers run asynchronously)")
 
 
 def check_pbt_against_env(cfg, reported, shaping) -> None:
