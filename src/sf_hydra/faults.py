@@ -55,6 +55,11 @@ def traceback_tail(exc: BaseException, lines: int = 8) -> str:
     return "\n".join(text[-lines:])
 
 
+class RankFailed(Fault):
+    """A learner rank of a data-parallel run failed (its worker died, it was killed, a collective timed out):
+    the whole run ended. The message names the rank and the cause."""
+
+
 class EnvStartError(Fault):
     """The env could not be built (or reset) in the learner's process before training."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import gymnasium as gym
@@ -29,6 +29,7 @@ from sf_hydra.config.choices import PBT_HYPERPARAMS
 from sf_hydra.config.schema import AlgoConfig
 from sf_hydra.envs import episode_stats, reward_shaping
 from sf_hydra.models import build_model
+from sf_hydra.seeding import rank_seed
 from sf_hydra.spaces import obs_shapes
 from sf_hydra.targets import build
 from sf_hydra.trajectory import TrajectorySpec, model_trajectory_spec
@@ -142,6 +143,7 @@ class WorkerSettings:
     force_envs_single_thread: bool
     inference_device: str
     model: ModelRecipe
+    first_core: int = 0  # worker w pins itself to core first_core + w (round robin): ranks on one node share cores
 
 
 @dataclass(frozen=True)
@@ -333,3 +335,18 @@ def plan_run(cfg, env) -> RunPlan:
         sampler=sampler_settings(cfg, env.num_agents), batches=batch_settings(cfg),
         learner=learner_settings(cfg, env.observation_space),
     )
+
+
+def plan_for_rank(plan: RunPlan, rank: int, local_rank: int) -> RunPlan:
+    """Learner rank `rank`'s plan in a data-parallel run: the same learner and initial policies (every rank
+    starts from the same weights), its own sampler seed (seeding.rank_seed), its workers on the cores after
+    those of the ranks before it on this node (`local_rank`) and its CUDA inference servers on its own GPU.
+    Rank 0's plan is `plan` itself."""
+    if rank == 0 and local_rank == 0:
+        return plan
+    workers = plan.sampler.workers
+    first_core = local_rank * plan.sampler.slots.num_workers
+    # inference servers on CUDA act on this rank's GPU, the one its learner trains on (Lightning: cuda:<local rank>)
+    device = f"cuda:{local_rank}" if plan.sampler.inference_device == "cuda" else plan.sampler.inference_device
+    workers = replace(workers, seed=rank_seed(workers.seed, rank), first_core=first_core, inference_device=device)
+    return replace(plan, sampler=replace(plan.sampler, workers=workers, inference_device=device))

@@ -3,6 +3,10 @@
 - the learner's process (initial weights, the plan's draws): `seed_everything(seed)`;
 - env `i` of rollout worker `w`: `env_seed(seed, w, i)`, and a re-created env takes a seed of
   its own (sampler/rollout_worker.py `_restart_seed`);
+- learner rank `r` of a data-parallel run (hardware.devices x hardware.num_nodes > 1): every rank seeds its
+  learner with the run's seed (identical initial weights), and its sampler (its envs and processes, by the
+  two rules above and below) with `rank_seed(seed, r)`: rank 0 keeps the run's seed (a one-rank run is
+  unchanged), every other rank a seed of its own, so no two ranks play the same episodes;
 - every sampler process (rollout worker `w`, inference server `s`): torch's, numpy's and
   Python's generators from `seed_process(seed, role, index)`, so that no two processes draw
   the same numbers (a forked or spawned child otherwise starts from the same torch state as
@@ -43,7 +47,7 @@ import numpy as np
 import torch
 
 # Which kind of process a seed is for: distinct entries of the seed sequence.
-ROLLOUT_WORKER, INFERENCE_SERVER, EVALUATION = 1, 2, 3
+ROLLOUT_WORKER, INFERENCE_SERVER, EVALUATION, LEARNER_RANK = 1, 2, 3, 5
 EVAL_EPISODES = 4  # the stream of the evaluation episodes' env seeds
 
 
@@ -102,3 +106,12 @@ def seed_process(seed: Optional[int], role: int, index: int) -> int:
     np.random.seed(value % 2**32)
     torch.manual_seed(value)
     return value
+
+
+def rank_seed(seed: Optional[int], rank: int) -> Optional[int]:
+    """The seed of learner rank `rank`'s sampler in a run seeded with `seed`: the run's seed on rank 0,
+    a distinct one (numpy's SeedSequence of (seed, LEARNER_RANK, rank), below 2**31) on every other rank;
+    None (unseeded) stays None."""
+    if seed is None or rank == 0:
+        return seed
+    return int(np.random.SeedSequence([int(seed), LEARNER_RANK, rank]).generate_state(1)[0] >> 1)

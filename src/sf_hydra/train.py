@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import pickle
 import time
 import warnings
 from pathlib import Path
@@ -16,14 +17,16 @@ from omegaconf import OmegaConf
 from sf_hydra import run_dir as rd
 from sf_hydra.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
 from sf_hydra.config import ConfigError
-from sf_hydra.faults import NonFiniteTraining
+from sf_hydra.faults import Fault, NonFiniteTraining, RankFailed
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.loggers import build_loggers, finish_wandb
-from sf_hydra.plan import RunPlan
+from sf_hydra.plan import RunPlan, plan_for_rank
+from sf_hydra.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks
 from sf_hydra.resume_config import finished, save_config
 
 log = logging.getLogger("sf_hydra")
+SINGLE = Ranks(1, 0, 0, False)
 
 
 def quiet_lightning() -> None:
@@ -60,12 +63,13 @@ def launch_sampler(plan: RunPlan, hand_out_slots: bool):
     return sampler
 
 
-def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
+def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None, ranks: Optional[Ranks] = None):
     """The Lightning Trainer with the run's loggers and callbacks, all from config (sf_hydra.trainer_parts):
     `trainer` (conf/trainer/), the TensorBoard and W&B loggers of the `logger` keys (sf_hydra.loggers)
     followed by `logger.extra`'s, and `callbacks` (conf/callbacks/), whose `${run_dir}` is `run_dir` here.
     Returns (trainer, the StopConditions callback, the PeriodicCheckpoint callback); with benchmark=true
-    the checkpoint callback is built but not given to the trainer (nothing is learned, nothing saved)."""
+    the checkpoint callback is built but not given to the trainer (nothing is learned, nothing saved). With several
+    `ranks`, the strategy is data-parallel (learner/ddp.py) and only rank 0 has loggers."""
     # Lightning's side: built after launch_sampler, while the workers start (importing Lightning costs seconds)
     from sf_hydra.learner.callbacks import StopConditions
     from sf_hydra.learner.checkpointing import PeriodicCheckpoint
@@ -75,13 +79,21 @@ def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None):
     if resuming is None:
         resuming = rd.resume_checkpoint(run_dir) is not None
     parts = OmegaConf.merge(cfg, {"run_dir": str(run_dir)})  # a copy whose ${run_dir} is this very folder
-    loggers = build_loggers(cfg, run_dir, resuming=resuming) + instantiate_loggers(parts.logger.extra)
+    ranks = ranks or SINGLE
+    loggers = []
+    if ranks.is_zero:
+        loggers = build_loggers(cfg, run_dir, resuming=resuming) + instantiate_loggers(parts.logger.extra)
     callbacks = instantiate_callbacks(parts.callbacks)
     stop = _one_of(callbacks, StopConditions, "the stop conditions (budgets, signals)")
     checkpoints = _one_of(callbacks, PeriodicCheckpoint, "the checkpoints (last.ckpt, which a resume starts from)")
     if cfg.benchmark:
         callbacks.remove(checkpoints)
-    trainer = instantiate_trainer(parts.trainer, logger=loggers or False, callbacks=callbacks)
+    runtime = {}
+    if ranks.distributed:
+        from sf_hydra.learner.ddp import data_parallel_strategy
+
+        runtime["strategy"] = data_parallel_strategy(cfg.hardware.ddp_timeout_sec, ranks.via_slurm)
+    trainer = instantiate_trainer(parts.trainer, logger=loggers or False, callbacks=callbacks, **runtime)
     return trainer, stop, checkpoints
 
 
@@ -129,20 +141,63 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
     Hydra composed this config) passed for an equal config are not run again."""
     check_before_start(cfg, checked)
     run_dir = Path(cfg.run_dir).absolute()
+    ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # ConfigError: several nodes without Slurm
+    if not ranks.is_zero:  # a data-parallel rank > 0: rank 0 holds the folder's lock and writes into it
+        if ranks.via_slurm:
+            log_to_rank_file(run_dir, ranks.rank)
+        return _train_in(cfg, run_dir)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
         return _train_in(cfg, run_dir)
 
 
 def _train_in(cfg, run_dir: Path) -> dict:
+    ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.checks: the run's plan, seeded
-    rd.prepare(run_dir, cfg.restart_behavior)
-    done = finished(cfg)
+    if ranks.is_zero:
+        rd.prepare(run_dir, cfg.restart_behavior)
+    done = finished(cfg)  # the run already reached a budget: (its summary, what to say)
     if done is not None:
         log.info("%s", done[1])
         return done[0]
     ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
+    if not ranks.is_zero:
+        return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
     save_config(cfg, run_dir)
+    if not ranks.distributed or ranks.via_slurm:
+        return _fit(cfg, run_dir, plan, ckpt, ranks)
+    others = start_local_ranks(ranks, run_dir, pickle.dumps(resolved(cfg)))
+    try:
+        summary = _fit(cfg, run_dir, plan, ckpt, ranks)
+    except BaseException as e:
+        failure = others.stop(grace_sec=30.0)
+        if failure is not None and not _own_fault(e):  # rank 0's error (a collective's) follows from that rank's
+            raise RankFailed(f"the run stopped: {failure}") from e
+        if ranks.distributed:
+            log.error("learner rank 0 failed (%s: %s); the other ranks stopped with it", type(e).__name__, e)
+        raise
+    failure = others.stop(grace_sec=cfg.hardware.ddp_timeout_sec + 30.0)
+    if failure is not None:
+        raise RankFailed(f"the run stopped: {failure}")
+    return summary
 
+
+def _own_fault(e: BaseException) -> bool:
+    """Whether rank 0 failed for a reason of its own (its sampler, its training, a signal), not because
+    another rank's failure broke a collective: then the other ranks' ends follow from it."""
+    from sf_hydra.sampler.sampler import SamplerError  # loaded by the launch already
+
+    return isinstance(e, (SamplerError, NonFiniteTraining, Fault, ConfigError, KeyboardInterrupt, SystemExit))
+
+
+def resolved(cfg):
+    """A copy of `cfg` with every interpolation resolved (what ranks > 0 train with: they have no Hydra)."""
+    copy = cfg.copy()
+    OmegaConf.resolve(copy)
+    return copy
+
+
+def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) -> dict:
+    """Trains this rank's learner with its sampler from `ckpt` (None: a new run); rank 0 writes the summary."""
     from sf_hydra.sampler.sampler import SamplerError  # the sampler's modules: loaded once the checks passed
 
     # the workers start while this process imports Lightning and builds the learner
@@ -155,7 +210,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
 
         module = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
         datamodule = SamplerDataModule(sampler, plan.batches)
-        trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=ckpt is not None)
+        trainer, stop, checkpoints = build_trainer(cfg, run_dir, resuming=ckpt is not None, ranks=ranks)
         log.info("run folder %s (%s)", run_dir, f"resuming from {ckpt.name}" if ckpt else "new run")
         t0 = time.monotonic()
         signals.remember_handlers()
@@ -171,7 +226,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
             # The learner's state is whole (the failure came from the data side, or its non-finite
             # updates were skipped): keep it.
             what = "sampling failed" if isinstance(e, SamplerError) else "training diverged"
-            if cfg.benchmark:
+            if cfg.benchmark or ranks.distributed:  # data-parallel: the other ranks are not at a save (a collective)
                 raise
             last = checkpoints.save(trainer, module.env_steps)
             log.error("%s; the learner state was saved to %s", what, last)
@@ -181,6 +236,8 @@ def _train_in(cfg, run_dir: Path) -> dict:
         finish_wandb(failed)
         signals.release()  # caught since StopConditions.on_train_start; the final save is behind us
     elapsed = time.monotonic() - t0
+    if not ranks.is_zero:
+        return {"env_steps": module.env_steps, "stop_reason": stop.reason, "rank": ranks.rank}
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
     for line in profile_lines(summary["profile"]):
         log.info("%s", line)

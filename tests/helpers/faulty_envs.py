@@ -1,6 +1,7 @@
 """Envs that fail on purpose, registered with gymnasium so that a worker process can build
 them from an id like "tests.helpers.faulty_envs:CrashingCartPole-v0"."""
 
+import os
 import time
 
 import gymnasium as gym
@@ -18,6 +19,15 @@ class CrashingCartPole(CartPoleEnv):
         self.steps += 1
         if self.steps > self.crash_after:
             raise RuntimeError("boom: the simulator crashed")
+        return super().step(action)
+
+
+class CrashingOnRank1CartPole(CrashingCartPole):
+    """Crashes as CrashingCartPole in the sampler of learner rank 1 only (its processes inherit LOCAL_RANK=1)."""
+
+    def step(self, action):
+        if os.environ.get("LOCAL_RANK") != "1":
+            return CartPoleEnv.step(self, action)
         return super().step(action)
 
 
@@ -62,4 +72,5 @@ gym.register("BrokenInitCartPole-v0", entry_point=BrokenInitCartPole, max_episod
 gym.register("BrokenResetCartPole-v0", entry_point=BrokenResetCartPole, max_episode_steps=500)
 gym.register("SlowInitCartPole-v0", entry_point=SlowInitCartPole, max_episode_steps=500)
 gym.register("CrashingCartPole-v0", entry_point=CrashingCartPole, max_episode_steps=500)
+gym.register("CrashingOnRank1CartPole-v0", entry_point=CrashingOnRank1CartPole, max_episode_steps=500)
 gym.register("HangingCartPole-v0", entry_point=HangingCartPole, max_episode_steps=500)

@@ -37,7 +37,9 @@ def test_a_run_reports_where_its_time_went(short_cartpole_run):
     learner, workers = profile["learner"], profile["workers"]
     assert set(LEARNER_PARTS) | {"other"} == set(learner), learner
     assert set(WORKER_PARTS) == set(workers), workers
-    for part in ("start_workers", "forward_backward", "optimizer", "prepare_batch", "publish_weights"):
+    # start_workers is not among them: a fresh run's workers start before the learner asks for data (train.py's
+    # early start), so what is left of it here can round to 0.000 s.
+    for part in ("forward_backward", "optimizer", "prepare_batch", "publish_weights"):
         assert learner[part]["seconds"] > 0, (part, learner)
     for part in ("env_step", "inference"):
         assert workers[part]["seconds"] > 0, (part, workers)

@@ -14,12 +14,17 @@ from typing import List, Sequence
 ALIASES = {"+experiment=": "+experiments="}
 # `hardware.num_workers=auto`: as many rollout workers as this machine gives the run cores, counted where
 # the run resolves its config (a Slurm or local_parallel job: on its own node, within its own pinning).
-AUTO = {"hardware.num_workers=auto": "hardware.num_workers=${sf_cores:}"}
+# With several learner ranks on the node (hardware.devices), each rank's share of them.
+AUTO = {"hardware.num_workers=auto": "hardware.num_workers='${sf_cores:${hardware.devices}}'"}
 
 
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity: a Slurm allocation, a taskset, a container)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def cores(ranks: int = 1) -> int:
+    """The cores this process may run on (its CPU affinity: a Slurm allocation, a taskset, a container), shared
+    by `ranks` learner ranks started on this machine from this process (at least 1 each). A task of a Slurm job
+    step of several tasks is one rank with its own allocation already: its cores are all its own."""
+    total = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    one_task_per_rank = int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ
+    return total if one_task_per_rank else max(1, total // max(1, int(ranks)))
 
 
 def apply_aliases(argv: Sequence[str]) -> List[str]:

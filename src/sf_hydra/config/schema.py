@@ -211,6 +211,14 @@ class HardwareConfig:
     inference: InferencePlacement = InferencePlacement.in_worker
     inference_workers: int = 1  # inference server processes with inference=server (worker w uses server w mod n)
     inference_device: Device = Device.cpu  # where the inference servers act (cuda: a GPU shared with the learner)
+    # Learner processes (Lightning's `devices`, ranks) per node and nodes (Lightning's `num_nodes`): above 1 the
+    # run is data-parallel (Lightning's DDP, gloo on CPU, nccl on CUDA): every rank owns a whole sampler (these
+    # num_workers, envs, slots and inference placement) and the ranks' gradients are averaged at every update
+    devices: int = 1
+    num_nodes: int = 1  # nodes of learner ranks (Lightning's num_nodes): above 1, only in a Slurm job
+    # a collective (gradient all-reduce, the ranks' agreement on stopping) that waits this long for a rank ends
+    # the run: a dead or hung rank stops every other one in bounded time
+    ddp_timeout_sec: float = 120.0
 
 
 @dataclass

@@ -20,14 +20,14 @@ AT_LEAST_ONE = (
     "algo.rollout", "algo.batch_size", "algo.num_batches_per_epoch", "algo.num_epochs",
     "algo.num_batches_to_accumulate", "algo.max_policy_lag", "keep_checkpoints", "train_for_env_steps",
     "env.frameskip", "logger.stats_avg", "model.rnn_size", "model.rnn_num_layers", "algo.num_policies",
-    "selfplay.snapshot_every_env_steps", "algo.nonfinite_updates_limit",
+    "selfplay.snapshot_every_env_steps", "algo.nonfinite_updates_limit", "hardware.devices", "hardware.num_nodes",
 )
 
 POSITIVE = (
     "algo.learning_rate", "algo.ppo_clip_ratio", "algo.ppo_clip_value", "algo.adam_eps", "train_for_seconds",
     "save_every_sec", "env.obs_scale", "env.reward_clip", "hardware.worker_start_timeout_sec",
     "hardware.worker_stall_timeout_sec", "logger.log_interval_sec", "logger.experiment_summaries_interval",
-    "save_best_every_sec", "logger.flush_summaries_interval",
+    "save_best_every_sec", "logger.flush_summaries_interval", "hardware.ddp_timeout_sec",
     "model.initial_stddev",  # its log is taken (learned-vector std); <= 0 fails deep inside model construction
     "algo.vtrace_rho", "algo.vtrace_c",  # truncation levels of importance weights (<= 0 would zero every trace)
     "model.policy_init_gain",  # 0 would zero every weight: no gradient reaches the lower layers
@@ -399,6 +399,27 @@ def _check_benchmark(cfg) -> None:
                           "rank)")
 
 
+def _check_data_parallel(cfg) -> None:
+    """Several learner ranks (hardware.devices x hardware.num_nodes > 1) train one policy, each rank with its
+    own sampler; what would make the ranks learn different things is refused by name."""
+    hw = cfg.hardware
+    if hw.devices * hw.num_nodes == 1:
+        return
+    why = f"with hardware.devices={hw.devices} x hardware.num_nodes={hw.num_nodes} learner ranks (data-parallel"
+    if cfg.algo.num_policies != 1:
+        raise ConfigError("algo.num_policies", cfg.algo.num_policies, f"1 {why} trains one policy)")
+    if cfg.pbt.with_pbt:
+        raise ConfigError("pbt.with_pbt", True, f"false {why} training has no population)")
+    if cfg.selfplay.pool_size > 0:
+        raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size, f"0 {why} training has no opponent pool)")
+    for key in ("eval.every_env_steps", "eval.every_sec"):
+        if _get(cfg, key) > 0:  # each rank would start an evaluator writing the one run folder's eval/
+            raise ConfigError(key, _get(cfg, key), f"0 {why} training does not evaluate during training yet; "
+                              "evaluate its checkpoints with enjoy.py)")
+    if cfg.hardware.get("reproducible", False):
+        raise ConfigError("hardware.reproducible", True, f"false {why} ranks' samplers run asynchronously)")
+
+
 def check_pbt_against_env(cfg, reported, shaping) -> None:
     """`pbt.target_objective` is true_objective or a statistic the env declares it reports
     (`reported`: the env family's episode_stats); a reward_shaping.* name in
@@ -445,3 +466,4 @@ def validate(cfg) -> None:
     _check_eval(cfg)
     _check_reproducible(cfg)
     _check_benchmark(cfg)
+    _check_data_parallel(cfg)

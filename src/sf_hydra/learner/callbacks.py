@@ -14,6 +14,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from sf_hydra.door import door_of
 from sf_hydra.launch import signals
+from sf_hydra.learner import ddp
 from sf_hydra.learner.progress import (
     FPS_WINDOWS,
     PROGRESS,
@@ -62,6 +63,7 @@ class StopConditions(L.Callback):
         self.max_steps, self.max_seconds = train_for_env_steps, train_for_seconds
         self.target_return = None if target_from_evaluation else until_avg_return
         self.reason = None
+        self._pending = None  # a data-parallel rank's signal: every rank stops once they agree (learner/ddp.py)
         self.start_env_steps = 0  # where this session started (after a resume: the restored count)
         self._last = None
         self._admitted = False
@@ -89,7 +91,10 @@ class StopConditions(L.Callback):
         then = (" (preempted or near the time limit: the job is requeued after it)"
                 if sig == signals.preemption_signal() else "")
         log.warning("received %s: saving a checkpoint and stopping%s", sig.name, then)
-        self._request(trainer, f"signal {sig.name}")
+        if ddp.world_size() > 1:
+            self._pending = f"signal {sig.name}"  # the ranks stop together, after this step (on_train_batch_end)
+        else:
+            self._request(trainer, f"signal {sig.name}")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if not self._admitted:  # the first batch: the sampler's processes all run by now
@@ -98,12 +103,22 @@ class StopConditions(L.Callback):
         now = time.monotonic()
         pl_module.train_seconds += now - self._last
         self._last = now
+        reason = self._pending or self._budget_spent(pl_module)
+        if ddp.world_size() > 1:  # every rank stops after the same step; the run's training time is rank 0's
+            everyone = ddp.gather((reason, pl_module.train_seconds))
+            reason, pl_module.train_seconds = ddp.first_reason([r for r, _ in everyone]), everyone[0][1]
+        if reason is not None:
+            self._request(trainer, reason)
+
+    def _budget_spent(self, pl_module) -> Optional[str]:
+        """Which budget is spent, or None."""
         if min(s.env_steps for s in pl_module.stats) >= self.max_steps:
-            self._request(trainer, f"train_for_env_steps={self.max_steps} reached")
-        elif pl_module.train_seconds >= self.max_seconds:
-            self._request(trainer, f"train_for_seconds={self.max_seconds:g} reached")
-        elif self.target_return is not None and self._target_reached(pl_module):
-            self._request(trainer, f"train_until_avg_return={self.target_return:g} reached")
+            return f"train_for_env_steps={self.max_steps} reached"
+        if pl_module.train_seconds >= self.max_seconds:
+            return f"train_for_seconds={self.max_seconds:g} reached"
+        if self.target_return is not None and self._target_reached(pl_module):
+            return f"train_until_avg_return={self.target_return:g} reached"
+        return None
 
     def _target_reached(self, m) -> bool:
         """Every policy's full window of episodes averages the target (a finite number)."""

@@ -18,6 +18,7 @@ import lightning as L
 
 from sf_hydra.faults import CheckpointSaveError
 from sf_hydra.files import link_atomically, write_atomically
+from sf_hydra.learner import ddp
 from sf_hydra.metric_names import is_eval_metric, metric_value
 from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, best_checkpoint_name, read_best
 
@@ -28,6 +29,9 @@ _COPYING: Set[Path] = set()  # checkpoint folders whose file system refused a ha
 def save_atomically(trainer, path: Path) -> None:
     """The trainer's checkpoint at `path`, written atomically (sf_hydra.files); an OSError (disk full, no
     permission) becomes CheckpointSaveError naming `path`, and leaves no temporary file behind."""
+    if not trainer.is_global_zero:  # data-parallel: rank 0 writes; this rank only takes part in the save
+        trainer.save_checkpoint(path)
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, trainer.save_checkpoint)
@@ -143,11 +147,14 @@ class PeriodicCheckpoint(L.Callback):
 
     def _save_when_due(self, trainer, pl_module) -> None:
         now = time.monotonic()
-        if self.best is not None and self.best.due(now):
+        due = (self.best is not None and self.best.due(now), now - self._last_save >= self.every_sec,
+               self.milestones_sec > 0 and now - self._last_milestone >= self.milestones_sec)
+        best, periodic, milestone = [any(flags) for flags in zip(*ddp.gather(due))]  # data-parallel: due on any rank
+        if best:
             self.best.check(trainer, pl_module)
-        if now - self._last_save >= self.every_sec:
+        if periodic:
             self.save(trainer, pl_module.env_steps)
-        if self.milestones_sec > 0 and now - self._last_milestone >= self.milestones_sec:
+        if milestone:
             self.save_milestone(trainer, pl_module.env_steps)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
@@ -162,8 +169,9 @@ class PeriodicCheckpoint(L.Callback):
         self._check_best(trainer)
         numbered = self.directory / f"checkpoint_{env_steps:012d}.ckpt"
         save_atomically(trainer, numbered)
-        link_last(numbered, self.directory / LAST)
-        self._prune()
+        if trainer.is_global_zero:  # the files are rank 0's
+            link_last(numbered, self.directory / LAST)
+            self._prune()
         self._last_save = time.monotonic()
         return numbered
 

@@ -23,6 +23,7 @@ import torch
 from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.games import pool_outcome
 from sf_hydra.launch.clock import seconds_since_launch
+from sf_hydra.learner import ddp
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import (
     approx_kl,
@@ -238,8 +239,21 @@ class PPOLearner(L.LightningModule):
             self.stats[dst].version += 1
 
     # -- data preparation --------------------------------------------------------------------
+    def _run_meta(self, meta: dict) -> dict:
+        """What the run counts of a batch's meta: its frames, episodes, games and sampler counters, summed
+        (episodes and games listed) over every learner rank's batch of this step in rank order (learner/ddp.py);
+        with one rank, this rank's."""
+        keys = ("frames", "episodes", "games", "nonfinite_replaced", "env_restarts", "dropped_trajectories")
+        mine = {k: meta.get(k, 0) for k in keys}
+        ranks = ddp.gather(mine)
+        if len(ranks) == 1:
+            return mine
+        listed = ("episodes", "games")
+        return {k: [x for r in ranks for x in r[k]] if k in listed else sum(int(r[k]) for r in ranks) for k in keys}
+
     def _record_meta(self, meta: dict) -> None:
-        self.env_steps += int(meta["frames"])
+        run = self._run_meta(meta)
+        self.env_steps += int(run["frames"])
         self.profile.learner["wait_for_data"] += meta["wait_seconds"]
         self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
         self.profile.learner["start_workers"] += meta.get("start_seconds", 0.0)
@@ -251,7 +265,7 @@ class PPOLearner(L.LightningModule):
         else:
             for stats, frames in zip(self.stats, meta["policy_frames"]):
                 stats.env_steps += int(frames)
-        for e in meta["episodes"]:
+        for e in run["episodes"]:
             if e.policy >= self.num_policies:
                 continue  # a snapshot's game: not ours to report
             for window in (self, self.stats[e.policy]):
@@ -263,14 +277,14 @@ class PPOLearner(L.LightningModule):
                 self.stats[e.policy].add_extra(e.extra)
             if e.agent is not None:
                 self._agent_episodes(e.agent).append((e.ret, e.length))
-        for game in meta["games"]:
+        for game in run["games"]:
             outcome = pool_outcome(game, self.num_policies)
             if outcome is not None:
                 self.stats[outcome[0]].outcomes.append(outcome[1])
             self.games.append(game)
-        self.nonfinite_env_values += int(meta.get("nonfinite_replaced", 0))
-        self.env_restarts += int(meta.get("env_restarts", 0))
-        self.dropped_total += int(meta["dropped_trajectories"])
+        self.nonfinite_env_values += int(run["nonfinite_replaced"])
+        self.env_restarts += int(run["env_restarts"])
+        self.dropped_total += int(run["dropped_trajectories"])
 
     @staticmethod
     def _valid(batch: dict, policy: int):
@@ -308,8 +322,9 @@ class PPOLearner(L.LightningModule):
             advantages, returns = gae(rewards, values, batch["dones"], gamma, self.algo.gae_lambda)
         if norm is not None:
             mine = returns if valid is None else returns[valid > 0]
-            if bool(torch.isfinite(mine).all()):  # a non-finite return would poison the statistics for good
-                norm.update(mine)
+            # a non-finite return would poison the statistics for good: none of this batch's returns go in (every
+            # rank calls update, with no rows then: data-parallel ranks merge each other's moments)
+            norm.update(mine if bool(torch.isfinite(mine).all()) else mine[:0])
             return advantages, norm.normalize(returns), norm.normalize(values[:, :-1])
         return advantages, returns, values[:, :-1]
 
@@ -418,6 +433,7 @@ class PPOLearner(L.LightningModule):
                 with self.profile.part("forward_backward"):
                     opt.zero_grad(set_to_none=True)
                     losses = self._accumulate_gradients(model, mb, hyper)
+                    losses = ddp.average_gradients(model.parameters(), losses)  # every rank's (learner/ddp.py)
                 with self.profile.part("optimizer"):
                     grad_norm = self._grad_norm(model)
                     if not (math.isfinite(losses["loss/total"]) and math.isfinite(grad_norm)):

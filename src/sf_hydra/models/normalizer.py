@@ -24,13 +24,20 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor, scale: float = 1.0, subtract: float = 0.0) -> None:
-        """Merges in the moments of the rows of `(x - subtract) / scale`."""
+        """Merges in the moments of the rows of `(x - subtract) / scale` (no rows: nothing changes). In a
+        data-parallel run every learner rank calls it for its own batch and every rank merges all ranks'
+        moments, in rank order: the statistics stay identical on every rank."""
         x = x.reshape(-1, *self.mean.shape)
-        if self.mean.numel() > 4096:  # images: a float64 copy of the batch would cost more than the pass
-            self._merge(*self._centered_moments(x, scale, subtract), x.shape[0])
-            return
-        var, mean = torch.var_mean((x.double() - subtract) / scale, dim=0, unbiased=False)
-        self._merge(mean, var, x.shape[0])
+        n = x.shape[0]
+        if n == 0:
+            mean, var = torch.zeros_like(self.mean), torch.zeros_like(self.var)
+        elif self.mean.numel() > 4096:  # images: a float64 copy of the batch would cost more than the pass
+            mean, var = self._centered_moments(x, scale, subtract)
+        else:
+            var, mean = torch.var_mean((x.double() - subtract) / scale, dim=0, unbiased=False)
+        for rank_mean, rank_var, rank_n in _moments_of_every_rank(mean, var, n):
+            if rank_n > 0:
+                self._merge(rank_mean, rank_var, rank_n)
 
     def _centered_moments(self, x: torch.Tensor, scale: float, subtract: float, chunk: int = 32):
         """Mean and variance of many large rows in float32, a few rows at a time in one reused
@@ -69,6 +76,22 @@ class RunningMeanStd(nn.Module):
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         return x * torch.sqrt(self.var.float() + self.eps) + self.mean.float()
+
+
+def _moments_of_every_rank(mean: torch.Tensor, var: torch.Tensor, n: int):
+    """[(mean, var, rows)] of every learner rank's batch in rank order (torch.distributed's group, initialized
+    by a data-parallel run's learner); [this process's] otherwise."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return [(mean, var, n)]
+    world = torch.distributed.get_world_size()
+    if world == 1:
+        return [(mean, var, n)]
+    mine = torch.cat([mean.reshape(-1), var.reshape(-1), torch.tensor([float(n)], dtype=mean.dtype,
+                                                                      device=mean.device)])
+    everyone = [torch.empty_like(mine) for _ in range(world)]
+    torch.distributed.all_gather(everyone, mine)
+    k = mean.numel()
+    return [(t[:k].view_as(mean), t[k:2 * k].view_as(var), int(t[-1].item())) for t in everyone]
 
 
 def check_normalize_input_keys(keys: Optional[Sequence[str]], obs_keys: Sequence[str]) -> None:

@@ -432,7 +432,7 @@ def worker_process_main(worker_cls, worker_id: int, settings: WorkerSettings, bu
     torch.set_num_threads(settings.torch_threads)
     seed_process(settings.seed, ROLLOUT_WORKER, worker_id)
     os.nice(settings.worker_nice)  # children (env processes) inherit it
-    core = pin_to_core(worker_id) if settings.set_workers_cpu_affinity else None
+    core = pin_to_core(settings.first_core + worker_id) if settings.set_workers_cpu_affinity else None
     limiter = force_single_thread() if settings.force_envs_single_thread else None  # noqa: F841 (held for the process)
     worker = None
     try:

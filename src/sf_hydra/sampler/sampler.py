@@ -356,7 +356,7 @@ class Sampler:
         store.publish(model, version)
 
     def _servers_share_device(self, model: torch.nn.Module) -> bool:
-        if not self.num_servers or self.serial or self.settings.inference_device != "cuda":
+        if not self.num_servers or self.serial or not self.settings.inference_device.startswith("cuda"):
             return False
         param = next(model.parameters(), None)
         return param is not None and param.is_cuda

@@ -1,0 +1,192 @@
+"""The learner ranks of a data-parallel run (hardware.devices x hardware.num_nodes > 1) and how they start.
+
+Who starts them. Lightning's own launcher for `devices > 1` runs the command line again for every rank >
+0; for a Hydra app that means composing the config again, locking and preparing the run folder again and
+checking it again in every rank. We start the ranks ourselves instead and let Lightning only join them
+(its cluster environment reads the ranks from variables, it creates no process):
+
+- locally (`python train.py hardware.devices=2`), the Hydra process is rank 0: it owns the run folder
+  (lock, config, logs, checkpoints, summary), writes the composed config, resolved, to
+  `<run_dir>/ranks/config.pkl` and starts ranks 1.. as `python -m sf_hydra.ddp_rank <that file>`, each
+  logging to `<run_dir>/ranks/rank_<r>.log` (Lightning's LightningEnvironment: MASTER_ADDR, MASTER_PORT,
+  WORLD_SIZE, NODE_RANK, LOCAL_RANK);
+- in a Slurm job whose step runs one task per rank (`hydra/launcher=slurm` with
+  `hydra.launcher.tasks_per_node=<devices>` and `hydra.launcher.nodes=<num_nodes>`), submitit runs the
+  Hydra task in every task and Lightning's SLURMEnvironment reads the ranks from SLURM_PROCID and
+  SLURM_LOCALID; the task of rank 0 owns the run folder.
+
+This module imports no torch and no Lightning (the command line's side).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from sf_hydra.config import ConfigError
+
+RANKS_DIR = "ranks"  # inside the run folder: the ranks' config and the logs of ranks > 0
+RANK_CONFIG = "config.pkl"
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where this process stands in the run. Invariant: 0 <= rank < world_size, 0 <= local_rank <= rank."""
+
+    world_size: int
+    rank: int  # global rank; rank 0 owns the run folder
+    local_rank: int  # rank on this node: it picks the CUDA device and the cores of this rank's workers
+    via_slurm: bool  # the ranks are Slurm tasks (else rank 0 starts the others: start_local_ranks)
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_zero(self) -> bool:
+        return self.rank == 0
+
+
+def slurm_tasks() -> Optional[int]:
+    """The tasks of the Slurm job step this process is one of (None outside a job step of several tasks)."""
+    if "SLURM_PROCID" not in os.environ or "SLURM_NTASKS" not in os.environ:
+        return None
+    tasks = int(os.environ["SLURM_NTASKS"])
+    return tasks if tasks > 1 else None
+
+
+def ranks_of(devices: int, num_nodes: int) -> Ranks:
+    """This process's place among `devices` x `num_nodes` ranks: from Slurm's task variables in a job step
+    of several tasks (which must be that many: ConfigError otherwise), else from LOCAL_RANK (unset: rank 0,
+    which starts the others). Several nodes need Slurm (ConfigError naming hardware.num_nodes)."""
+    world = devices * num_nodes
+    if world == 1:
+        return Ranks(1, 0, 0, False)
+    tasks = slurm_tasks()
+    if tasks is not None:
+        if tasks != world:
+            raise ConfigError("hardware.devices", devices,
+                              f"hardware.devices x hardware.num_nodes = the Slurm job's tasks ({tasks}): set "
+                              "hydra.launcher.tasks_per_node=<hardware.devices> and "
+                              "hydra.launcher.nodes=<hardware.num_nodes>")
+        return Ranks(world, int(os.environ["SLURM_PROCID"]), int(os.environ.get("SLURM_LOCALID", 0)), True)
+    if num_nodes > 1:
+        raise ConfigError("hardware.num_nodes", num_nodes,
+                          "1 outside a Slurm job: several nodes are started by the Slurm launcher "
+                          "(hydra/launcher=slurm hydra.launcher.nodes=N hydra.launcher.tasks_per_node=<devices>)")
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    return Ranks(world, local, local, False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalRanks:
+    """Ranks 1.. of a local data-parallel run, started by rank 0 (this process)."""
+
+    processes: List[subprocess.Popen]
+    logs: List[Path]
+    saved_env: Dict[str, Optional[str]]  # this process's rendezvous variables before the ranks started
+
+    def failed(self) -> Optional[str]:
+        """A message naming the first rank that exited with an error (its exit code and log), or None."""
+        for r, (p, log) in enumerate(zip(self.processes, self.logs), start=1):
+            code = p.poll()
+            if code not in (None, 0):
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                cause = last_error(log)
+                return f"learner rank {r} {how}{': ' + cause if cause else ''} (its log: {log})"
+        return None
+
+    def stop(self, grace_sec: float) -> Optional[str]:
+        """Waits up to `grace_sec` for every rank to end (they stop with rank 0), then terminates, then kills
+        what is left: no rank outlives this call. Returns failed()'s message."""
+        deadline = time.monotonic() + grace_sec
+        for p in self.processes:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.terminate()
+        for p in self.processes:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for name, value in self.saved_env.items():  # a later run in this process starts from them again
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        return self.failed()
+
+
+def log_to_rank_file(run_dir: Path, rank: int) -> None:
+    """Rank `rank` (> 0) of a Slurm job, whose Hydra task logs into the run's train.log like rank 0's: its
+    file handlers that write inside `run_dir` write to <run_dir>/ranks/rank_<rank>.log instead."""
+    import logging
+
+    folder = run_dir / RANKS_DIR
+    for handler in list(logging.getLogger().handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).is_relative_to(run_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+            mine = logging.FileHandler(folder / f"rank_{rank}.log")
+            mine.setFormatter(handler.formatter)
+            mine.setLevel(handler.level)
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+            logging.getLogger().addHandler(mine)
+
+
+def last_error(log: Path) -> Optional[str]:
+    """The last ERROR record of a rank's log, without its time stamp: its first line, and the last line of a
+    traceback below it (the exception) when it has one. None: there is none."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    starts = [i for i, line in enumerate(lines) if "[ERROR]" in line]
+    if not starts:
+        return None
+    first = starts[-1]
+    head = lines[first].split("[ERROR]", 1)[1].strip()
+    rest = []
+    for line in lines[first + 1:]:
+        if line.startswith("["):  # the next record
+            break
+        rest.append(line)
+    tail = next((line.strip() for line in reversed(rest) if line.strip()), "")
+    return f"{head} {tail}" if tail and not tail.startswith("^") else head
+
+
+def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> LocalRanks:
+    """Rank 0 (this process) starts ranks 1..world_size-1 on this machine, each `python -m sf_hydra.ddp_rank`
+    reading the run's composed config (`config_bytes`, pickled and resolved) from <run_dir>/ranks/; sets this
+    process's rendezvous variables (Lightning's LightningEnvironment reads them in every rank)."""
+    folder = run_dir / RANKS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / RANK_CONFIG
+    config.write_bytes(config_bytes)
+    rendezvous = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(ranks.world_size),
+                      NODE_RANK="0", LOCAL_RANK="0")
+    saved = {name: os.environ.get(name) for name in rendezvous}
+    os.environ.update(rendezvous)
+    processes, logs = [], []
+    for r in range(1, ranks.world_size):
+        log = folder / f"rank_{r}.log"
+        env = dict(os.environ, LOCAL_RANK=str(r))
+        with open(log, "ab") as out:
+            processes.append(subprocess.Popen([sys.executable, "-m", "sf_hydra.ddp_rank", str(config)], env=env,
+                                              stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        logs.append(log)
+    return LocalRanks(processes, logs, saved)

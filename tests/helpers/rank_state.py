@@ -1,0 +1,26 @@
+"""A callback that writes each learner rank's whole learner state when training ends, to compare the ranks of
+a data-parallel run (`+callbacks.rank_state._target_=tests.helpers.rank_state.WriteRankState`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+
+
+class WriteRankState(L.Callback):
+    """`<directory>/rank_<global rank>.pt`: the module's state_dict (weights, normalizer buffers), every optimizer's
+    state_dict (Adam's moments, step counts, learning rates) and what the learner puts into a checkpoint of its
+    own (versions, env steps, training time, episode windows, hyperparameters)."""
+
+    def __init__(self, directory: str):
+        self.directory = Path(directory)
+
+    def on_train_end(self, trainer, pl_module):
+        own: dict = {}
+        pl_module.on_save_checkpoint(own)
+        state = {"weights": pl_module.state_dict(), "optimizers": [o.state_dict() for o in trainer.optimizers],
+                 "sf_hydra": own["sf_hydra"]}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        torch.save(state, self.directory / f"rank_{trainer.global_rank}.pt")
