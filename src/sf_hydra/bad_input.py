@@ -222,6 +222,7 @@ def framed(exc: Exception, composer: Composer, overrides: Sequence[str]) -> Conf
         key, msg = cause.full_key, (cause.msg or str(cause)).strip().splitlines()[0]
         choices = re.search(r"expected one of \[(.*)\]", msg)
         allowed = f"one of {choices.group(1)}" if choices else msg
+        allowed += _integer_hint(msg)
         element = re.fullmatch(r"(.+?)((?:\[\d+\])+)", key)  # a list's element: name the list as it was given
         if element and _value_of(key, overrides) is None:
             key = element.group(1)
@@ -234,6 +235,16 @@ def framed(exc: Exception, composer: Composer, overrides: Sequence[str]) -> Conf
                            f"an override of an existing key without '+': {key}=... (or ++{key}=... to add or override)")
     key = next((k for k, _ in map(_key_value, overrides) if k.lstrip("+~") in text), "overrides")
     return ConfigError(key, _value_of(key.lstrip("+~"), overrides), text.splitlines()[0])
+
+
+def _integer_hint(msg: str) -> str:
+    """'; write 100000' where OmegaConf refused a whole-number float (`1e5`, `2.0`) for an integer key:
+    the value the user meant, written as OmegaConf takes it; '' for any other refusal."""
+    whole = re.search(r"Value '([^']+)' of type 'float' could not be converted to Integer", msg)
+    if not whole:
+        return ""
+    value = float(whole.group(1))
+    return f"; write {int(value)}" if value.is_integer() else ""
 
 
 def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Sequence[str]) -> None:

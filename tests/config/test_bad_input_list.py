@@ -58,6 +58,8 @@ BAD = [
     ("seed=one", "seed", "Integer"),
     ("algo.learning_rate=fast", "algo.learning_rate", "Float"),
     ("hardware.num_workers=1.5", "hardware.num_workers", "Integer"),
+    ("train_for_env_steps=1e5", "train_for_env_steps", "Integer; write 100000"),  # a whole float: how to write it
+    ("algo.batch_size=2.0", "algo.batch_size", "Integer; write 2"),
     ("model.encoder_mlp_layers=[64,abc]", "model.encoder_mlp_layers", "element [1]: Value 'abc'"),  # the list, as given
     ("env=doom/basic env.resize=[128,72.5]", "env.resize", "element [1]: Value '72.5'"),
     ("train_for_env_steps=1e", "train_for_env_steps", "Integer"),
