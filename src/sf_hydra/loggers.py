@@ -85,6 +85,9 @@ def start_wandb(cfg, run_dir: Path, resuming: bool):
             entity=cfg.logger.wandb_user, group=wandb_group(cfg), job_type=cfg.logger.wandb_job_type,
             tags=list(cfg.logger.wandb_tags) or None, config=config,
         )
+        # Lightning always passes wandb.init `anonymous=None`, which wandb >= 0.19 answers on every run with
+        # "The anonymous setting has no effect": an argument left out is one wandb takes as not set.
+        wandb_logger._wandb_init.pop("anonymous", None)
         wandb_logger.experiment  # noqa: B018 (wandb.init runs here, so that its failure is caught now)
     except Exception as e:  # wandb raises many kinds (UsageError, CommError, timeouts, ...)
         _warn("wandb.init failed", e)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sf_hydra.loggers import wandb_group
+from sf_hydra.loggers import finish_wandb, start_wandb, wandb_group
 from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.train import train
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT, make_cfg
@@ -144,6 +144,20 @@ def test_a_missing_wandb_package_leaves_a_warning_and_tensorboard(tmp_path, capl
     assert json.loads((tmp_path / "test" / "summary.json").read_text())["env_steps"] == summary["env_steps"] >= 1000
     assert read_scalars(tmp_path / "test")["perf/env_steps"][-1].value == summary["env_steps"]
     assert not (tmp_path / "test" / "wandb").exists()
+
+
+@pytest.mark.slow  # starts wandb offline (~4 s)
+def test_wandb_start_prints_no_anonymous_warning(tmp_path, monkeypatch, capfd):
+    """Lightning's WandbLogger passes `anonymous=None`, which wandb warns about on every run; we leave it out."""
+    monkeypatch.delenv("WANDB_SILENT")  # the warning goes to stderr, which silent mode would hide
+    (tmp_path / "run").mkdir()
+    wandb_logger = start_wandb(make_cfg(tmp_path, "logger=wandb"), tmp_path / "run", resuming=False)
+    try:
+        assert wandb_logger is not None
+    finally:
+        finish_wandb(failed=False)
+    err = capfd.readouterr().err
+    assert "wandb" in err.lower() and "anonymous" not in err.lower(), err
 
 
 def test_the_record_reader_follows_records_across_blocks(tmp_path):
