@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from sf_hydra.checks import check_command_line
-from sf_hydra.sample_factory.translate import sf_flags_in, translate_argv
+from sf_hydra.sample_factory.translate import sf_defaults, sf_flags_in, translate_argv
 from tests.conftest import CONF_DIR, REPO_ROOT
 
 CONF = str(CONF_DIR)
@@ -107,8 +107,31 @@ def test_unknown_flag_lists_close_matches():
 def test_prints_the_equivalent_command(tmp_path):
     result = _train(tmp_path, "--env=CartPole-v1", "--seed=5", "--cfg", "job", timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "the same command: python train.py env=gym/cartpole seed=5 --cfg job" in result.stderr
+    assert "the same command: python train.py env=gym/cartpole seed=5 train_until_avg_return=null --cfg job" \
+        in result.stderr
     assert yaml.safe_load(result.stdout)["seed"] == 5
+
+
+def test_what_the_line_leaves_unsaid_stops_as_in_sample_factory(tmp_path):
+    """SF has no early stop at an average return: a translated line runs to its budget (gym/cartpole's
+    config would stop at 480), and the one budget of ours that differs from SF's default is named once."""
+    result = _train(tmp_path, "--env=CartPole-v1", "--train_for_env_steps=300000", "--cfg", "job", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    cfg = yaml.safe_load(result.stdout)
+    assert cfg["train_until_avg_return"] is None and cfg["train_for_env_steps"] == 300000
+    assert result.stderr.count("note: train_until_avg_return=null: Sample Factory has no early stop") == 1
+    assert "train_for_env_steps=500000" not in result.stderr  # the line set it
+
+    unsaid = sf_defaults(["env=gym/cartpole", "seed=1"], CONF)
+    assert unsaid.argv == ["env=gym/cartpole", "seed=1", "train_until_avg_return=null"]
+    assert any(n.startswith("train_for_env_steps=500000: env cartpole's budget (Sample Factory's default: "
+                            "10000000000") for n in unsaid.notes), unsaid.notes
+
+
+def test_an_early_stop_the_line_sets_is_kept():
+    kept = sf_defaults(["env=gym/cartpole", "train_until_avg_return=400", "train_for_env_steps=1000"], CONF)
+    assert kept.argv == ["env=gym/cartpole", "train_until_avg_return=400", "train_for_env_steps=1000"]
+    assert kept.notes == []
 
 
 @pytest.mark.slow
@@ -119,6 +142,7 @@ def test_sample_factory_command_line_trains_cartpole(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     cfg = yaml.safe_load((tmp_path / "sf" / "config.yaml").read_text())
     assert cfg["env"]["id"] == "CartPole-v1" and cfg["seed"] == 3 and cfg["train_for_env_steps"] == 2000
+    assert cfg["train_until_avg_return"] is None  # Sample Factory's: no early stop
     assert cfg["hardware"]["num_envs_per_worker"] == 4 and cfg["algo"]["rollout"] == 16
     assert cfg["algo"]["learning_rate"] == 0.0005 and cfg["model"]["use_rnn"] is False
     assert (tmp_path / "sf" / "summary.json").is_file()

@@ -49,9 +49,15 @@ Every flag of Sample Factory 2.x (its `--help`, {total} flags): {mapped} map to 
 
 - `python train.py --env=doom_basic --num_workers=8 --batch_size=2048` (or `sf-train ...`): the
   flags are translated through this table, the equivalent command (`python train.py env=doom/basic
-  hardware.num_workers=8 algo.batch_size=2048`) is printed and run. Hydra's own flags and
+  hardware.num_workers=8 algo.batch_size=2048 train_until_avg_return=null`) is printed and run. Hydra's own flags and
   `key=value` overrides may be mixed in; with `--multirun`, `--seed=1,2,3` sweeps. A flag that is
   not in the table, or a value that cannot be honoured, exits with status 2, naming it.
+  When to stop means what it means in Sample Factory: it has no early stop at an average return, so
+  the translation adds `train_until_avg_return=null` (our env configs may stop at one, gym/cartpole at
+  480) unless the line sets `train_until_avg_return=`; a budget of ours the line leaves unsaid that is
+  not Sample Factory's default (gym/cartpole's `train_for_env_steps=500000`, SF's 1e10) is named in a
+  `note:` line, which `--train_for_env_steps` overrides. The env configs' other values (a learning rate,
+  a batch size) are ours: the table's "Sample Factory default" column gives SF's.
 - `python -m sf_hydra.import_sf_config <run>/config.json --out conf/experiments/my_run.yaml`: a
   Sample Factory run's saved config becomes an experiment preset (`+experiment=my_run`) holding
   the values that differ from ours for its env.

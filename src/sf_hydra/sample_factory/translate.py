@@ -352,6 +352,47 @@ def preset_yaml(imported: Imported, source: str = "") -> str:
     return "\n".join(head) + "\n" + yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=100)
 
 
+# --- what a Sample Factory command line leaves unsaid --------------------------------------------
+
+EARLY_STOP = "train_until_avg_return"  # ours only: an env config may stop at a return (gym/cartpole: 480)
+BUDGETS = ("train_for_env_steps", "train_for_seconds")  # Sample Factory's flags, with its defaults (1e10)
+
+
+def _sets(argv: Sequence[str], key: str) -> bool:
+    return any(not a.startswith("-") and a.split("=", 1)[0].lstrip("+~") == key for a in argv)
+
+
+def sf_defaults(argv: Sequence[str], conf_dir: str) -> Translation:
+    """A translated training command line as Sample Factory would run it where it says nothing of when to
+    stop: the early stop off (`train_until_avg_return=null` added unless the line sets it: SF has none),
+    and a note naming each budget of ours (an env config's `train_for_env_steps`) that is not SF's
+    default, which the line may set with its flag. The budgets are read from the composed config: none
+    is named for a --multirun sweep or a config folder of the user's (--config-dir)."""
+    argv, notes = list(argv), []
+    if not _sets(argv, EARLY_STOP):
+        last = max((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), default=len(argv) - 1)
+        argv.insert(last + 1, f"{EARLY_STOP}=null")  # beside the other overrides (Hydra takes them together)
+        notes.append(f"{EARLY_STOP}=null: Sample Factory has no early stop at an average return, our env "
+                     f"configs may (gym/cartpole: 480); {EARLY_STOP}=<return> keeps one")
+    unsaid = [key for key in BUDGETS if not _sets(argv, key)]
+    if unsaid and not any(a in ("--multirun", "-m", "--config-dir", "-cd") or a.startswith("--config-dir=")
+                          for a in argv):
+        try:
+            cfg = compose(conf_dir, [a for a in argv if "=" in a and not a.startswith("-")])
+        except Exception:  # a bad override: refused with its key by train.py's checks, after this
+            return Translation(argv, notes)
+        for key in unsaid:
+            default = flag(key).sf_default
+            if float(cfg[key]) != float(default):
+                notes.append(f"{key}={_number(cfg[key])}: env {cfg.env.name}'s budget (Sample Factory's "
+                             f"default: {_number(default)}; --{key} sets it)")
+    return Translation(argv, notes)
+
+
+def _number(value) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 def sf_command_line(argv: Sequence[str], conf_dir: str, prog: str, stage: str = "train") -> List[str]:
     """`argv` with its Sample Factory flags translated (unchanged when it has none); prints the
     equivalent command on stderr. A flag that cannot be mapped exits 2, naming it, before any
@@ -363,6 +404,9 @@ def sf_command_line(argv: Sequence[str], conf_dir: str, prog: str, stage: str = 
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
+    if stage == "train" and not any(a in ("--help", "-h") for a in translation.argv):
+        unsaid = sf_defaults(translation.argv, conf_dir)
+        translation = Translation(unsaid.argv, translation.notes + unsaid.notes)
     for note in translation.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"Sample Factory flags translated (docs/parameters.md); the same command: "
