@@ -25,10 +25,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from sf_hydra.bad_input import compose_command_line
 from sf_hydra.checks import check_command_line
