@@ -37,6 +37,7 @@ def test_imported_preset_composes_validates_and_holds_the_run(tmp_path, capsys):
     assert cfg.algo.learning_rate == 0.0003 and cfg.algo.lr_schedule == "constant"
     assert cfg.hardware.num_envs_per_worker == 4 and cfg.hardware.worker_num_splits == 2
     assert cfg.train_for_env_steps == 2000 and list(cfg.model.encoder_mlp_layers) == [512, 512]
+    assert cfg.train_until_avg_return is None  # SF's run had no early stop; gym/cartpole's 480 would be one
     # Its loss weights and initialization mean what they meant there: SF's value loss is ours (no 1/2),
     # and its action head took policy_init_gain (1.0), where our default head gain is 0.01.
     assert cfg.algo.value_loss_coeff == 0.5 and cfg.model.action_head_init_gain == 1.0

@@ -60,7 +60,8 @@ Every flag of Sample Factory 2.x (its `--help`, {total} flags): {mapped} map to 
   a batch size) are ours: the table's "Sample Factory default" column gives SF's.
 - `python -m sf_hydra.import_sf_config <run>/config.json --out conf/experiments/my_run.yaml`: a
   Sample Factory run's saved config becomes an experiment preset (`+experiment=my_run`) holding
-  the values that differ from ours for its env.
+  the values that differ from ours for its env (`train_until_avg_return: null` where its env config has
+  an early stop: the SF run had none).
 - This table, to carry a command line over by hand.
 
 Our default is the schema's; an env config may set its own (`python train.py env=<name> --help <key>`).

@@ -329,6 +329,8 @@ def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
         current = current.value if isinstance(current, Enum) else current
         if not _same(current, ours_value):
             values[key] = ours_value
+    if OmegaConf.select(base, EARLY_STOP) is not None:  # SF has no early stop: its run trained to its budget
+        values[EARLY_STOP] = None
     if errors:
         error = ConfigError("config.json", None, "flags that cannot be imported")
         error.args = ("config.json: flags that cannot be imported here:\n  " + "\n  ".join(errors),)
