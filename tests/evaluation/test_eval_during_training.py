@@ -83,10 +83,10 @@ def test_the_target_return_can_go_by_evaluation(tmp_path):
     assert summary["env_steps"] < 100000
 
 
-@pytest.mark.long
+@pytest.mark.slow
 def test_pbt_ranks_by_evaluation(tmp_path):
     """pbt.target_objective=eval/return: PBT ranks each policy by its latest evaluation (the values in
-    eval/evaluations.jsonl). Long: a two-policy run takes ~35 s on the 2-core machine."""
+    eval/evaluations.jsonl). A two-policy run, ~35 s on the 2-core machine: the only CI run of this path."""
     train(make_cfg(tmp_path, "algo.num_policies=2", "pbt.with_pbt=true", "pbt.target_objective=eval/return",
                    "pbt.period_env_steps=1000", "pbt.start_mutation=1000", "eval.every_env_steps=1000",
                    "eval.episodes=2", "eval.max_episode_steps=50", "train_for_env_steps=4000",
