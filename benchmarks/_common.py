@@ -198,6 +198,28 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
     return ProcessRun(returncode, start, end, peak_rss / 2**20, peak_pss / 2**20, peak_procs, other_cpu)
 
 
+def add_run_arguments(parser, timeout: float) -> None:
+    """The options every seed-by-seed benchmark takes: --timeout (seconds per run before it is killed),
+    --wait-quiet, --work-dir and the Hydra overrides after `--`."""
+    parser.add_argument("--timeout", type=float, default=timeout, help="seconds per run before it is killed")
+    parser.add_argument("--wait-quiet", type=float, default=0.0,
+                        help="wait up to this long for a quiet machine before each run")
+    parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and run folders here")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (after --)")
+
+
+def start_benchmark(parser, argv, prefix: str):
+    """Parses the command line, makes Ctrl+C and SIGTERM clean up the runs, and returns (args, the work
+    folder: --work-dir, or a new temporary one named with `prefix`)."""
+    import tempfile
+
+    args = parser.parse_args(argv)
+    exit_cleanly_on_signals()
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    return args, work
+
+
 def exit_cleanly_on_signals() -> None:
     """Make SIGTERM and SIGINT raise, so that run_tree's cleanup kills the run's tree.
 

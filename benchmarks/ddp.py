@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    exit_cleanly_on_signals,
+    add_run_arguments,
     first_reaching,
     fmt,
     median,
@@ -32,6 +31,7 @@ from _common import (  # noqa: E402
     read_summary,
     read_tb_scalars,
     run_tree,
+    start_benchmark,
     steady_fps,
     train_py_command,
     wait_for_quiet,
@@ -119,15 +119,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--layouts", nargs="+", default=["1x2", "2x1"], help="ranks x rollout workers per rank")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run before it is killed")
-    parser.add_argument("--wait-quiet", type=float, default=0.0,
-                        help="wait up to this long for a quiet machine before each run")
-    parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and run folders here")
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (after --)")
-    args = parser.parse_args(argv)
-    exit_cleanly_on_signals()
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="ddp_"))
-    work.mkdir(parents=True, exist_ok=True)
+    add_run_arguments(parser, timeout=600.0)
+    args, work = start_benchmark(parser, argv, "ddp_")
     results = []
     for seed in range(args.seeds):
         for layout in args.layouts:  # interleaved: a change in the machine's load hits every layout alike

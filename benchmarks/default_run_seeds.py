@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 from typing import List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    exit_cleanly_on_signals,
+    add_run_arguments,
     first_reaching,
     fmt,
     median,
@@ -29,6 +28,7 @@ from _common import (  # noqa: E402
     python_env,
     read_tb_scalars,
     run_tree,
+    start_benchmark,
     train_py_command,
     wait_for_quiet,
 )
@@ -65,15 +65,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it is killed")
-    parser.add_argument("--wait-quiet", type=float, default=0.0,
-                        help="wait up to this long for a quiet machine before each run")
-    parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and run folders here")
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (after --)")
-    args = parser.parse_args(argv)
-    exit_cleanly_on_signals()
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="default_run_seeds_"))
-    work.mkdir(parents=True, exist_ok=True)
+    add_run_arguments(parser, timeout=900.0)
+    args, work = start_benchmark(parser, argv, "default_run_seeds_")
     print(f"python train.py {' '.join(args.overrides)} over {args.seeds} seeds, runs in {work}", flush=True)
     results = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
