@@ -133,8 +133,11 @@ def check_config_against_env(cfg):
     check_model_for_env(cfg, env.observation_space, env.action_space)  # the rules that need the spaces
     torch.set_num_threads(cfg.hardware.torch_threads)
     # reproducible: an op without a deterministic kernel raises rather than runs (set either way: one process may
-    # train several runs, e.g. the tests)
-    torch.use_deterministic_algorithms(bool(cfg.hardware.get("reproducible", False)))
+    # train several runs, e.g. the tests). Only when it changes: the first call costs ~1.1 s here (torch loads
+    # its deterministic-kernel machinery), on the start-up's critical path.
+    deterministic = bool(cfg.hardware.get("reproducible", False))
+    if torch.are_deterministic_algorithms_enabled() != deterministic:
+        torch.use_deterministic_algorithms(deterministic)
     seed_everything(cfg.seed)
     plan = plan_run(cfg, env)  # the learner's initial policies, from the seeded random state
     check_losses_apply(cfg.algo, env.action_space, plan.spec)  # symmetric_kl, kl_loss_coeff: the spaces, the model
