@@ -94,6 +94,25 @@ def test_enjoy_videos_go_to_the_runs_wandb_run(tmp_path):
         assert video.read_bytes() == Path(eval_json["episodes"][i]["video"]).read_bytes()
 
 
+@pytest.mark.slow
+def test_evaluation_scalars_and_videos_go_to_the_runs_wandb_run(tmp_path):
+    """Evaluation during training (eval.*) logs eval/* scalars beside TensorBoard's and, every
+    eval.video_every evaluations, the evaluated game's video file, into the run's own W&B run."""
+    train(make_cfg(tmp_path, "logger=wandb", "train_for_env_steps=12000", "eval.every_env_steps=5000",
+                   "eval.episodes=2", "eval.max_episode_steps=50", "eval.video_every=1", "eval.video_frames=20",
+                   "eval.video_format=gif", "train_until_avg_return=null"))
+    run_dir = tmp_path / "test"
+    records = [json.loads(line) for line in (run_dir / "eval" / "evaluations.jsonl").read_text().splitlines()]
+    assert len(records) >= 2 and all(r["video"] for r in records)
+    [path] = run_files(run_dir)
+    history = read_run(path)["history"]
+    assert history["eval/return"] == [pytest.approx(r["policies"][0]["return"]) for r in records]
+    # one video per evaluation, the file the evaluation wrote (W&B keeps a copy under the run's files/)
+    assert history["eval/video/_type"] == ["videos"] * len(records)
+    logged = [path.parent / "files" / video["path"] for [video] in history["eval/video/videos"]]
+    assert [f.read_bytes() for f in logged] == [Path(r["video"]).read_bytes() for r in records]
+
+
 @pytest.mark.slow  # a two-run sweep through train.py (~20 s); wandb_group's other cases are checked below
 def test_sweep_runs_are_grouped_under_the_sweep_name(tmp_path):
     """Both runs of a --multirun sweep are W&B runs of one group, the sweep's folder name
