@@ -40,7 +40,7 @@ from sf_hydra.evaluation.episodes import (  # noqa: F401 (Seat, SingleAgent, obs
 from sf_hydra.faults import Fault
 from sf_hydra.loggers import log_videos
 from sf_hydra.models import build_model
-from sf_hydra.run_dir import best_checkpoint_name, checkpoint_dir, read_best
+from sf_hydra.run_dir import BEST_KEY, best_checkpoint_name, checkpoint_dir, read_best
 from sf_hydra.targets import check_targets
 
 log = logging.getLogger("sf_hydra")
@@ -101,7 +101,17 @@ def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int
     if not 0 <= policy < num_policies:
         raise ConfigError("policy", policy, f"a trained policy of this run: 0 to {num_policies - 1}")
     model = build_model(train_cfg, obs_space, action_space)
-    state = torch.load(ckpt_path, map_location="cpu", weights_only=True)["state_dict"]
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    best = ckpt.get(BEST_KEY) or {}
+    if best.get("evaluated_weights") is not None and best.get("policy") == policy:
+        # a best checkpoint chosen by evaluation during training: the weights that evaluation played, not the
+        # learner's a few updates later
+        log.info("playing the weights evaluated at %s env steps (policy version %s): %s=%s",
+                 best.get("evaluated_run_env_steps"), best.get("evaluated_policy_version"), best.get("metric"),
+                 best.get("value"))
+        model.load_state_dict(best["evaluated_weights"])
+        return model.eval()
+    state = ckpt["state_dict"]
     prefix = f"policies.{policy}." if any(k.startswith("policies.") for k in state) else "model."
     model.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
     return model.eval()

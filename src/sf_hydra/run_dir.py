@@ -19,7 +19,8 @@ from sf_hydra.faults import CheckpointError, RunFolderBusy
 LAST = "last.ckpt"
 LOCK = ".lock"
 MILESTONES = "milestones"  # checkpoints/milestones/: kept forever (keep_checkpoints prunes only checkpoints/)
-BEST_KEY = "sf_hydra_best"  # in a best checkpoint: {policy, metric, value, env_steps, policy_version}
+BEST_KEY = "sf_hydra_best"  # in a best checkpoint: {policy, metric, value, env_steps, policy_version, ...}; by an
+# eval/ metric also evaluated_run_env_steps, evaluated_weights (the state_dict evaluated), evaluated_policy_version
 log = logging.getLogger("sf_hydra")
 
 

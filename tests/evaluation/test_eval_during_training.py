@@ -8,7 +8,11 @@ import re
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from sf_hydra.enjoy import load_policy
+from sf_hydra.envs import make_env
+from sf_hydra.evaluation.episodes import as_multi_agent, episode_record, play_episodes
 from sf_hydra.report.__main__ import main as report
 from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.seeding import env_seed
@@ -55,6 +59,16 @@ def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_p
     assert best["metric"] == "eval/return"
     assert best["value"] == pytest.approx(top["policies"][0]["return"])
     assert best["evaluated_run_env_steps"] == top["env_steps"] <= best["run_env_steps"]
+    # it holds the weights that evaluation played (training went on meanwhile), and enjoy.py plays them: the same
+    # seeds, deterministic, give the evaluation's very games
+    assert best["evaluated_policy_version"] == top["policies"][0]["version"] <= best["policy_version"]
+    train_cfg = OmegaConf.load(run / "config.yaml")
+    env = as_multi_agent(make_env(train_cfg.env, seed=top["seeds"][0]))
+    model = load_policy(train_cfg, run / "checkpoints" / "best_p0.ckpt", env.observation_space, env.action_space)
+    with torch.no_grad():
+        replayed = [episode_record(seats) for _, seats, _ in play_episodes(env, [(model, 0)], top["seeds"], True, 200)]
+    env.close()
+    assert replayed == top["policies"][0]["episodes"]
 
     # a resume goes on with the schedule and the numbering (the callback's state is in the checkpoint)
     train(make_cfg(tmp_path, "train_for_env_steps=60000", f"eval.every_env_steps={EVERY}", "eval.episodes=4",

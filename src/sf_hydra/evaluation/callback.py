@@ -81,6 +81,8 @@ class Evaluation(L.Callback):
         self.records: List[dict] = []  # this session's records, in order
         self._process = None
         self._pending: Optional[EvalRequest] = None
+        self._keep_weights = False  # save_best_metric is an eval/ metric: the best file gets the evaluated weights
+        self._evaluated_weights: List[dict] = []  # per policy, a copy of the weights the pending evaluation plays
         self._last_start = time.monotonic()
 
     @property
@@ -106,6 +108,8 @@ class Evaluation(L.Callback):
         for cb in trainer.callbacks:  # pbt.target_objective=eval/return ranks by the latest evaluations
             if isinstance(cb, PopulationBasedTraining):
                 cb.eval_objective = self.latest_value
+        self._keep_weights = any(isinstance(cb, PeriodicCheckpoint) and cb.best is not None
+                                 and cb.best.metric in EVAL_VALUES for cb in trainer.callbacks)
         self._start_process(self._settings(len(pl_module.policies)))
 
     def latest_value(self, policy: int, metric: str) -> Optional[float]:
@@ -153,6 +157,9 @@ class Evaluation(L.Callback):
         """The current weights of every policy into the evaluation's stores, and a request for them."""
         for k, (model, version) in enumerate(zip(m.policies, m.policy_versions)):
             self._stores[k].publish(model, version)
+        if self._keep_weights:  # what a best checkpoint by this evaluation must hold (training goes on meanwhile)
+            self._evaluated_weights = [{name: t.detach().clone() for name, t in model.state_dict().items()}
+                                       for model in m.policies]
         self._pending = EvalRequest(self.evaluations, int(m.env_steps), [int(s.env_steps) for s in m.stats],
                                     [int(v) for v in m.policy_versions])
         self._requests.put(self._pending)
@@ -204,7 +211,9 @@ class Evaluation(L.Callback):
             if best is None or best.metric not in EVAL_VALUES:
                 continue
             for p in record["policies"]:
-                best.offer(trainer, m, p["policy"], p[EVAL_VALUES[best.metric]], record["env_steps"])
+                k = p["policy"]
+                weights = self._evaluated_weights[k] if k < len(self._evaluated_weights) else None
+                best.offer(trainer, m, k, p[EVAL_VALUES[best.metric]], record["env_steps"], weights, p["version"])
 
     def _check_target(self, trainer, record: dict) -> None:
         if self.target_return is None or any(p["return"] < self.target_return for p in record["policies"]):

@@ -99,12 +99,17 @@ class BestCheckpoint:
                 saved.append(path)
         return saved
 
-    def offer(self, trainer, module, policy: int, value: Optional[float], evaluated_env_steps: int) -> Optional[Path]:
+    def offer(self, trainer, module, policy: int, value: Optional[float], evaluated_env_steps: int,
+              evaluated_weights: Optional[dict] = None, evaluated_version: Optional[int] = None) -> Optional[Path]:
         """An evaluation's `value` of this metric for `policy`, measured with its weights at the run's
-        `evaluated_env_steps`: saved as its best checkpoint when it beats the best so far (the file then
-        holds the learner's state now, some updates after the evaluated weights: the evaluation ran beside
-        training; its record says both env steps). Returns the path, or None."""
-        return self._save_if_better(trainer, module, policy, value, {"evaluated_run_env_steps": evaluated_env_steps})
+        `evaluated_env_steps`: saved as its best checkpoint when it beats the best so far. The file holds the
+        learner's state now (some updates later: the evaluation ran beside training), so a run can resume
+        from it, and `evaluated_weights` (the policy's state_dict that was evaluated, version
+        `evaluated_version`) under BEST_KEY, which enjoy.py plays. Returns the path, or None."""
+        extra = {"evaluated_run_env_steps": evaluated_env_steps}
+        if evaluated_weights is not None:
+            extra.update(evaluated_weights=evaluated_weights, evaluated_policy_version=evaluated_version)
+        return self._save_if_better(trainer, module, policy, value, extra)
 
     def _save_if_better(self, trainer, module, k: int, value: Optional[float], extra: Optional[dict] = None):
         stats = module.stats[k]
