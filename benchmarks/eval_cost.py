@@ -13,7 +13,8 @@ each variant and on / off.
 
     python benchmarks/eval_cost.py --cpu RUN_DIR --widths 1 10 --episodes 10 --repeats 5 --every 20000
 
-`--cpu RUN_DIR`: instead, the CPU seconds (time.process_time, torch with 1 thread) one evaluation of a
+`--cpu RUN_DIR`: instead, the CPU seconds (this process's time.process_time, torch with 1 thread, plus its
+child processes' CPU time: a ViZDoom engine runs in one of its own) that one evaluation of a
 trained run's last checkpoint costs in this process: the evaluation process's own code (sf_hydra.evaluation
 Evaluator.evaluate: the store's weights loaded, `--episodes` deterministic games of the same seeds), with
 at most `--widths` games at once (EvalSettings.max_envs; 1: one game after another), alternated `--repeats`
@@ -77,10 +78,12 @@ def latest_checkpoint(run_dir: Path) -> Path:
 
 
 def cpu_per_evaluation(args) -> int:
-    """The `--cpu` mode: CPU seconds of one in-process evaluation, per width."""
+    """The `--cpu` mode: CPU seconds of one in-process evaluation, per width (torch and sf_hydra imported here:
+    the default mode only starts train.py processes)."""
     import os
     import time
 
+    import psutil
     import torch
     from omegaconf import OmegaConf
 
@@ -89,6 +92,18 @@ def cpu_per_evaluation(args) -> int:
     from sf_hydra.evaluation.process import EvalRequest, EvalSettings, Evaluator
     from sf_hydra.plan import ModelRecipe, plain
     from sf_hydra.sampler.policy_store import PolicyStore
+
+    me = psutil.Process()
+
+    def cpu_now() -> float:
+        children = 0.0
+        for child in me.children(recursive=True):
+            try:
+                times = child.cpu_times()
+                children += times.user + times.system
+            except psutil.Error:
+                pass
+        return time.process_time() + children
 
     torch.set_num_threads(1)
     run_dir = Path(args.cpu).absolute()
@@ -109,9 +124,9 @@ def cpu_per_evaluation(args) -> int:
     try:
         for r in range(args.repeats):
             for w, evaluator in evaluators.items():
-                t = time.process_time()
+                t = cpu_now()
                 record = evaluator.evaluate(EvalRequest(r, 0, [0], [1]))
-                cpu[w].append(time.process_time() - t)
+                cpu[w].append(cpu_now() - t)
                 games[w] = [(e["return"], e["length"]) for e in record["policies"][0]["episodes"]]
     finally:
         for evaluator in evaluators.values():
