@@ -114,6 +114,17 @@ def test_a_pickled_doom_env_replays_its_episode_and_refuses_a_diverged_one():
     env.close(), copy.close()
 
 
+@pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="needs vizdoom (the doom extra)")
+def test_a_doom_game_with_bots_refuses_to_be_pickled():
+    """Its host and bots are not replayed: the checkpoint goes on without the workers' state (one warning)."""
+    env = make_env(compose_cfg("env=doom/deathmatch_bots").env, seed=1)
+    try:
+        with pytest.raises(TypeError, match="network game"):
+            pickle.dumps(env)
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("overrides, key, reason", [
     (("hardware.serial_mode=false",), "hardware.serial_mode", "policy lag"),
     (("hardware.serial_mode=true", "seed=null"), "seed", "entropy"),
