@@ -208,7 +208,7 @@ def play(cfg, train_cfg, env, ckpt: Path, out_dir: Path, fmt: Optional[str]) -> 
     record = (cfg.video_frames or 10**9) if cfg.video else 0
     seeds = [None if cfg.seed is None else cfg.seed + i for i in range(cfg.episodes)]
     episodes = []
-    for i, seats, frames in play_episodes(env, [(models[p], p) for p in policies], seeds, cfg.deterministic,
+    for i, seats, frames in play_episodes([env], [(models[p], p) for p in policies], seeds, cfg.deterministic,
                                           cfg.max_episode_steps, lambda i: record, EpisodeProgress):
         video = None
         if cfg.video and not frames:

@@ -2,7 +2,9 @@
 
 - the learner's process (initial weights, the plan's draws): `seed_everything(seed)`;
 - env `i` of rollout worker `w`: `env_seed(seed, w, i)`, and a re-created env takes a seed of
-  its own (sampler/rollout_worker.py `_restart_seed`);
+  its own (sampler/rollout_worker.py `_restart_seed`); a single-player Doom env seeds each episode that its
+  reset does not seed with `episode_seed(its seed, the episode's index)` (envs/doom/env.py: a saved game is
+  replayed from its episode's seed);
 - learner rank `r` of a data-parallel run (hardware.devices x hardware.num_nodes > 1): every rank seeds its
   learner with the run's seed (identical initial weights), and its sampler (its envs and processes, by the
   two rules above and below) with `rank_seed(seed, r)`: rank 0 keeps the run's seed (a one-rank run is

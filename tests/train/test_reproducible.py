@@ -1,15 +1,19 @@
 """Reproducible runs (hardware.serial_mode=true and a seed): two runs give bit-identical checkpoints (CartPole,
 Doom basic), and a run stopped and resumed gives the checkpoint of one that never stopped (CartPole: its envs
-are saved mid-episode in the checkpoint); hardware.reproducible=true refuses what a seed cannot repeat."""
+are pickled mid-episode in the checkpoint; Doom: its games are re-created and their episodes replayed from the
+saved seed and actions); hardware.reproducible=true refuses what a seed cannot repeat."""
 
 import importlib.util
 import logging
+import pickle
 
+import numpy as np
 import pytest
 import torch
 
 from sf_hydra.checks import check_config
 from sf_hydra.config import ConfigError
+from sf_hydra.envs import make_env
 from sf_hydra.train import train
 from tests.conftest import compose_cfg, make_cfg
 
@@ -60,15 +64,65 @@ def test_two_serial_cartpole_runs_are_bit_identical_and_a_resume_equals_no_stop(
     assert "policies.0.action_head.linear.weight" in _differences(a, _checkpoint(tmp_path / "d" / "test"))
 
 
+DOOM = ("env=doom/basic", "hardware.num_envs_per_worker=2", *SERIAL, "algo.lr_schedule=constant")
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="needs vizdoom (the doom extra)")
-def test_two_serial_doom_basic_runs_are_bit_identical(tmp_path):
-    doom = ("env=doom/basic", "train_for_env_steps=2000", "hardware.num_envs_per_worker=2", *SERIAL)
-    train(make_cfg(tmp_path / "a", *doom))
-    train(make_cfg(tmp_path / "b", *doom))
+def test_two_serial_doom_basic_runs_are_bit_identical_and_a_resume_equals_no_stop(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="sf_hydra")
+    steps = "train_for_env_steps=2000"
+    train(make_cfg(tmp_path / "a", steps, *DOOM))
+    train(make_cfg(tmp_path / "b", steps, *DOOM))
     a = _checkpoint(tmp_path / "a" / "test")
     assert a["sf_hydra"]["env_steps"] >= 2000
     assert _differences(a, _checkpoint(tmp_path / "b" / "test")) == []
+
+    # stopped mid-episode, resumed: the envs are re-created and their episodes replayed (DoomEnv's pickling)
+    train(make_cfg(tmp_path / "c", "train_for_env_steps=1000", *DOOM))  # one batch of two
+    train(make_cfg(tmp_path / "c", steps, *DOOM))
+    assert "serial rollout workers continue from the checkpoint" in caplog.text
+    assert _differences(a, _checkpoint(tmp_path / "c" / "test")) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="needs vizdoom (the doom extra)")
+def test_a_pickled_doom_env_replays_its_episode_and_refuses_a_diverged_one():
+    from sf_hydra.envs.doom.env import EnvReplayError
+
+    env = make_env(compose_cfg("env=doom/basic", "env.episode_counter=true").env, seed=5)
+    env.reset(seed=5)
+    rng = np.random.default_rng(0)
+    for _ in range(130):  # past an episode's end (the counter wrapper's state) and into the next
+        if any(env.step(int(rng.integers(4)))[2:4]):
+            env.reset()
+    saved = pickle.dumps(env)
+    copy = pickle.loads(saved)
+    assert copy.episodes == env.episodes > 0
+    for _ in range(200):  # the copy plays on as the original, through resets (their seeds continue)
+        action = int(rng.integers(4))
+        a, b = env.step(action), copy.step(action)
+        assert np.array_equal(a[0], b[0]) and a[1:4] == b[1:4]
+        if a[2] or a[3]:
+            assert np.array_equal(env.reset()[0], copy.reset()[0])
+
+    doom = env.unwrapped
+    state = doom.__getstate__()
+    assert len(state["actions"]) < 75 and state["episode_seed"] is not None  # this episode's actions only
+    state["actions"] = state["actions"][:-1] or [0]  # one action short (or one too many): another observation
+    with pytest.raises(EnvReplayError, match="did not reproduce its last observation"):
+        type(doom).__new__(type(doom)).__setstate__(state)
+    env.close(), copy.close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None, reason="needs vizdoom (the doom extra)")
+def test_a_doom_game_with_bots_refuses_to_be_pickled():
+    """Its host and bots are not replayed: the checkpoint goes on without the workers' state (one warning)."""
+    env = make_env(compose_cfg("env=doom/deathmatch_bots").env, seed=1)
+    try:
+        with pytest.raises(TypeError, match="network game"):
+            pickle.dumps(env)
+    finally:
+        env.close()
 
 
 @pytest.mark.parametrize("overrides, key, reason", [

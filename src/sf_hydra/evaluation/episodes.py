@@ -1,7 +1,9 @@
 """Playing episodes with a trained policy, and saving them as videos: the one code path of `enjoy.py`
 (a finished run's checkpoint) and of evaluation during training (sf_hydra.evaluation.process, the weights the
 learner just trained). The policy acts exactly as in the rollout workers (same model class, same observation
-and action handling); only the env is built by the caller, one at a time.
+and action handling); the envs are built by the caller. Several envs play their games in lockstep, with one
+forward pass per model and step for every seat it plays (the evaluation process: its M games at once); one
+env plays them one after another (enjoy.py).
 
 Light on purpose: no Lightning, no sampler; an evaluation process imports this module."""
 
@@ -25,8 +27,14 @@ log = logging.getLogger("sf_hydra")
 
 def obs_batch(obs, specs) -> Dict[str, torch.Tensor]:
     """One env's observation as a batch of one, with the dtypes the trajectory buffers use."""
-    items = obs.items() if isinstance(obs, dict) else [("obs", obs)]
-    return {k: torch.as_tensor(np.asarray(v)).to(specs[k][1]).reshape(1, *specs[k][0]) for k, v in items}
+    return stacked_obs([obs], specs)
+
+
+def stacked_obs(observations: Sequence, specs) -> Dict[str, torch.Tensor]:
+    """Observations (of one space) as one batch, with the dtypes the trajectory buffers use."""
+    keys = list(observations[0]) if isinstance(observations[0], dict) else ["obs"]
+    rows = [[np.asarray(o[k] if isinstance(o, dict) else o) for o in observations] for k in keys]
+    return {k: torch.as_tensor(np.stack(r)).to(specs[k][1]).reshape(len(r), *specs[k][0]) for k, r in zip(keys, rows)}
 
 
 class SingleAgent:
@@ -75,11 +83,6 @@ class Seat:
         self.rnn = torch.zeros(1, model.rnn_state_size) if model.core is not None else None
         self.total, self.steps, self.done = 0.0, 0, False
 
-    def act(self, obs, specs, deterministic: bool):
-        out = self.model.act(obs_batch(obs, specs), self.rnn, deterministic=deterministic)
-        self.rnn = out.rnn_states
-        return out.actions[0].numpy()
-
     def record(self, reward: float, episode_over: bool, life_over: bool) -> None:
         """An agent's totals count its first whole game: a done whose info says the game goes on (a lost
         Atari life) continues it, with a fresh RNN state as in training."""
@@ -90,24 +93,58 @@ class Seat:
             self.rnn = torch.zeros_like(self.rnn)
 
 
+class Game:
+    """One game on one env: its seats, the agents' current observations, its frames and step count."""
+
+    def __init__(self, index: int, env, seats: List[Seat], seed: Optional[int], record_frames: int = 0,
+                 progress=None):
+        self.index, self.env, self.seats, self.record_frames, self.progress = index, env, seats, record_frames, progress
+        self.obs, _ = env.reset(seed=seed)
+        self.frames: list = []
+        self.steps = 0
+
+    def step(self, actions: list, max_steps: Optional[int]) -> bool:
+        """Takes the agents' actions; True when the game is over (each agent's first episode, or max_steps)."""
+        if len(self.frames) < self.record_frames and not self.seats[0].done:
+            self.frames.append(image_of(self.env, self.obs[0]))
+        self.obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        self.steps += 1
+        for seat, reward, te, tr, info in zip(self.seats, rewards, terminated, truncated, infos):
+            seat.record(reward, (te or tr) and not game_continues(info), te or tr)
+        if self.progress is not None:
+            self.progress(self.steps, self.seats)
+        return all(seat.done for seat in self.seats) or (max_steps is not None and self.steps >= max_steps)
+
+
+def act(games: Sequence[Game], specs, deterministic: bool) -> List[list]:
+    """Every game's env actions for this step: one forward pass per model over all the seats it plays
+    (each seat's RNN state goes in and comes back)."""
+    actions = [[None] * len(g.seats) for g in games]
+    by_model: Dict[int, list] = {}
+    for gi, g in enumerate(games):
+        for si, seat in enumerate(g.seats):
+            by_model.setdefault(id(seat.model), []).append((gi, si))
+    for places in by_model.values():
+        seats = [games[gi].seats[si] for gi, si in places]
+        rnn = None if seats[0].rnn is None else torch.cat([seat.rnn for seat in seats])
+        out = seats[0].model.act(stacked_obs([games[gi].obs[si] for gi, si in places], specs), rnn,
+                                 deterministic=deterministic)
+        chosen = out.actions.numpy()
+        for row, ((gi, si), seat) in enumerate(zip(places, seats)):
+            actions[gi][si] = to_env_action(games[gi].env.action_space, chosen[row])
+            if seat.rnn is not None:
+                seat.rnn = out.rnn_states[row:row + 1]
+    return actions
+
+
 def play_episode(env, seats: List[Seat], specs, deterministic: bool, seed: Optional[int], max_steps: Optional[int],
                  record_frames: int = 0, progress=None) -> Tuple[List[Seat], List[np.ndarray]]:
     """One game of every agent: played until each agent's first episode has ended (or max_steps);
     the first `record_frames` frames of agent 0's view are kept."""
-    obs, _ = env.reset(seed=seed)
-    frames, steps = [], 0
-    while True:
-        if len(frames) < record_frames and not seats[0].done:
-            frames.append(image_of(env, obs[0]))
-        actions = [to_env_action(env.action_space, seat.act(o, specs, deterministic)) for seat, o in zip(seats, obs)]
-        obs, rewards, terminated, truncated, infos = env.step(actions)
-        steps += 1
-        for seat, reward, te, tr, info in zip(seats, rewards, terminated, truncated, infos):
-            seat.record(reward, (te or tr) and not game_continues(info), te or tr)
-        if progress is not None:
-            progress(steps, seats)
-        if all(seat.done for seat in seats) or (max_steps is not None and steps >= max_steps):
-            return seats, [f for f in frames if f is not None]
+    game = Game(0, env, seats, seed, record_frames, progress)
+    while not game.step(act([game], specs, deterministic)[0], max_steps):
+        pass
+    return game.seats, [f for f in game.frames if f is not None]
 
 
 class EpisodeProgress:
@@ -196,19 +233,41 @@ def render_fps(env) -> float:
     return meta.get("render_fps") or 30
 
 
-def play_episodes(env, seat_models: Sequence[Tuple[torch.nn.Module, int]], seeds: Sequence[Optional[int]],
+def play_episodes(envs: Sequence, seat_models: Sequence[Tuple[torch.nn.Module, int]], seeds: Sequence[Optional[int]],
                   deterministic: bool, max_steps: Optional[int], record_frames: Callable[[int], int] = lambda i: 0,
                   progress: Optional[Callable[[int], Callable]] = None) -> Iterator[Tuple[int, List[Seat], list]]:
     """One game per entry of `seeds` (each reset with its seed; None: unseeded), every agent seat played by
-    its (model, policy) of `seat_models`, each game with fresh RNN states. Yields (i, seats, frames): the
-    seats hold each agent's return and length (Seat.total, Seat.steps); `frames` the first
-    `record_frames(i)` images of agent 0's view."""
-    specs = obs_specs(env.observation_space)
-    for i, seed in enumerate(seeds):
-        seats = [Seat(model, policy) for model, policy in seat_models]
-        seats, frames = play_episode(env, seats, specs, deterministic, seed, max_steps, record_frames(i),
-                                     progress(i) if progress is not None else None)
-        yield i, seats, frames
+    its (model, policy) of `seat_models`, each game with fresh RNN states. The `envs` (of one space) play
+    `len(envs)` games at a time in lockstep, one forward pass per model and step (`act`); a game that ends
+    hands its env to the next seed. Yields (i, seats, frames) as each game ends (in the seeds' order with one
+    env; games ending at one step in theirs): the seats hold each agent's return and length (Seat.total,
+    Seat.steps); `frames` the first `record_frames(i)` images of agent 0's view.
+
+    With sampled actions (deterministic=False) the draws of several games interleave: the games depend on
+    len(envs) (and on the seeds, the weights and torch's generator)."""
+    specs = obs_specs(envs[0].observation_space)
+    waiting = iter(enumerate(seeds))
+
+    def start(env) -> Optional[Game]:
+        i, seed = next(waiting, (None, None))
+        if i is None:
+            return None
+        return Game(i, env, [Seat(model, policy) for model, policy in seat_models], seed, record_frames(i),
+                    progress(i) if progress is not None else None)
+
+    games = [g for g in (start(env) for env in envs) if g is not None]
+    while games:
+        over = [g.step(a, max_steps) for g, a in zip(games, act(games, specs, deterministic))]
+        going = []
+        for g, done in zip(games, over):
+            if not done:
+                going.append(g)
+                continue
+            yield g.index, g.seats, [f for f in g.frames if f is not None]
+            following = start(g.env)
+            if following is not None:
+                going.append(following)
+        games = going
 
 
 def episode_record(seats: List[Seat]) -> Dict:

@@ -38,6 +38,9 @@ from sf_hydra.seeding import EVALUATION, eval_env_seed, process_seed, seed_proce
 log = logging.getLogger("sf_hydra")
 
 EVAL_NICE = 10  # niceness added to the evaluation process: training keeps the cores it needs
+# At most this many games of an evaluation play at once (one env each, in lockstep: one forward pass per step
+# for all of them); a multi-agent env plays its games one at a time (each env may be several processes).
+MAX_EVAL_ENVS = 10
 RESULTS_FILE = "evaluations.jsonl"
 EVAL_DIR = "eval"
 
@@ -57,6 +60,7 @@ class EvalSettings:
     video_frames: Optional[int]
     env: Dict[str, Any] = field(repr=False)  # the run's env node with eval.env_overrides merged, resolved
     model: ModelRecipe = field(repr=False)
+    max_envs: int = MAX_EVAL_ENVS  # games played at once (single-agent envs)
 
     @property
     def out_dir(self) -> Path:
@@ -89,20 +93,25 @@ def policy_result(policy: int, version: int, env_steps: int, episodes: List[dict
 
 
 class Evaluator:
-    """The process's state: one env (the eval overrides applied), one model per trained policy."""
+    """The process's state: the envs its games play on (the eval overrides applied; min(episodes, max_envs)
+    of a single-agent env, one of a multi-agent env), one model per trained policy."""
 
     def __init__(self, settings: EvalSettings, stores):
         self.settings, self.stores = settings, stores
         self.base_seed = settings.seed if settings.seed is not None else process_seed(None, EVALUATION, 0)
         self.seeds = [eval_env_seed(self.base_seed, j) for j in range(settings.episodes)]
-        render = "rgb_array" if settings.video_every > 0 else None
+        render = "rgb_array" if settings.video_every > 0 else None  # a video is of game 0, played on env 0
         self.env = as_multi_agent(make_env(settings.env, seed=self.seeds[0], render_mode=render))
+        self.envs = [self.env]
+        width = 1 if self.env.num_agents > 1 else max(1, min(settings.episodes, settings.max_envs))
+        self.envs += [as_multi_agent(make_env(settings.env, seed=seed)) for seed in self.seeds[1:width]]
         self.models = [settings.model.build(self.env.observation_space, self.env.action_space).eval()
                        for _ in range(settings.num_policies)]
         settings.out_dir.mkdir(parents=True, exist_ok=True)
 
     def close(self) -> None:
-        self.env.close()
+        for env in self.envs:
+            env.close()
 
     def evaluate(self, request: EvalRequest) -> dict:
         """Plays every policy's games (each seat of a multi-agent env played by the policy evaluated);
@@ -114,15 +123,16 @@ class Evaluator:
         for k, model in enumerate(self.models):
             version = self.stores[k].load_into(model)
             frames_wanted = (s.video_frames or 10**9) if video_due and k == 0 else 0
-            episodes = []
+            episodes = {}
             with torch.no_grad():
-                for i, seats, frames in play_episodes(self.env, [(model, k)] * self.env.num_agents, self.seeds,
+                for i, seats, frames in play_episodes(self.envs, [(model, k)] * self.env.num_agents, self.seeds,
                                                       s.deterministic, s.max_episode_steps,
                                                       lambda i, n=frames_wanted: n if i == 0 else 0):
-                    episodes.append(episode_record(seats))
+                    episodes[i] = episode_record(seats)
                     if frames:
                         record["video"] = self._save_video(frames, request.index)
-            record["policies"].append(policy_result(k, version, request.policy_env_steps[k], episodes))
+            record["policies"].append(policy_result(k, version, request.policy_env_steps[k],
+                                                    [episodes[i] for i in sorted(episodes)]))
         record["seconds"] = time.monotonic() - t0
         with open(s.out_dir / RESULTS_FILE, "a") as f:  # one line per evaluation, whole (one write)
             f.write(json.dumps(record) + "\n")

@@ -5,8 +5,9 @@ episodes in progress: the door's `serial_state`), in every checkpoint, put back 
 
 Invariant: in serial mode the generators are put back after the workers are built (building them draws
 initial weights for their policy copies), by the sampler (door.restore_serial_state); otherwise when
-training starts. Envs that cannot be pickled (vizdoom's game) are not saved (one warning): such a run resumes
-with its envs started anew, and only its generators and weights continue."""
+training starts. A single-player ViZDoom env pickles as its episode's seed and actions, replayed (and checked) on
+resume (envs/doom/env.py). Envs that cannot be pickled (a Doom game with bots) are not saved (one warning): such a
+run resumes with its envs started anew, and only its generators and weights continue."""
 
 from __future__ import annotations
 

@@ -176,7 +176,8 @@ class Sampler:
         mid-episode and their generators, observations, episodes in progress) and whose rollout comes next, as
         uint8 tensors and ints (a checkpoint holds them, loaded with weights_only). None when the workers run
         in processes of their own (their state is theirs), or before they started. Raises for envs that cannot
-        be pickled (vizdoom's) or a worker kind without snapshots."""
+        be pickled (a Doom game with bots; a single-player one pickles its replay log: envs/doom/env.py) or a worker
+        kind without snapshots."""
         if not self.serial or not self.serial_workers:
             return None
         snapshots = [w.snapshot() for w in self.serial_workers]

@@ -142,7 +142,8 @@ class SingleAgentWorker(WorkerBase):
         episode, their generators included), their last observations and RNN states, the episodes in progress,
         the policy mapping's generator and its rollout count; pickled. At a learner step's end in serial mode
         no rollout is half done, so this and the learner's checkpoint are the whole run (Sampler.serial_state).
-        Raises (pickle's error) for an env that cannot be pickled (vizdoom's game)."""
+        A running ViZDoom game pickles as its episode's seed and actions, replayed and checked when unpickled
+        (envs/doom/env.py DoomEnv); raises (pickle's error) for an env that cannot be pickled."""
         return pickle.dumps({"envs": self.envs, "obs": self.obs, "rnn": self.rnn, "games": self.games,
                              "dropping": self.dropping, "mapping_rng": self.mapping.rng.bit_generator.state,
                              "round": self.round})

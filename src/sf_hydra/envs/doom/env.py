@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Mapping, Optional, Sequence
 
 import gymnasium as gym
@@ -42,6 +43,16 @@ class DoomEnv(gym.Env):
     scenario's own, weighted by `scenario_reward_scale`.
     The last step of an episode reports `episode_stats` game variables (their change over
     the episode: some counters survive new_episode) in info["episode_extra_stats"].
+
+    Saving a single-player game (pickle, as serial mode's checkpoints do: sampler/single_agent_worker.py
+    `snapshot`): a running engine cannot be pickled, so the env keeps its episode's reset seed and the
+    actions taken since (one small entry a step; a Doom basic episode has <= 75 steps at frameskip 4, a
+    deathmatch of a few minutes a few thousand: a few kB in a checkpoint), and unpickling builds a new game,
+    resets it with that seed and replays the actions (ViZDoom is deterministic given its seed, the frameskip
+    included), then checks the observation equals the saved one and raises EnvReplayError if not. For that
+    every episode starts from a seed: a reset without one takes `episode_seed(the env's seed, its index)`.
+    A game variable that survives new_episode and is observed (`measurements`) fails that check; a network
+    game (bots) refuses to be pickled.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": DOOM_TICRATE}
@@ -67,6 +78,7 @@ class DoomEnv(gym.Env):
         network_args: str = "",
         bots: int = 0,
     ):
+        self._arguments = {k: v for k, v in locals().items() if k not in ("self", "__class__")}  # for pickling
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode,
                               f"ViZDoom runs headless: use one of {self.metadata['render_modes']} or None")
@@ -118,10 +130,20 @@ class DoomEnv(gym.Env):
         self._steps = 0
         self._untouched = True  # init() started an episode nobody has played yet
         self._step_reward = 0.0
+        # The replay log (see the class's docstring): every reset's seed comes from here, and the current
+        # episode's seed and actions.
+        self._seed_root = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+        self._episodes = 0  # resets so far
+        self._episode_seed: Optional[int] = None
+        self._actions: list = []
 
     # -- gymnasium API -------------------------------------------------------------
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        if seed is None and not self.multiplayer:
+            seed = episode_seed(self._seed_root, self._episodes)
+        self._episodes += 1
+        self._episode_seed, self._actions = seed, []
         super().reset(seed=seed)
         if seed is not None:
             self.game.set_seed(to_vizdoom_seed(seed))
@@ -142,6 +164,7 @@ class DoomEnv(gym.Env):
         return self._obs(), {}
 
     def step(self, action):
+        self._actions.append(action.copy() if isinstance(action, np.ndarray) else action)
         return self._conclude_step(self.game.make_action(self.actions.to_buttons(action), self.frameskip))
 
     def tic(self, action, last: bool):
@@ -217,9 +240,64 @@ class DoomEnv(gym.Env):
     def _read_stats(self) -> dict:
         return {name: float(self.game.get_game_variable(var)) for name, var in self.stat_variables.items()}
 
+    # -- pickling: the replay log ------------------------------------------------------
+
+    def __getstate__(self):
+        if self.multiplayer:
+            raise TypeError("a ViZDoom network game (env.num_bots > 0) cannot be saved: its bots and host are "
+                            "not replayed")
+        return {"arguments": self._arguments, "seed_root": self._seed_root, "episodes": self._episodes,
+                "episode_seed": self._episode_seed, "actions": list(self._actions),
+                "digest": obs_digest(self._obs())}
+
+    def __setstate__(self, state):
+        self.__init__(**state["arguments"])
+        self._seed_root = state["seed_root"]
+        if state["episode_seed"] is not None:
+            self.replay(state["episode_seed"], state["actions"], state["digest"])
+        self._episodes = state["episodes"]
+
+    def replay(self, seed: int, actions: Sequence, digest: Optional[str] = None) -> None:
+        """Resets with `seed` and takes `actions`; with `digest` (obs_digest of the observation the saved env
+        held), raises EnvReplayError unless the episode went on to its last action and ended on that
+        observation."""
+        obs, _ = self.reset(seed=seed)
+        for n, action in enumerate(actions):
+            obs, _, terminated, truncated, _ = self.step(action)
+            if (terminated or truncated) and n + 1 < len(actions):
+                self.close()
+                raise EnvReplayError(f"replaying the saved ViZDoom episode ({self.scenario!r}, seed {seed}): it "
+                                     f"ended at action {n + 1} of {len(actions)}; the game diverged from the one saved")
+        if digest is not None and obs_digest(obs) != digest:
+            self.close()
+            raise EnvReplayError(f"replaying the saved ViZDoom episode ({self.scenario!r}, seed {seed}, "
+                                 f"{len(actions)} actions) did not reproduce its last observation: the game "
+                                 "diverged from the one saved (a nondeterministic engine setting, or an observed "
+                                 "game variable that survives new_episode)")
+
     def __del__(self):
         # Best effort: a forgotten env must not leave a vizdoom process behind.
         try:
             self.close()
         except Exception:
             pass
+
+
+class EnvReplayError(RuntimeError):
+    """A saved DoomEnv's replay did not reproduce the saved game."""
+
+
+def episode_seed(root: int, episode: int) -> int:
+    """The seed of a DoomEnv's episode `episode` (0, 1, ...) when its reset names none: a 32-bit value of
+    numpy's SeedSequence of (the env's seed, episode), so that every episode can be replayed from its seed."""
+    return int(np.random.SeedSequence([int(root), int(episode)]).generate_state(1, np.uint32)[0])
+
+
+def obs_digest(obs) -> str:
+    """A hash of an observation (its arrays' bytes, dtypes and shapes; a dict's by key)."""
+    h = hashlib.blake2b(digest_size=16)
+    for key, value in sorted(obs.items()) if isinstance(obs, dict) else [("", obs)]:
+        value = np.ascontiguousarray(value)
+        h.update(f"{key}|{value.dtype}|{value.shape}|".encode())
+        h.update(value.tobytes())
+    return h.hexdigest()
