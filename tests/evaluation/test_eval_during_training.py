@@ -66,7 +66,8 @@ def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_p
     env = as_multi_agent(make_env(train_cfg.env, seed=top["seeds"][0]))
     model = load_policy(train_cfg, run / "checkpoints" / "best_p0.ckpt", env.observation_space, env.action_space)
     with torch.no_grad():
-        replayed = [episode_record(seats) for _, seats, _ in play_episodes(env, [(model, 0)], top["seeds"], True, 200)]
+        games = play_episodes([env], [(model, 0)], top["seeds"], True, 200)
+        replayed = [episode_record(seats) for _, seats, _ in games]
     env.close()
     assert replayed == top["policies"][0]["episodes"]
 
