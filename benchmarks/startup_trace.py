@@ -135,6 +135,10 @@ def traced_run(out: str, argv) -> None:
     t(checks, "compose_command_line")
     checks.STAGES = tuple(checks.Stage(s.name, s.owns, s.check) for s in checks.STAGES)  # the wrapped compose
     t(mp, "warm_up", "fork server start (mp.warm_up)")
+    if hasattr(mp, "start_shm_manager"):
+        t(mp, "start_shm_manager", "torch_shm_manager start")
+    if hasattr(mp, "stop_fork_server"):
+        t(mp, "stop_fork_server", "fork server stop")
     t(Hydra, "get_mode", "Hydra.get_mode (compose)")
     t(Hydra, "run", "Hydra.run (compose, the job)")
     main = hydra.main
