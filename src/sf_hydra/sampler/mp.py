@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Optional
 
 import multiprocess
 import multiprocess.reduction as mp_reduction
@@ -89,16 +90,16 @@ def start_shm_manager() -> None:
     _shm_manager_started = True
 
 
-_stop_registered = False
+_stop_registered_by: Optional[int] = None  # the pid that registered stop_fork_server
 
 
 def stop_fork_server_at_exit() -> None:
     """At this process's exit (atexit; registered before the handlers that reap the sampler's processes, it
     runs after them), the fork server it started ends at once (`stop_fork_server`)."""
-    global _stop_registered
-    if not _stop_registered:
+    global _stop_registered_by
+    if _stop_registered_by is None:
         atexit.register(stop_fork_server)
-        _stop_registered = True
+        _stop_registered_by = os.getpid()
 
 
 def stop_fork_server() -> None:
@@ -109,7 +110,7 @@ def stop_fork_server() -> None:
     (or killed) by then, and any child still alive watches the learner (ParentWatch)."""
     server = forkserver._forkserver
     pid = server._forkserver_pid
-    if pid is None:
+    if pid is None or os.getpid() != _stop_registered_by:  # a forked child of the learner: not its server
         return
     try:
         os.kill(pid, signal.SIGKILL)
