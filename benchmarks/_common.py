@@ -187,7 +187,10 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
                 peak_rss = max(peak_rss, sum(m[0] for m in mem))
                 peak_pss = max(peak_pss, sum(m[1] for m in mem))
                 peak_procs = max(peak_procs, len(procs))
-                time.sleep(poll)
+                try:
+                    proc.wait(timeout=poll)  # back as soon as it exits: the wall time is not rounded up to `poll`
+                except subprocess.TimeoutExpired:
+                    pass
         finally:
             returncode = proc.poll()
             end = time.time()

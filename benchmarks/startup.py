@@ -3,13 +3,16 @@
     python benchmarks/startup.py --repeats 5
     python benchmarks/startup.py --repeats 3 --configs doom_basic -- hardware.use_env_info_cache=false
     python benchmarks/startup.py --repeats 3 --baseline HEAD~1
+    python benchmarks/startup.py --repeats 5 --configs cartpole_tiny --baseline DIR   # DIR: `git archive REV
+        train.py src conf experiments | tar -x -C DIR`, an older revision's files (no git worktree made)
 
 Each run is a fresh `python train.py` process with a small budget; the run writes its start-up
 milestones, counted from its process's start (interpreter start-up and imports included), to
 summary.json (`profile.startup`; learner/profile.py): `first_rollout_s` (a worker reported its first
 trajectory), `first_trajectory_s` (the learner took it from the queue), `first_update_s`. Printed
 per run and as medians per config: those three, and the whole command's wall seconds (launch to exit,
-teardown included). Configs alternate (cartpole, doom_basic, cartpole, ...) so a busy machine slows
+teardown included; `cartpole_tiny`, 2048 steps, is little else). Configs alternate (cartpole,
+cartpole_tiny, doom_basic, cartpole, ...) so a busy machine slows
 them alike; "other CPU" says how busy it was. `--baseline REV` runs each config also as of git
 revision REV (a temporary worktree, same venv), alternating with the checkout: a change's before
 and after. The bar of the throughput issue: first trajectory
@@ -41,6 +44,8 @@ from _common import (  # noqa: E402
 
 CONFIGS: Dict[str, List[str]] = {
     "cartpole": ["env=gym/cartpole", "train_for_env_steps=20000"],
+    # a tiny run: one update's worth of steps, so its wall (launch to exit) is start-up and teardown
+    "cartpole_tiny": ["env=gym/cartpole", "train_for_env_steps=2048"],
     "doom_basic": ["env=doom/basic", "train_for_env_steps=8000"],
 }
 

@@ -3,12 +3,14 @@ tensors by handle (its own pickler does not know torch and would copy them)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
+from typing import Optional
 
 import multiprocess
 import multiprocess.reduction as mp_reduction
@@ -52,7 +54,72 @@ def context():
     register_torch_reducers()
     ctx = multiprocess.get_context("forkserver")
     ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    stop_fork_server_at_exit()
     return ctx
+
+
+_shm_manager_started = False
+
+
+def start_shm_manager() -> None:
+    """Starts torch's shared-memory manager for this process (file_system strategy: the first tensor shared
+    starts `torch_shm_manager`), its stderr on /dev/null. Started by the first share_memory_() as it comes,
+    it keeps the learner's stderr, and lives ~2 s after the learner's exit (its idle wait): `python train.py
+    2>&1 | tee log`, and every test that captures train.py's output, waited for it. Its stdout is torch's own
+    pipe; what it would write to stderr is an error that torch raises in this process too."""
+    global _shm_manager_started
+    if _shm_manager_started:
+        return
+    import torch  # only once the sampler is built: torch is loaded by then
+
+    sys.stderr.flush()  # what this process wrote so far goes out, not to /dev/null
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to keep
+        torch.zeros(1).share_memory_()
+        _shm_manager_started = True
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        torch.zeros(1).share_memory_()  # starts the manager, which inherits fd 2 (now /dev/null)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    _shm_manager_started = True
+
+
+_stop_registered_by: Optional[int] = None  # the pid that registered stop_fork_server
+
+
+def stop_fork_server_at_exit() -> None:
+    """At this process's exit (atexit; registered before the handlers that reap the sampler's processes, it
+    runs after them), the fork server it started ends at once (`stop_fork_server`)."""
+    global _stop_registered_by
+    if _stop_registered_by is None:
+        atexit.register(stop_fork_server)
+        _stop_registered_by = os.getpid()
+
+
+def stop_fork_server() -> None:
+    """Ends the fork server this process started, if any, without its teardown. Left alone, it notices the
+    learner's end and exits through the interpreter's teardown of torch (~1.1 s here), holding the learner's
+    stdout and stderr meanwhile: `python train.py | tee log`, and every test that captures train.py's output,
+    waited for it. Nothing is lost: the server only forks; its children are the sampler's processes, reaped
+    (or killed) by then, and any child still alive watches the learner (ParentWatch)."""
+    server = forkserver._forkserver
+    pid = server._forkserver_pid
+    if pid is None or os.getpid() != _stop_registered_by:  # a forked child of the learner: not its server
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        server._stop()  # closes its lifeline, reaps it (at once now) and removes its socket
+    except OSError:
+        pass
 
 
 def warm_up() -> None:
@@ -61,6 +128,7 @@ def warm_up() -> None:
     that import torch: the two imports of torch then run side by side (~2 s each here). Light:
     this process does not import torch for it."""
     multiprocess.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
+    stop_fork_server_at_exit()
     # The server ignores Ctrl+C only once its preload is imported; started with SIGINT ignored (kept
     # across exec), a Ctrl+C during its imports is train.py's alone, without a second traceback.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -76,6 +76,7 @@ class Sampler:
         self.per_worker = slots.per_worker
         self.num_policies = settings.num_policies
         with mp.signals_deferred():  # see there: a stop signal must not land inside share_memory_()
+            mp.start_shm_manager()
             self._allocate(spec, model)
         self.serial = settings.serial
         self.obs_space, self.action_space = spaces.observation, spaces.action
