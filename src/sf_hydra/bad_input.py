@@ -327,19 +327,17 @@ def check_creatable(key: str, folder) -> None:
         raise ConfigError(key, str(folder), f"a folder that can be created: permission denied on {probe}")
 
 
-def compose_command_line(argv: Sequence[str], config_dir: str, with_mode: bool = False):
+def compose_command_line(argv: Sequence[str], config_dir: str) -> Optional[DictConfig]:
     """The schema stage: raises ConfigError for bad input in `argv` (Hydra's command line). For a single run
     returns the composed config, without Hydra's node (as the task function gets it); None when Hydra only
-    shows something (--help, --cfg) or in --multirun (its keys checked with each sweep's first value). With
-    `with_mode`: (that, the composed `hydra.mode`: None unless a config or override sets it; what hydra.main's
-    first compose reads, which sf_hydra.cli spares it)."""
+    shows something (--help, --cfg) or in --multirun (its keys checked with each sweep's first value)."""
     register_configs()  # the schema nodes
     check_env_overrides(argv, Path(config_dir))
     multirun = is_multirun(argv) or any(a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun")
                                         for a in argv)
     args = get_args_parser().parse_args(list(argv))
     if any(getattr(args, flag, None) for flag in SKIP_FLAGS):
-        return (None, None) if with_mode else None
+        return None
     overrides = list(args.overrides)
     _check_launcher(overrides)
     parsed = _parse(overrides)
@@ -356,12 +354,11 @@ def compose_command_line(argv: Sequence[str], config_dir: str, with_mode: bool =
     finally:
         composer.close()
     check_creatable("train_dir", cfg.train_dir)
-    mode = cfg.hydra.mode
     if multirun:
-        return (None, mode) if with_mode else None
+        return None
     with open_dict(cfg):
         cfg.pop("hydra", None)  # the task function's config has no hydra node either
-    return (cfg, mode) if with_mode else cfg
+    return cfg
 
 
 def resume_command_line(argv: Sequence[str], config_dir: str, cfg: DictConfig) -> DictConfig:

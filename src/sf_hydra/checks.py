@@ -197,7 +197,6 @@ class Checked:
     fingerprint: str
     composed: str = ""
     finished: Optional[str] = None  # the run already reached its budget: what to say (nothing was checked)
-    hydra_mode: Any = None  # the composed hydra.mode (None unless set): what hydra.main's get_mode would read
 
     def passed_for(self, cfg: DictConfig) -> Tuple[str, ...]:
         return self.stages if fingerprint(cfg) in (self.fingerprint, self.composed) else ()
@@ -248,7 +247,7 @@ def check_command_line(argv: Sequence[str], config_dir: str,
     own rules passed, before the stages that import torch and the envs (train.py starts the sampler's fork
     server there); its failure only costs that head start. A resumed run that already reached its budget
     gives a Checked whose `finished` says so, with no stage run after the resume stage."""
-    cfg, mode = compose_command_line(argv, config_dir, with_mode=True)
+    cfg = compose_command_line(argv, config_dir)
     if cfg is None:
         return None
     composed = fingerprint(cfg)
@@ -256,7 +255,7 @@ def check_command_line(argv: Sequence[str], config_dir: str,
     stamp = fingerprint(cfg)
     done = finished(cfg)
     if done is not None:  # nothing to train: said at once, nothing else checked or started
-        return Checked(cfg, (), stamp, composed, finished=done[1], hydra_mode=mode)
+        return Checked(cfg, (), stamp, composed, finished=done[1])
     run_stages(cfg, ("config",))
     if rules_passed is not None:
         try:
@@ -264,4 +263,4 @@ def check_command_line(argv: Sequence[str], config_dir: str,
         except Exception as e:  # a start-up speed-up only: its failure must not skip the stages below
             log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
     run_stages(cfg, ("targets", "family", "run folder"))
-    return Checked(cfg, BEFORE_START, stamp, composed, hydra_mode=mode)
+    return Checked(cfg, BEFORE_START, stamp, composed)

@@ -5,7 +5,6 @@ registered and the command line rewritten (once) when an entry point runs."""
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import logging
 import os
@@ -182,35 +181,7 @@ def _train_main() -> None:
         log.debug("command-line check skipped: %r", e)
     # Hydra composes the command line again: hydra.main owns the run (its folder, .hydra/, the job's
     # logging, --multirun's sweeper and launcher) and takes no composed config (docs/validation.md).
-    run = hydra.main(version_base="1.3", config_path=config_path, config_name="train")(train_task(checked))
-    with hydra_mode_known(checked):
-        run()
-
-
-@contextlib.contextmanager
-def hydra_mode_known(checked: Optional[Checked]):
-    """hydra.main composes a command line twice: once only to read `hydra.mode` (Hydra.get_mode: run or
-    multirun), then for the job. When the command line's checks composed it already (`checked`: a single
-    run), get_mode answers with what that compose read instead (~0.1 s of the start-up's critical path here,
-    benchmarks/README.md). Hydra's internals, pinned by pyproject.toml's hydra-core<1.4: where they differ,
-    Hydra composes as before."""
-    try:
-        from hydra._internal.hydra import Hydra as hydra_class  # hydra.main's runner; no public equivalent
-    except ImportError:
-        hydra_class = None
-    original = getattr(hydra_class, "get_mode", None)
-    if checked is None or original is None:
-        yield
-        return
-
-    def get_mode(self, config_name, overrides):
-        return checked.hydra_mode
-
-    hydra_class.get_mode = get_mode
-    try:
-        yield
-    finally:
-        hydra_class.get_mode = original
+    hydra.main(version_base="1.3", config_path=config_path, config_name="train")(train_task(checked))()
 
 
 def _enjoy(cfg: DictConfig):
