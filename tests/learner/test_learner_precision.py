@@ -63,7 +63,8 @@ def _update(learner):
 
 
 def test_bf16_forward_gives_the_fp32_update_to_bf16_precision(tmp_cfg):
-    fp32, bf16 = _learner(tmp_cfg, "hardware.learner_precision=fp32"), _learner(tmp_cfg, "hardware.learner_precision=bf16")
+    fp32 = _learner(tmp_cfg, "hardware.learner_precision=fp32")
+    bf16 = _learner(tmp_cfg, "hardware.learner_precision=bf16")
     conv = next(m for m in bf16.model.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     stats_32, grads_32, dtypes_32 = _update(fp32)
