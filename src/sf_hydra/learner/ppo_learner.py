@@ -452,8 +452,8 @@ class PPOLearner(L.LightningModule):
                     losses = ddp.average_gradients(params, losses)  # every rank's (learner/ddp.py)
                 with self.profile.part("optimizer"):
                     grad_norm = self._grad_norm(params)
-                    # finite iff both are (inf - inf is NaN): the update's one host sync
-                    if not bool(torch.isfinite(losses["loss/total"] + grad_norm)):
+                    # the update's one host sync
+                    if not bool(torch.isfinite(torch.stack([losses["loss/total"].float(), grad_norm.float()])).all()):
                         self._skip_nonfinite_update(opt, losses, grad_norm)
                         continue
                     self.nonfinite_in_a_row = 0
