@@ -199,6 +199,8 @@ class LearnerSettings:
     reward_shaping: Mapping[str, Tuple[float, float]]  # the env's weights; empty unless PBT perturbs them
     hyperparams: Tuple[Mapping[str, float], ...]  # per policy, at the start (pbt.initial_hyperparams applied)
     optimizer: Callable[..., torch.optim.Optimizer] = field(repr=False, default=None)  # called with parameters
+    bf16: bool = False  # the learner's forward passes in bfloat16 autocast (hardware.learner_precision)
+    compile: bool = False  # torch.compile of each policy's `evaluate` (hardware.learner_compile)
 
     @property
     def num_policies(self) -> int:
@@ -233,6 +235,24 @@ def resolved_micro_batch(micro: int, recurrence: int, device: str, obs_space: gy
     if not has_images or device != "cpu":
         return 0
     return max(recurrence, 256 // recurrence * recurrence)
+
+
+def native_bf16(device: str) -> bool:
+    """Whether `device` computes bfloat16 natively: a CPU with AVX512-BF16 or AMX, a CUDA GPU that says so."""
+    if device == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    cpu = torch.cpu
+    return any(getattr(cpu, f, lambda: False)() for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+
+
+def resolved_learner_bf16(precision: str, device: str, obs_space: gym.Space) -> bool:
+    """hardware.learner_precision with auto resolved: bf16 where it was measured to pay, image observations
+    (conv encoders) on a CPU with native bf16 (benchmarks/learner_update.py: Doom basic ~0.65x the CPU time
+    per update; CartPole's MLP gained nothing); fp32 elsewhere (CUDA: not measured yet)."""
+    if precision != "auto":
+        return precision == "bf16"
+    has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())
+    return has_images and device == "cpu" and native_bf16(device)
 
 
 def slots_per_worker(algo, num_workers: int, rows_per_worker: int, agent_rows: bool) -> int:
@@ -320,6 +340,8 @@ def learner_settings(cfg, obs_space: gym.Space) -> LearnerSettings:
         stats_avg=cfg.logger.stats_avg, train_for_env_steps=cfg.train_for_env_steps,
         benchmark=bool(cfg.get("benchmark", False)), reward_shaping=shaping, hyperparams=tuple(hyperparams),
         optimizer=functools.partial(build, "algo.optimizer", cfg.algo.optimizer),
+        bf16=resolved_learner_bf16(str(cfg.hardware.learner_precision), str(cfg.hardware.device), obs_space),
+        compile=bool(cfg.hardware.learner_compile),
     )
 
 

@@ -86,4 +86,4 @@ def test_the_cuda_learner_computes_the_cpu_learners_update(tmp_cfg):
     for name in grads_c:
         torch.testing.assert_close(grads_g[name], grads_c[name], rtol=1e-3, atol=1e-5, msg=name)
     for key in stats_c:
-        assert stats_g[key] == pytest.approx(stats_c[key], rel=1e-3, abs=1e-5), key
+        assert float(stats_g[key]) == pytest.approx(float(stats_c[key]), rel=1e-3, abs=1e-5), key

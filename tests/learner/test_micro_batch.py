@@ -48,7 +48,7 @@ def test_micro_batches_give_the_whole_minibatch_gradient(tmp_cfg):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)
     assert stats_whole.keys() == stats_split.keys()
     for key in stats_whole:
-        assert stats_split[key] == pytest.approx(stats_whole[key], rel=1e-4, abs=1e-6), key
+        assert float(stats_split[key]) == pytest.approx(float(stats_whole[key]), rel=1e-4, abs=1e-6), key
 
 
 def test_auto_micro_batch_splits_only_image_observations_on_cpu(tmp_cfg):

@@ -77,6 +77,15 @@ class InferencePlacement(Choice):
 Precision = Choice("Precision", {"32-true": "32-true", "bf16-mixed": "bf16-mixed"}, module=__name__)
 
 
+class LearnerPrecision(Choice):
+    """The learner's forward passes (hardware.learner_precision): bfloat16 autocast or float32; the
+    losses, advantages and optimizer always in float32. auto: plan.py resolved_learner_bf16."""
+
+    auto = "auto"
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
 class ConvArchitecture(Choice):
     """Conv stacks of sf_hydra.models.encoders.CONV_ARCHITECTURES and RESNET_ARCHITECTURES."""
 

@@ -21,6 +21,7 @@ from sf_hydra.config.choices import (
     Device,
     ExplorationLoss,
     InferencePlacement,
+    LearnerPrecision,
     LrSchedule,
     NonFinite,
     Nonlinearity,
@@ -177,6 +178,14 @@ class HardwareConfig:
     vector_backend: str = "auto"
     torch_threads: int = 1  # per process; more threads are far slower for small nets
     precision: Precision = Precision["32-true"]  # Lightning's names; bf16-mixed also when acting
+    # The learner's forward passes in bfloat16 autocast (losses, advantages, optimizer in float32), acting
+    # unchanged: auto = bf16 for image observations on a CPU with native bf16 (AVX512-BF16 / AMX), where it
+    # measured ~1.5x less CPU per update, else fp32 (benchmarks/README.md "Learner update")
+    learner_precision: LearnerPrecision = LearnerPrecision.auto
+    # torch.compile of the learner's forward pass (each policy's `evaluate`; the backward follows): less CPU
+    # per update once compiled, at a compile cost of seconds to a minute at the run's start and at a new
+    # minibatch shape (benchmarks/README.md "Learner update")
+    learner_compile: bool = False
     # Samples per learner forward/backward pass; a larger minibatch is split and its gradients
     # summed (the same gradient, one optimizer step). -1: auto (256 for image observations on
     # CPU, where it was measured ~2x faster per sample than 1024; else the whole minibatch);

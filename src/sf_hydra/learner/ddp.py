@@ -51,10 +51,11 @@ def rank() -> int:
     return dist.get_rank() if world_size() > 1 else 0
 
 
-def average_gradients(parameters: Sequence[torch.nn.Parameter], scalars: Dict[str, float]) -> Dict[str, float]:
+def average_gradients(parameters: Sequence[torch.nn.Parameter],
+                      scalars: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """Every rank's gradients of `parameters` averaged into each rank's `.grad` (a missing gradient counts as
-    zeros), with `scalars` (the minibatch's losses) averaged alongside in the same all-reduce; returns the
-    averaged scalars. One rank: nothing to do."""
+    zeros), with `scalars` (the minibatch's losses, 0-d tensors) averaged alongside in the same all-reduce;
+    returns the averaged scalars, 0-d tensors on the gradients' device. One rank: nothing to do."""
     n = world_size()
     if n == 1:
         return scalars
@@ -63,7 +64,7 @@ def average_gradients(parameters: Sequence[torch.nn.Parameter], scalars: Dict[st
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     names = sorted(scalars)
     flat = torch.cat([g.reshape(-1).float() for g in grads]
-                     + [torch.tensor([float(scalars[k]) for k in names], dtype=torch.float32, device=device)])
+                     + [torch.stack([torch.as_tensor(scalars[k], device=device).float() for k in names])])
     dist.all_reduce(flat)
     flat /= n
     offset = 0
@@ -75,7 +76,7 @@ def average_gradients(parameters: Sequence[torch.nn.Parameter], scalars: Dict[st
         else:
             p.grad.copy_(averaged)
         offset += size
-    return {k: float(v) for k, v in zip(names, flat[offset:].tolist())}
+    return dict(zip(names, flat[offset:].unbind()))
 
 
 def gather(value) -> List:
