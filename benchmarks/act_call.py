@@ -16,7 +16,7 @@ repeat (so that a busy machine hurts them alike), and prints the medians in micr
 - `preprocess`, `tower`, `value head`, `head logits`: the forward's parts;
 - `sample (multinomial)` against `sample (gumbel)`: the categorical draw from the logits, as the base
   code did it (log-softmax, torch.multinomial, gather) and by Gumbel-max (what MultiCategorical.act does
-  now); `sample (current)` is MultiCategorical.act itself;
+  now); `sample (current)`: the head as the model acts with it (its linear layer, the distribution, its act);
 - `record + write`: `_policy_record` and `RolloutStaging.write` of one step;
 - `2 policies (act_per_policy)`: the same rows split between two policies, what algo.num_policies=2
   does per split, against `2 policies (fused)` when the models can act fused
@@ -112,12 +112,13 @@ def components(worker, rows: int):
         "worker step": worker_step,
         "_act": lambda: worker._act(split),
         "model.act": lambda: model.act(obs, rnn),
-        "policies_act (1 policy)": lambda: worker.policies_act(obs, rnn, None),
         "preprocess": timed_under(lambda: model._inputs(obs)),
         "tower": timed_under(lambda: ac._tower_step(model.encoder, model.core, model.decoder, inputs, rnn)),
         "value head": timed_under(lambda: model.value_head(x).squeeze(-1)),
         "record + write": record_write,
     }
+    if hasattr(worker, "policies_act"):  # absent before FusedPolicies (run with an older checkout's src)
+        got["policies_act (1 policy)"] = lambda: worker.policies_act(obs, rnn, None)
     if logits is not None:
         got["head logits"] = timed_under(lambda: model.action_head.linear(x))
         got["sample (multinomial)"] = timed_under(lambda: base_sample(logits))
