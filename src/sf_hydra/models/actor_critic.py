@@ -35,8 +35,8 @@ class StepOutput(NamedTuple):
 def act_per_policy(models, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor],
                    policies: np.ndarray) -> StepOutput:
     """Each policy (`models[p]`) acts for its rows (one forward per policy present); outputs in row order.
-    The rollout workers and the inference servers both act through it, so a row's output is the same
-    function of its policy's weights wherever it is computed."""
+    The rollout workers and the inference servers both act through `policies_act` (this, or FusedPolicies for
+    plain models), so a row's output is the same function of its policy's weights wherever it is computed."""
     present = np.unique(policies)
     if len(present) == 1:
         return models[present[0]].act(obs, rnn)
