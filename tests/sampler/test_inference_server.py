@@ -77,10 +77,19 @@ def test_each_row_acts_with_its_own_policy_and_version(tmp_cfg):
     channel.policies.copy_(torch.from_numpy(ids))
     torch.manual_seed(3)
     server.serve([(0, (0, 6))])
-    torch.manual_seed(3)
-    expected = act_per_policy(models, {k: v.clone() for k, v in channel.obs.items()}, None, ids)
-    assert torch.equal(channel.out["log_probs"], expected.log_probs)
-    assert torch.equal(channel.out["values"], expected.values)
+    # Row i is models[ids[i]]'s: its action and log-prob those models[ids[i]].act of all the rows draws
+    # from the same random state (the server acts all rows in one fused forward, actor_critic.FusedPolicies).
+    obs = {k: v.clone() for k, v in channel.obs.items()}
+    own = []
+    for m in models:
+        torch.manual_seed(3)
+        own.append(m.act(obs, None))
+    rows = torch.arange(6)
+    pick = torch.from_numpy(ids)
+    assert torch.equal(channel.out["actions"], torch.stack([o.actions for o in own])[pick, rows])
+    assert torch.allclose(channel.out["log_probs"], torch.stack([o.log_probs for o in own])[pick, rows], atol=1e-6)
+    expected = act_per_policy(models, obs, None, ids)
+    assert torch.allclose(channel.out["values"], expected.values, atol=1e-6)
     assert channel.out["policy_versions"].tolist() == [5, 0, 5, 5, 0, 0]
     assert not torch.equal(models[0].act({k: v for k, v in channel.obs.items()}, None).values, expected.values)
 

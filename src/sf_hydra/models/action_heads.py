@@ -38,7 +38,11 @@ class CategoricalHead(nn.Module):
 
     def distribution(self, x: torch.Tensor, action_mask: Optional[torch.Tensor] = None) -> "MultiCategorical":
         """`action_mask` ([rows, sum(sizes)], 0 = forbidden): see `masked_logits`."""
-        logits = self.linear(x)
+        return self.from_logits(self.linear(x), action_mask)
+
+    def from_logits(self, logits: torch.Tensor, action_mask: Optional[torch.Tensor] = None) -> "MultiCategorical":
+        """The distribution of this head's raw `logits` ([rows, sum(sizes)]; FusedPolicies computes
+        them for several policies at once)."""
         if action_mask is None:
             return MultiCategorical(logits.split(self.sizes, dim=-1), self.single)
         parts = masked_logits(logits, action_mask).split(self.sizes, dim=-1)
@@ -55,6 +59,21 @@ def masked_logits(logits: torch.Tensor, action_mask: torch.Tensor) -> torch.Tens
     return logits.masked_fill(action_mask.reshape(logits.shape) == 0, torch.finfo(logits.dtype).min)
 
 
+# The uniform draws of gumbel_argmax lie in [GUMBEL_LOW, 1): never 0, so every Gumbel noise is finite.
+GUMBEL_LOW = torch.finfo(torch.float32).tiny
+
+
+def gumbel_argmax(logp: torch.Tensor) -> torch.Tensor:
+    """One draw per row from the categorical with log-probabilities `logp` [rows, n] (logits do
+    too: a row's constant shift changes nothing): argmax(logp + G), G = -log(-log(U)) i.i.d. Gumbel,
+    as [rows, 1] indices (Gumbel-max: P(argmax = i) = softmax(logp)_i). U is drawn in float32 from
+    [tiny, 1) (torch's global generator, one uniform per entry), so G lies within about
+    [-4.5, 16.7]: a forbidden action's logit (masked_logits: the lowest finite number) plus G stays
+    below every allowed one, so it is never drawn while its row has an allowed action."""
+    u = torch.empty(logp.shape, dtype=torch.float32, device=logp.device).uniform_(GUMBEL_LOW, 1.0)
+    return (logp.float() - u.log_().neg_().log_()).argmax(-1, keepdim=True)
+
+
 class MultiCategorical:
     def __init__(self, logits: Sequence[torch.Tensor], single: bool):
         self.logits, self.single = logits, single
@@ -69,18 +88,20 @@ class MultiCategorical:
 
     def act(self, deterministic: bool = False):
         """(actions, their log-probability) for acting, without building torch's distribution
-        objects: per categorical one log-softmax, one draw (the same torch.multinomial with
-        replacement as Categorical.sample) and one gather. About half the cost of an acting
-        step on small nets (measured: CartPole MLP, 16 rows)."""
+        objects: per categorical one log-softmax, one Gumbel-max draw (`gumbel_argmax`) and one
+        gather. Cheaper than torch.multinomial on the small batches a worker acts on
+        (benchmarks/act_call.py)."""
+        if self.single:
+            logp = torch.log_softmax(self.logits[0], dim=-1)
+            a = logp.argmax(-1, keepdim=True) if deterministic else gumbel_argmax(logp)
+            return a.squeeze(-1), logp.gather(-1, a).squeeze(-1)
         acts, log_probs = [], []
         for lg in self.logits:
             logp = torch.log_softmax(lg, dim=-1)
-            a = logp.argmax(-1, keepdim=True) if deterministic else torch.multinomial(logp.exp(), 1, True)
+            a = logp.argmax(-1, keepdim=True) if deterministic else gumbel_argmax(logp)
             acts.append(a)
             log_probs.append(logp.gather(-1, a))
-        actions = torch.cat(acts, dim=-1)
-        log_prob = log_probs[0][..., 0] if len(log_probs) == 1 else torch.cat(log_probs, dim=-1).sum(-1)
-        return (actions[..., 0] if self.single else actions), log_prob
+        return torch.cat(acts, dim=-1), torch.cat(log_probs, dim=-1).sum(-1)
 
     def sample(self) -> torch.Tensor:
         acts = torch.stack([d.sample() for d in self.dists], dim=-1)

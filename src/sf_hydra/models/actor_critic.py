@@ -35,8 +35,8 @@ class StepOutput(NamedTuple):
 def act_per_policy(models, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor],
                    policies: np.ndarray) -> StepOutput:
     """Each policy (`models[p]`) acts for its rows (one forward per policy present); outputs in row order.
-    The rollout workers and the inference servers both act through it, so a row's output is the same
-    function of its policy's weights wherever it is computed."""
+    The rollout workers and the inference servers both act through `policies_act` (this, or FusedPolicies for
+    plain models), so a row's output is the same function of its policy's weights wherever it is computed."""
     present = np.unique(policies)
     if len(present) == 1:
         return models[present[0]].act(obs, rnn)
@@ -65,6 +65,186 @@ def merge_outputs(parts, rows: int) -> StepOutput:
     return StepOutput(merged(lambda o: o.actions), merged(lambda o: o.log_probs), merged(lambda o: o.values),
                       merged(lambda o: o.rnn_states), extras)
 
+
+
+def policies_act(models):
+    """The rollout workers' and inference servers' acting function, `act(obs, rnn, policies)` (policies:
+    each row's index into `models`, None for models[0] on every row): FusedPolicies where the models
+    allow it, else each model's own `act` (act_per_policy with several policies)."""
+    if FusedPolicies.supports(models):
+        return FusedPolicies(models).act
+
+    def act(obs, rnn, policies):
+        return models[0].act(obs, rnn) if policies is None else act_per_policy(models, obs, rnn, policies)
+    return act
+
+
+class FusedPolicies:
+    """Plain feed-forward ActorCritics (one or several policies of one shape) acting with less
+    per-call overhead than their `act`: on the small batches a worker acts on, a forward costs its
+    per-call overhead more than its arithmetic (benchmarks/act_call.py: CartPole's MLP at 16 rows).
+
+    - Rows of one policy: its layers run as a flat list (torch's linear and the activations' forward,
+      no module calls); the output is bit for bit that of the model's `act`, with the same draws.
+    - Rows of several policies: every row goes through every policy in one batched matmul per layer
+      (torch.baddbmm over the policies' stacked weights), each row keeps its own policy's logits and
+      value, and the action head samples all rows at once: 2 policies cost about what one does, where
+      act_per_policy costs a forward per policy and a merge. A row's output is its policy's function
+      (equal to `models[p].act` up to float rounding), with the draws models[p].act of all the rows
+      would make (one uniform per row and action, in row order).
+
+    The models' parameters become views into the stacked tensors (their values kept), so weights
+    copied into a model in place (PolicyStore.load_into) act at once, with nothing to refresh.
+    `supports` says which models qualify: the default ActorCritic class itself, no RNN core, one
+    tower, observation keys each encoded by an MLP, no input normalization (its statistics are per
+    policy), a categorical action head; and at most MAX_POLICIES of them (every row goes through
+    every policy)."""
+
+    MAX_POLICIES = 4
+
+    @classmethod
+    def supports(cls, models) -> bool:
+        from sf_hydra.models.action_heads import CategoricalHead
+        from sf_hydra.models.encoders import MlpEncoder, MultiKeyEncoder
+
+        if not 1 <= len(models) <= cls.MAX_POLICIES:
+            return False
+        for m in models:
+            if type(m) is not ActorCritic or m.core is not None or m.separate_critic or len(m.preprocess.norms):
+                return False
+            if type(m.encoder) is not MultiKeyEncoder or type(m.action_head) is not CategoricalHead:
+                return False
+            if not all(type(e) is MlpEncoder and _plain_layers(e.net) is not None for e in m.encoder.encoders.values()):
+                return False
+            if _plain_layers(m.decoder) is None:
+                return False
+        shapes = [[tuple(t.shape) for t in m.parameters()] for m in models]
+        return all(s == shapes[0] for s in shapes) and all(
+            m.preprocess.obs_scale == models[0].preprocess.obs_scale
+            and m.preprocess.obs_subtract_mean == models[0].preprocess.obs_subtract_mean for m in models)
+
+    def __init__(self, models):
+        self.models, self.n = list(models), len(models)
+        m0 = self.models[0]
+        keys = list(m0.encoder.encoders)
+        # Each policy's own layers, flat: (weight, bias) of a linear layer, or an activation's forward.
+        self.own = [([(k, _flat_chain(m.encoder.encoders[k].net)) for k in keys], _flat_chain(m.decoder))
+                    for m in self.models]
+        self.rows = torch.arange(0)
+        if self.n == 1:
+            return
+        self.encoders = [(k, self._stack_layers([m.encoder.encoders[k].net for m in self.models])) for k in keys]
+        self.decoder = self._stack_layers([m.decoder for m in self.models])
+        # The action head's and the value head's linear layers as one: [P, K + 1, F], the value last.
+        self.num_logits = m0.action_head.linear.out_features
+        self.head_w, self.head_b = self._stack_linears(
+            [[m.action_head.linear for m in self.models], [m.value_head for m in self.models]])
+
+    @staticmethod
+    def _stack_linears(groups):
+        """Stacks the linear layers (groups of one per policy, their outputs concatenated in group order)
+        into weights [P, out, in] and biases [P, 1, out]; every layer's weight and bias become views of
+        them."""
+        per_policy = list(zip(*groups))
+        w = torch.stack([torch.cat([lin.weight.detach() for lin in layers]) for layers in per_policy])
+        b = torch.stack([torch.cat([lin.bias.detach() for lin in layers]) for layers in per_policy]).unsqueeze(1)
+        for p, layers in enumerate(per_policy):
+            start = 0
+            for lin in layers:
+                end = start + lin.out_features
+                lin.weight.data, lin.bias.data = w[p, start:end], b[p, 0, start:end]
+                start = end
+        return w, b
+
+    def _stack_layers(self, nets):
+        """[(weights, biases) of a stacked Linear, or an activation's forward] for one layer chain."""
+        chains = [_plain_layers(net) for net in nets]
+        return [self._stack_linears([[c[i] for c in chains]]) if isinstance(layer, nn.Linear) else layer.forward
+                for i, layer in enumerate(chains[0])]
+
+    @staticmethod
+    def _run(x: torch.Tensor, layers) -> torch.Tensor:
+        """x: [R, in] (the same rows for every policy) or [P, R, in]; returns [P, R, out]."""
+        for layer in layers:
+            if isinstance(layer, tuple):
+                w, b = layer
+                x = torch.baddbmm(b, x.expand(w.shape[0], *x.shape) if x.dim() == 2 else x, w.transpose(1, 2))
+            else:
+                x = layer(x)
+        return x
+
+    @staticmethod
+    def _run_own(x: torch.Tensor, layers) -> torch.Tensor:
+        for layer in layers:
+            x = torch.nn.functional.linear(x, *layer) if isinstance(layer, tuple) else layer(x)
+        return x
+
+    @torch.no_grad()
+    def act(self, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor], policies: Optional[np.ndarray],
+            deterministic: bool = False) -> StepOutput:
+        """As `models[p].act` for the rows of policy p (`policies`: each row's p; None: policy 0)."""
+        if policies is None:
+            return self._act_one(0, obs, deterministic)
+        first = policies[0]
+        if self.n == 1 or (policies == first).all():
+            return self._act_one(int(first), obs, deterministic)
+        m0, rows = self.models[0], len(policies)
+        inputs = m0._inputs(obs)
+        feats = [self._run(inputs[key].reshape(rows, -1), layers) for key, layers in self.encoders]
+        feats = [f.expand(self.n, *f.shape) if f.dim() == 2 else f for f in feats]  # keys with no layers
+        x = self._run(feats[0] if len(feats) == 1 else torch.cat(feats, dim=-1), self.decoder)
+        if len(self.rows) < rows:
+            self.rows = torch.arange(rows)
+        both = torch.baddbmm(self.head_b, x, self.head_w.transpose(1, 2))[torch.from_numpy(policies),
+                                                                          self.rows[:rows]]
+        return self._sample(m0, obs, both[:, :self.num_logits], both[:, self.num_logits], deterministic)
+
+    def _act_one(self, p: int, obs: Dict[str, torch.Tensor], deterministic: bool) -> StepOutput:
+        m = self.models[p]
+        inputs = m._inputs(obs)
+        encoders, decoder = self.own[p]
+        feats = [self._run_own(inputs[key].reshape(inputs[key].shape[0], -1), layers) for key, layers in encoders]
+        x = self._run_own(feats[0] if len(feats) == 1 else torch.cat(feats, dim=1), decoder)
+        logits = torch.nn.functional.linear(x, m.action_head.linear.weight, m.action_head.linear.bias)
+        values = torch.nn.functional.linear(x, m.value_head.weight, m.value_head.bias).squeeze(-1)
+        return self._sample(m, obs, logits, values, deterministic)
+
+    @staticmethod
+    def _sample(m, obs, logits, values, deterministic: bool) -> StepOutput:
+        mask = obs[ACTION_MASK].reshape(len(logits), -1) if m.masked else None
+        dist = m.action_head.from_logits(logits, mask)
+        actions, log_probs = dist.act(deterministic)
+        extras = {ACTION_DIST_PARAMS: dist.params()} if m.action_dist_params_size else None
+        return StepOutput(actions, log_probs, values, None, extras)
+
+
+def _flat_chain(net: nn.Module) -> list:
+    """`_plain_layers` of a model's own chain: (weight, bias) of each linear layer (the parameters
+    themselves: in-place weight copies show), an activation's forward."""
+    return [(layer.weight, layer.bias) if isinstance(layer, nn.Linear) else layer.forward
+            for layer in _plain_layers(net)]
+
+
+def _plain_layers(net: nn.Module) -> Optional[list]:
+    """The layers of a chain of nn.Sequential, nn.Flatten, nn.Linear and activations (ELU, ReLU, Tanh) in
+    call order, Flatten left out (rows arrive flat); None for any other module."""
+    from sf_hydra.models.encoders import ACTIVATIONS
+
+    if isinstance(net, nn.Sequential) and type(net) is nn.Sequential:
+        layers = []
+        for child in net:
+            sub = _plain_layers(child)
+            if sub is None:
+                return None
+            layers += sub
+        return layers
+    if type(net) is nn.Flatten:
+        return []
+    if type(net) is nn.Linear and net.bias is not None:
+        return [net]
+    if type(net) in tuple(ACTIVATIONS.values()):
+        return [net]
+    return None
 
 
 class ActorCritic(nn.Module):

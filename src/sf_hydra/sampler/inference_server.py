@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from multiprocess.connection import wait
 
-from sf_hydra.models.actor_critic import StepOutput, act_per_policy
+from sf_hydra.models.actor_critic import StepOutput, policies_act
 from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.messages import ServerFailed
@@ -204,6 +204,7 @@ class InferenceServer:
         self.control_wait = control_wait
         self.device = torch.device(settings.inference_device)
         self.models = [settings.model.build(obs_space, action_space).eval().to(self.device) for _ in stores]
+        self.policies_act = policies_act(self.models)  # before the first load: views into stacked weights
         self.versions = np.full(len(stores), -1, dtype=np.int64)
         self.sync_weights()
         self.recurrent = self.models[0].core is not None
@@ -262,7 +263,7 @@ class InferenceServer:
         if self.device.type != "cpu":
             obs = {k: v.to(self.device, non_blocking=True) for k, v in obs.items()}
             rnn = None if rnn is None else rnn.to(self.device, non_blocking=True)
-        out = (self.models[0].act(obs, rnn) if policies is None else act_per_policy(self.models, obs, rnn, policies))
+        out = self.policies_act(obs, rnn, policies)
         if self.device.type != "cpu":
             out = StepOutput(*(None if t is None else t.cpu() for t in out[:4]),
                              {k: v.cpu() for k, v in out.extras.items()} if out.extras else None)

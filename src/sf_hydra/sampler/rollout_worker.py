@@ -25,7 +25,7 @@ import torch
 from omegaconf import OmegaConf
 from threadpoolctl import threadpool_limits
 
-from sf_hydra.models.actor_critic import act_per_policy
+from sf_hydra.models.actor_critic import policies_act
 from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
@@ -130,6 +130,9 @@ class WorkerBase:
         self.obs_space, self.action_space = obs_space, action_space
         self.models = [self.settings.model.build(obs_space, action_space).eval() for _ in self.stores]
         self.model = self.models[0]
+        # Rows of several policies: one fused forward where the models allow it (their weights then live in
+        # stacked tensors that load_into fills in place).
+        self.policies_act = policies_act(self.models)
         # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
         self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.settings.bf16)
         if self.channel is None:
@@ -248,7 +251,7 @@ class WorkerBase:
             return obs, rnn_before, out, policies
         with self.autocast:
             rnn = rnn_before if self.model.core is not None else None
-            out = self.model.act(obs, rnn) if policies is None else act_per_policy(self.models, obs, rnn, policies)
+            out = self.policies_act(obs, rnn, policies)
         self.timing["inference"] += time.perf_counter() - t0
         return obs, rnn_before, out, policies
 
