@@ -134,6 +134,16 @@ def render() -> str:
     out = [HEADER.format(total=len(FLAGS), mapped=c[MAPPED], replaced=c[REPLACED], na=c[NA])]
     out += ["## Flags", "", "| flag | Sample Factory default | ours | our default | meaning |", "|---|---|---|---|---|"]
     out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in FLAGS]
+    out += ["", "## Where we compute differently without a flag", "",
+            "Sample Factory's learner computes in fp32 and has no flag for it. Ours, by `hardware.learner_precision`",
+            "(default `auto`), runs the learner's forward passes in bf16 autocast (losses, advantages, optimizer in",
+            "fp32; conv weights channels-last) for image observations on a CPU with native bf16 (avx512_bf16 or",
+            "AMX), fp32 elsewhere: on Doom basic it cut the learner's CPU per update to 0.56x with returns per frame",
+            "not worse (3 seeds, benchmarks/README.md \"learner_update.py\"); an MLP on CartPole was not faster in",
+            "bf16, so it stays fp32. `hardware.learner_precision=fp32` computes as Sample Factory does. Acting (the",
+            "workers' and inference servers' forward) stays fp32. `hardware.learner_compile=true` (default false)",
+            "compiles the learner's forward with torch.compile: its compile time did not pay within a 200k-frame",
+            "Doom run here."]
     out += ["", "## Doom's flags", "",
             "Sample Factory's ViZDoom scripts add these (`sf_examples.vizdoom`), and its Doom parser gives two",
             "evaluation flags defaults, so every Doom run's config.json holds them. Refused for another env",
