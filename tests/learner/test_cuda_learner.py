@@ -4,14 +4,13 @@ advantages, value targets and gradients as the CPU learner from the same weights
 The CPU half (gathering into staging memory) runs everywhere; the CUDA half needs a GPU."""
 
 import gymnasium as gym
-import lightning as L
 import numpy as np
 import pytest
 import torch
 
 from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec, trajectory_spec
-from tests.helpers.plans import learner_for
+from tests.helpers.plans import learner_for, with_trainer
 
 ROWS, T = 8, 8
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -24,12 +23,7 @@ def _learner(tmp_cfg, device: str) -> PPOLearner:
     cfg = tmp_cfg("env=gym/cartpole", "model.use_rnn=true", "model.rnn_size=16", f"algo.rollout={T}",
                   "algo.recurrence=4", "algo.normalize_returns=true")
     torch.manual_seed(0)  # the same initial weights on both devices
-    learner = learner_for(cfg, OBS, ACTIONS)
-    trainer = L.Trainer(accelerator="gpu" if device == "cuda" else "cpu", devices=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False)
-    trainer.strategy.connect(learner)
-    learner.trainer = trainer
-    return learner.to(device)
+    return with_trainer(learner_for(cfg, OBS, ACTIONS), "gpu" if device == "cuda" else "cpu").to(device)
 
 
 def _buffers(learner: PPOLearner) -> TrajectoryBuffers:

@@ -3,13 +3,12 @@ channels-last) and hardware.learner_compile (torch.compile of `evaluate`): the u
 is the float32 one, to bf16's precision or exactly."""
 
 import gymnasium as gym
-import lightning as L
 import numpy as np
 import pytest
 import torch
 
 from sf_hydra.plan import native_bf16, resolved_learner_bf16
-from tests.helpers.plans import learner_for
+from tests.helpers.plans import learner_for, with_trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -29,11 +28,7 @@ def _learner(tmp_cfg, *overrides):
     cfg = tmp_cfg("env=doom/basic", f"algo.rollout={T}", "model.rnn_size=32", "model.encoder_conv_mlp_layers=[64]",
                   *overrides)
     torch.manual_seed(0)
-    learner = learner_for(cfg, gym.spaces.Dict({"obs": IMAGE}), gym.spaces.Discrete(3))
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    trainer.strategy.connect(learner)
-    learner.trainer = trainer
-    return learner
+    return with_trainer(learner_for(cfg, gym.spaces.Dict({"obs": IMAGE}), gym.spaces.Discrete(3)))
 
 
 def _minibatch(state_size: int) -> dict:

@@ -2,14 +2,13 @@
 same gradient and the same statistics as one pass over the whole minibatch."""
 
 import gymnasium as gym
-import lightning as L
 import numpy as np
 import pytest
 import torch
 
 from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.plan import resolved_micro_batch
-from tests.helpers.plans import learner_for
+from tests.helpers.plans import learner_for, with_trainer
 
 ROWS, T = 8, 4
 
@@ -19,11 +18,7 @@ def _learner(tmp_cfg, micro: int) -> PPOLearner:
                   f"hardware.learner_micro_batch={micro}")
     torch.manual_seed(0)
     obs_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-    learner = learner_for(cfg, obs_space, gym.spaces.Discrete(2))
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    trainer.strategy.connect(learner)
-    learner.trainer = trainer
-    return learner
+    return with_trainer(learner_for(cfg, obs_space, gym.spaces.Discrete(2)))
 
 
 def _minibatch(state_size: int) -> dict:
