@@ -177,10 +177,13 @@ class HardwareConfig:
     # family offers (gym: envpool); the family's list is the choice (sampler/vector_envs.py)
     vector_backend: str = "auto"
     torch_threads: int = 1  # per process; more threads are far slower for small nets
-    precision: Precision = Precision["32-true"]  # Lightning's names; bf16-mixed also when acting
+    # Lightning's names: bf16-mixed autocasts the learner's whole training step (losses included) and the
+    # workers' acting; learner_precision below is the narrower default (forward passes only, acting in fp32)
+    precision: Precision = Precision["32-true"]
     # The learner's forward passes in bfloat16 autocast (losses, advantages, optimizer in float32), acting
-    # unchanged: auto = bf16 for image observations on a CPU with native bf16 (AVX512-BF16 / AMX), where it
-    # measured ~1.5x less CPU per update, else fp32 (benchmarks/README.md "Learner update")
+    # unchanged (with precision=bf16-mixed both apply): auto = bf16 for image observations on a CPU with
+    # native bf16 (AVX512-BF16 / AMX), where it measured ~1.5x less CPU per update, else fp32
+    # (benchmarks/README.md "Learner update")
     learner_precision: LearnerPrecision = LearnerPrecision.auto
     # torch.compile of the learner's forward pass (each policy's `evaluate`; the backward follows): less CPU
     # per update once compiled, at a compile cost of seconds to a minute at the run's start and at a new

@@ -5,7 +5,8 @@
 matrix product over time instead of a Python loop of T steps. Its cost grows with B T^2, the
 loop's with T (per-step overhead): benchmarks/learner_update.py --advantages measured (CPU, one
 thread) 176 against 836 us at B = 32, T = 32 (the CartPole and Doom defaults' batches), 273
-against 878 at B = 64, even at B = 256 and a loss at B = 64, T = 128; so on CPU the matrix is
+against 878 at B = 64, 785 against 880 at B = 256 (where V-trace's matrix form already loses); so on
+CPU the matrix is
 used up to MATRIX_ELEMENTS_CPU = B T^2, on CUDA (where each loop step is kernel launches) up to
 MAX_MATRIX_STEPS steps. Otherwise `gae_loop`, the backward recursion (also the tests' reference
 for the matrix form)."""
