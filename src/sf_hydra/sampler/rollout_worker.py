@@ -232,9 +232,16 @@ class WorkerBase:
 
     def _env_record(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> dict:
         """The fields one env step fills; rewards scaled and clipped for the learner."""
-        scaled = np.clip(rewards * self.reward_scale, -self.reward_clip, self.reward_clip)
-        return {"rewards": torch.from_numpy(scaled), "dones": torch.from_numpy(terminated | truncated),
+        return {"rewards": torch.from_numpy(self._scaled_rewards(rewards)),
+                "dones": torch.from_numpy(terminated | truncated),
                 "time_outs": torch.from_numpy(truncated & ~terminated)}
+
+    def _scaled_rewards(self, rewards: np.ndarray) -> np.ndarray:
+        """rewards x env.reward_scale, clipped to +-env.reward_clip: np.clip's values (clip is max
+        then min), in place in the product, without np.clip's Python layers (about 2 us a call)."""
+        scaled = rewards * self.reward_scale
+        np.maximum(scaled, -self.reward_clip, out=scaled)
+        return np.minimum(scaled, self.reward_clip, out=scaled)
 
     def _act(self, rows):
         """The policy step for these rows (a slice or an index array) of `self.obs` and

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pickle
 import time
+from typing import List, NamedTuple, Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -20,10 +22,21 @@ from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler.env_groups import random_steps
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
-from sf_hydra.sampler.rollout_worker import WorkerBase, close_all
+from sf_hydra.sampler.rollout_worker import BEAT_ENV, BEAT_STEP, BEAT_TIME, WorkerBase, close_all
 from sf_hydra.seeding import env_seed
 from sf_hydra.spaces import to_env_action
 from sf_hydra.trajectory import RolloutStaging
+
+
+class EnvSteps(NamedTuple):
+    """One env step of a split's envs, per env in row order (Python lists: appended per env)."""
+
+    rewards: List[float]
+    terminated: List[bool]
+    truncated: List[bool]
+    ends: List[tuple]  # (env index, whether its game goes on, its statistics) per episode that ended
+    restarted: List[int]  # envs re-created this step (crashed or hung): their episode is dropped
+    units: Optional[np.ndarray]  # [rows, 2V] the reward-shaping units the envs reported; None: no shaping
 
 
 class SingleAgentWorker(WorkerBase):
@@ -39,7 +52,12 @@ class SingleAgentWorker(WorkerBase):
         bounds = np.linspace(0, n, settings.worker_num_splits + 1).astype(int)
         self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         self.games = EpisodeTracker(n)
+        self.discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
+        # A plain (not Dict) observation: one array, each env's row written in place after its step.
+        self.plain_obs = None if isinstance(self.obs_space, gym.spaces.Dict) else self.obs["obs"]
         self.staging = RolloutStaging(self.buffers, n)
+        env_arrays = [self.staging.arrays[name] for name in ("rewards", "dones", "time_outs")]
+        self.env_arrays = None if any(a is None for a in env_arrays) else env_arrays
         for i, env in enumerate(self.envs):
             seed = env_seed(settings.seed, worker_id, i)
             self._store_obs(i, random_steps(env, self.decorrelation_steps(i), seed, env.reset(seed=seed)[0]))
@@ -59,45 +77,81 @@ class SingleAgentWorker(WorkerBase):
         obs, rnn_before, out, policies = self._act(split)
         self.staging.write(split, t, self._policy_record(obs, out, rnn_before, policies))
         t1 = time.perf_counter()
-        actions = out.actions.numpy()
-        count = split.stop - split.start
-        rewards = np.zeros(count, np.float32)
-        terminated, truncated = np.zeros(count, bool), np.zeros(count, bool)
-        ends = []  # (env index, whether its game goes on, its statistics)
-        restarted = []  # envs re-created this step (crashed or hung): their episode is dropped
-        units = None if self.shaping is None else np.zeros((count, len(self.shaping[0])))
-        for j in range(count):
-            i = split.start + j
-            self._beat(i, self.games.lengths[i])
-            try:
-                ob, rewards[j], terminated[j], truncated[j], info = self.env_call(
-                    self.envs[i].step, to_env_action(self.action_space, actions[j]))
-                if units is not None and SHAPING_UNITS in info:
-                    units[j] = info[SHAPING_UNITS]
-                if terminated[j] or truncated[j]:
-                    ends.append((i, game_continues(info), episode_stats(info)))
-                    ob, _ = self.env_call(self.envs[i].reset)
-            except Exception as error:
-                ob = self._restart_env(i, error)
-                rewards[j], terminated[j], truncated[j] = 0.0, False, True  # the episode ends, cut short
-                ends = [end for end in ends if end[0] != i]
-                restarted.append(i)
-            self._store_obs(i, ob)
+        step = self._step_envs(split, out.actions.numpy())
         self.timing["env_step"] += time.perf_counter() - t1
-        bonus = None if units is None else self._shaping_bonus(units, policies)
+        rewards = np.array(step.rewards, np.float32)
+        terminated, truncated = np.array(step.terminated, bool), np.array(step.truncated, bool)
+        bonus = None if step.units is None else self._shaping_bonus(step.units, policies)
         if bonus is not None:
             rewards += bonus
         self._check_env_output(split, rewards)
         self.games.add(split, rewards, 1, bonus)
-        for i in restarted:
+        for i in step.restarted:
             self.games.drop(i)
-        for i, continues, stats in ends:
+        for i, continues, stats in step.ends:
             self._episode_end(i, continues, episodes, stats)
-        self.staging.write(split, t, self._env_record(rewards, terminated, truncated))
+        self._write_env_step(split, t, rewards, terminated, truncated)
         if out.rnn_states is not None:
             alive = torch.from_numpy(~(terminated | truncated)).unsqueeze(1)
             self.rnn[split] = out.rnn_states.float() * alive
         self._request(split)
+
+    def _write_env_step(self, split: slice, t: int, rewards: np.ndarray, terminated: np.ndarray,
+                        truncated: np.ndarray) -> None:
+        """The env step's fields into the staging rows: `_env_record`'s values, written straight into
+        the fields' numpy views (no tensor round trip, no torch dtype conversion), or through
+        `_env_record` where a field's dtype has no numpy view."""
+        if self.env_arrays is None:
+            self.staging.write(split, t, self._env_record(rewards, terminated, truncated))
+            return
+        reward_rows, done_rows, time_out_rows = self.env_arrays
+        reward_rows[split, t] = self._scaled_rewards(rewards)
+        done_rows[split, t] = terminated | truncated
+        time_out_rows[split, t] = truncated & ~terminated
+
+    def _env_actions(self, actions: np.ndarray) -> list:
+        """The rows' actions as env.step takes them: a Discrete space's as Python ints, made by one
+        `tolist` (what `to_env_action` gives row by row: int(row))."""
+        if self.discrete_actions:
+            return actions.astype(np.int64, copy=False).reshape(len(actions)).tolist()
+        return [to_env_action(self.action_space, a) for a in actions]
+
+    def _step_envs(self, split: slice, actions: np.ndarray) -> "EnvSteps":
+        """Steps the split's envs once each (an env whose episode ended is reset), leaving their next
+        observations in `self.obs`; the rewards and flags are Python lists, turned into arrays once by
+        the caller (cheaper than a numpy item write per env). The heartbeat's time is set once per
+        split, the env being stepped and its episode step before each env: a hung env is still named."""
+        step = EnvSteps([], [], [], [], [], None if self.shaping is None else np.zeros(
+            (split.stop - split.start, len(self.shaping[0]))))
+        beat, lengths, envs = self.beat, self.games.lengths, self.envs
+        plain = self.plain_obs
+        watched = self._hang_timer  # else env calls go straight to the env (env_call would do just that)
+        beat[BEAT_TIME] = time.time()
+        for j, action in enumerate(self._env_actions(actions)):
+            i = split.start + j
+            beat[BEAT_ENV], beat[BEAT_STEP] = i, lengths[i]
+            try:
+                env = envs[i]
+                ob, reward, terminated, truncated, info = (
+                    self.env_call(env.step, action) if watched else env.step(action))
+                if step.units is not None and SHAPING_UNITS in info:
+                    step.units[j] = info[SHAPING_UNITS]
+                if terminated or truncated:
+                    step.ends.append((i, game_continues(info), episode_stats(info)))
+                    ob, _ = self.env_call(env.reset) if watched else env.reset()
+            except Exception as error:
+                ob = self._restart_env(i, error)
+                reward, terminated, truncated = 0.0, False, True  # the episode ends, cut short
+                step.ends[:] = [end for end in step.ends if end[0] != i]
+                step.restarted.append(i)
+            step.rewards.append(reward)
+            step.terminated.append(terminated)
+            step.truncated.append(truncated)
+            if plain is not None:
+                plain[i] = ob
+            else:
+                self._store_obs(i, ob)
+        return step
 
     def _restart_env(self, i: int, error: Exception):
         """Re-creates env i after `error` (within hardware.max_env_restarts), returning its first
