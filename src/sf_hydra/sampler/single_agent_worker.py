@@ -118,40 +118,44 @@ class SingleAgentWorker(WorkerBase):
 
     def _step_envs(self, split: slice, actions: np.ndarray) -> "EnvSteps":
         """Steps the split's envs once each (an env whose episode ended is reset), leaving their next
-        observations in `self.obs`; the rewards and flags are Python lists, turned into arrays once by
-        the caller (cheaper than a numpy item write per env). The heartbeat's time is set once per
-        split, the env being stepped and its episode step before each env: a hung env is still named."""
-        step = EnvSteps([], [], [], [], [], None if self.shaping is None else np.zeros(
-            (split.stop - split.start, len(self.shaping[0]))))
-        beat, lengths, envs = self.beat, self.games.lengths, self.envs
-        plain = self.plain_obs
+        observations in `self.obs` (a plain observation's rows in one block write after the loop); the
+        rewards and flags are Python lists, turned into arrays once by the caller (cheaper than a numpy
+        item write per env). The heartbeat's time is set once per split, the env being stepped and its
+        episode step (Python ints) before each env: a hung env is still named with its step."""
+        rewards, terminated_flags, truncated_flags, ends, restarted = [], [], [], [], []
+        units = None if self.shaping is None else np.zeros((split.stop - split.start, len(self.shaping[0])))
+        beat, envs, plain = self.beat, self.envs, self.plain_obs
+        steps = self.games.lengths[split].tolist()  # each env's episode step, for the heartbeat
+        observations = []  # a plain observation's rows, written once after the loop
         watched = self._hang_timer  # else env calls go straight to the env (env_call would do just that)
         beat[BEAT_TIME] = time.time()
         for j, action in enumerate(self._env_actions(actions)):
             i = split.start + j
-            beat[BEAT_ENV], beat[BEAT_STEP] = i, lengths[i]
+            beat[BEAT_ENV], beat[BEAT_STEP] = i, steps[j]
             try:
                 env = envs[i]
                 ob, reward, terminated, truncated, info = (
                     self.env_call(env.step, action) if watched else env.step(action))
-                if step.units is not None and SHAPING_UNITS in info:
-                    step.units[j] = info[SHAPING_UNITS]
+                if units is not None and SHAPING_UNITS in info:
+                    units[j] = info[SHAPING_UNITS]
                 if terminated or truncated:
-                    step.ends.append((i, game_continues(info), episode_stats(info)))
+                    ends.append((i, game_continues(info), episode_stats(info)))
                     ob, _ = self.env_call(env.reset) if watched else env.reset()
             except Exception as error:
                 ob = self._restart_env(i, error)
                 reward, terminated, truncated = 0.0, False, True  # the episode ends, cut short
-                step.ends[:] = [end for end in step.ends if end[0] != i]
-                step.restarted.append(i)
-            step.rewards.append(reward)
-            step.terminated.append(terminated)
-            step.truncated.append(truncated)
+                ends = [end for end in ends if end[0] != i]
+                restarted.append(i)
+            rewards.append(reward)
+            terminated_flags.append(terminated)
+            truncated_flags.append(truncated)
             if plain is not None:
-                plain[i] = ob
+                observations.append(ob)
             else:
                 self._store_obs(i, ob)
-        return step
+        if plain is not None:
+            plain[split] = observations
+        return EnvSteps(rewards, terminated_flags, truncated_flags, ends, restarted, units)
 
     def _restart_env(self, i: int, error: Exception):
         """Re-creates env i after `error` (within hardware.max_env_restarts), returning its first
