@@ -70,3 +70,30 @@ def test_a_reader_killed_mid_read_never_blocks_the_writer():
         assert time.monotonic() - t0 < 1.0
     check = filled(-1.0)
     assert store.load_into(check) == 10 and float(next(check.parameters()).flatten()[0]) == 9.0
+
+
+def _report_versions(store: PolicyStore, asked, answers) -> None:
+    while (want := asked.get()) is not None:
+        deadline = time.monotonic() + 10
+        while store.current_version() != want and time.monotonic() < deadline:
+            time.sleep(0.001)
+        answers.put(store.current_version())
+
+
+def test_another_process_reads_every_published_version():
+    # current_version reads through a numpy view made in the reading process: it must be a view of
+    # the shared counter there (not a copy pickled with the store), made after the store arrived.
+    store = PolicyStore(filled(0.0))
+    assert store.current_version() == 0  # the learner's own view exists before the store is sent
+    ctx = mp.get_context("spawn")
+    asked, answers = ctx.Queue(), ctx.Queue()
+    reader = ctx.Process(target=_report_versions, args=(store, asked, answers), daemon=True)
+    reader.start()
+    try:
+        for version in (3, 4, 9):
+            store.publish(filled(float(version)), version=version)
+            asked.put(version)
+            assert answers.get(timeout=60) == version
+    finally:
+        asked.put(None)
+        reader.join(timeout=30)

@@ -38,6 +38,7 @@ class PolicyStore:
         odds_size: an opponent pool slot's store: the number of trained policies (see `odds`)."""
         self.flat = torch.zeros(flat_size(model), dtype=torch.float64).share_memory_()
         self.version = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._version_view = None  # numpy view of `version`, made in each process that reads it (current_version)
         self.sequence = torch.zeros(1, dtype=torch.int64).share_memory_()  # odd while being written
         self.location = torch.zeros(1, dtype=torch.int64).share_memory_()  # HOST or DEVICE
         # The policy's own reward-shaping weights minus the env's (PBT perturbs them): what a
@@ -49,8 +50,8 @@ class PolicyStore:
         self.device_flat: Optional[torch.Tensor] = None  # see share_on_device / adopt_device_flat
         self.publish(model, version=0)
 
-    def __getstate__(self):  # a process gets the device tensor only by a message (adopt_device_flat)
-        return {**self.__dict__, "device_flat": None}
+    def __getstate__(self):  # the device tensor comes only by a message (adopt_device_flat); a view is per process
+        return {**self.__dict__, "device_flat": None, "_version_view": None}
 
     def set_reward_shaping(self, difference) -> None:
         self.reward_shaping.copy_(torch.as_tensor(difference, dtype=torch.float64))
@@ -125,7 +126,13 @@ class PolicyStore:
         return self.device_flat
 
     def current_version(self) -> int:
-        return int(self.version[0])
+        """The published version, read through a numpy view of the shared counter (made once per
+        process; a view, so it sees every publish): 0.1 us, against 1.5 us for a tensor item read,
+        once per env step and policy in every worker."""
+        view = self._version_view
+        if view is None:
+            view = self._version_view = self.version.numpy()
+        return int(view[0])
 
 
 def _finish_copies(*tensors: torch.Tensor) -> None:
