@@ -7,7 +7,9 @@ Each run is a fresh process that builds the sampler in serial mode with one work
 the shared buffers and freed at once), warms up for 3 rollouts, then counts env frames for
 --seconds. Variants alternate (off, on, envpool, off, on, ...) so that a busy machine
 hurts them alike; medians are printed, of wall-clock FPS and of frames per CPU-second of
-the process (all its threads: EnvPool's too), which a shared machine disturbs less. Training FPS
+the process (all its threads: EnvPool's too), which a shared machine disturbs less, and the worker's
+own profile: the shares of its rollout time spent acting (inference), stepping envs (the env loop, our
+per-env bookkeeping included), on the rest of the bookkeeping and waiting for slots. Training FPS
 (throughput.py) also includes the learner, which on CartPole is the bottleneck: this script
 isolates the sampling side that `hardware.batched_sampling` changes.
 
@@ -39,10 +41,14 @@ VARIANTS = {
 }
 
 
-def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) -> Tuple[float, float]:
-    """In this process: env frames per wall-clock second and per CPU-second of one
-    serial-mode worker. agent_rows: a single-agent env stepped by the agent-rows worker (one
-    row per env, the multi-agent/batched loop) instead of the single-agent worker's loop."""
+PARTS = ("inference", "env_step", "bookkeeping", "wait_for_slots")  # Trajectories.timing's keys
+
+
+def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) -> Tuple[float, ...]:
+    """In this process: env frames per wall-clock second and per CPU-second of one serial-mode
+    worker, then the shares of its rollout time (PARTS, from its messages). agent_rows: a
+    single-agent env stepped by the agent-rows worker (one row per env, the multi-agent/batched
+    loop) instead of the single-agent worker's loop."""
     import torch
     from hydra import compose, initialize_config_dir
 
@@ -70,25 +76,28 @@ def measure(overrides: Sequence[str], seconds: float, agent_rows: bool = False) 
         for _ in range(3):
             sampler.free(sampler.poll().slots)
         frames, start, cpu_start = 0, time.perf_counter(), time.process_time()
+        spent = dict.fromkeys(PARTS, 0.0)
         while time.perf_counter() - start < seconds:
             traj = sampler.poll()
             sampler.free(traj.slots)
             frames += traj.frames
-        return frames / (time.perf_counter() - start), frames / (time.process_time() - cpu_start)
+            for part in PARTS:
+                spent[part] += traj.timing.get(part, 0.0)
+        total = sum(spent.values()) or 1.0
+        return (frames / (time.perf_counter() - start), frames / (time.process_time() - cpu_start),
+                *(spent[part] / total for part in PARTS))
     finally:
         sampler.stop()
 
 
-def run_child(overrides: Sequence[str], seconds: float, agent_rows: bool = False
-              ) -> Tuple[Optional[float], Optional[float]]:
+def run_child(overrides: Sequence[str], seconds: float, agent_rows: bool = False) -> Tuple[Optional[float], ...]:
     rows = ["--agent-rows"] if agent_rows else []
     cmd = [sys.executable, __file__, "--child", *rows, "--seconds", str(seconds), "--", *overrides]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=python_env(), cwd=REPO, timeout=600)
     if proc.returncode != 0:
         print(f"  failed: {' '.join(overrides)}\n{proc.stderr[-2000:]}", flush=True)
-        return None, None
-    wall, cpu = proc.stdout.strip().splitlines()[-1].split()
-    return float(wall), float(cpu)
+        return (None,) * (2 + len(PARTS))
+    return tuple(float(v) for v in proc.stdout.strip().splitlines()[-1].split())
 
 
 def parse_args(argv=None):
@@ -105,21 +114,25 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.child:
-        print("%.1f %.1f" % measure(args.overrides, args.seconds, args.agent_rows))
+        print(" ".join("%.4f" % v for v in measure(args.overrides, args.seconds, args.agent_rows)))
         return
     variants = [v for v in args.variants if v != "envpool" or importlib.util.find_spec("envpool")]
     wall: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
     cpu: Dict[str, List[Optional[float]]] = {v: [] for v in variants}
+    shares: Dict[str, List[Tuple[Optional[float], ...]]] = {v: [] for v in variants}
     for i in range(args.repeats):
         for variant in variants:
-            fps, per_cpu = run_child([*args.overrides, *VARIANTS[variant]], args.seconds, variant == "rows")
+            fps, per_cpu, *parts = run_child([*args.overrides, *VARIANTS[variant]], args.seconds, variant == "rows")
             wall[variant].append(fps)
             cpu[variant].append(per_cpu)
-            print(f"  run {i} {variant}: {fmt(fps)} FPS, {fmt(per_cpu)} frames per CPU-second", flush=True)
+            shares[variant].append(tuple(parts))
+            print(f"  run {i} {variant}: {fmt(fps)} FPS, {fmt(per_cpu)} frames per CPU-second; worker time "
+                  + ", ".join(f"{part} {fmt(share, '.0%')}" for part, share in zip(PARTS, parts)), flush=True)
     print()
-    print_table(["batched sampling", "median FPS", "vs off", "frames/CPU-s", "vs off"], [
+    print_table(["batched sampling", "median FPS", "vs off", "frames/CPU-s", "vs off", *PARTS], [
         [v, fmt(median(wall[v])), fmt(ratio(median(wall[v]), median(wall.get("off", []))), ".2f"),
-         fmt(median(cpu[v])), fmt(ratio(median(cpu[v]), median(cpu.get("off", []))), ".2f")] for v in variants
+         fmt(median(cpu[v])), fmt(ratio(median(cpu[v]), median(cpu.get("off", []))), ".2f"),
+         *(fmt(median(s[k] for s in shares[v]), ".0%") for k in range(len(PARTS)))] for v in variants
     ])
 
 
