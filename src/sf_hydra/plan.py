@@ -264,7 +264,7 @@ def slots_per_worker(algo, num_workers: int, rows_per_worker: int, agent_rows: b
     mode, one completed early for the next round.
 
     Invariant with several policies: a worker blocks only when some policy has a full batch
-    waiting (`policy_rounds`), so the learner never idles while a worker waits for slots."""
+    waiting (`policy_rounds`), so the learner does not wait for data while a worker waits for slots."""
     rows_total = num_workers * rows_per_worker
     traj_per_iteration = algo.batch_size * algo.num_batches_per_epoch // algo.rollout
     iterations = max(algo.num_batches_to_accumulate, algo.num_policies)
