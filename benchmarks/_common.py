@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -98,6 +99,12 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
+def _children_cpu_seconds() -> float:
+    """User + system CPU time of this process's waited-for children and, recursively, theirs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _session(pid: int) -> Optional[int]:
     try:
         return os.getsid(pid)
@@ -160,6 +167,10 @@ class ProcessRun:
     peak_pss_mb: float  # sum of the tree's PSS (shared pages split: the honest total)
     peak_procs: int
     other_cpu: float  # cores kept busy by other processes meanwhile: the machine is shared, judge noise by it
+    # CPU seconds (user + system) of the tree: its processes that were waited for (getrusage of the children),
+    # exact; less noisy than any wall-clock figure on a shared machine
+    cpu_seconds: float = 0.0
+    root_cpu_seconds: float = 0.0  # the command's own process (train.py: the learner's), at its last poll
 
     @property
     def wall_seconds(self) -> float:
@@ -171,6 +182,7 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
     """Run cmd in its own session, poll its tree's memory, and kill the whole tree at the end."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     busy_before = _machine_busy_seconds()
+    children_before = _children_cpu_seconds()
     with open(log_path, "wb") as log:
         start = time.time()
         proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
@@ -198,7 +210,8 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
             kill_tree(proc.pid, seen)
             proc.wait()
     other_cpu = max(0.0, other_seconds / max(end - start, 1e-9))
-    return ProcessRun(returncode, start, end, peak_rss / 2**20, peak_pss / 2**20, peak_procs, other_cpu)
+    return ProcessRun(returncode, start, end, peak_rss / 2**20, peak_pss / 2**20, peak_procs, other_cpu,
+                      _children_cpu_seconds() - children_before, cpu.get(proc.pid, 0.0))
 
 
 def add_run_arguments(parser, timeout: float) -> None:

@@ -2,6 +2,8 @@
 
     python benchmarks/several_policies.py --preset cartpole_2x16 --policies 1 2 --repeats 3
     python benchmarks/several_policies.py --preset doom_duel_2x8 --policies 1 2 4 --repeats 3
+    python benchmarks/several_policies.py --policies 1 2 --repeats 3 --baseline 32f2e09
+    python benchmarks/several_policies.py --policies 2 --quiet-wait 0 -- algo.num_batches_to_accumulate=4
 
 Each run is `python train.py <preset> algo.num_policies=N train_for_env_steps=<total / N>`:
 the budget holds per policy (its own env steps), so every run simulates at least the same
@@ -15,7 +17,15 @@ Printed per policy count, medians over the repeats:
   non-zero step count over the time between them (start-up excluded), as throughput.py;
 - peak RSS / PSS MB: the whole process tree (learner, rollout workers, env processes),
   sampled every second;
-- ratio: FPS (wall) and steady FPS against the one-policy runs.
+- CPU ms / kframe: CPU seconds (user + system) of the learner's process (train.py) and of the
+  rest of the tree (rollout workers, env processes) per 1,000 frames, start-up included: on a
+  shared machine this moves far less than any wall-clock figure;
+- waits: the share of the session the learner waited for data, and of the workers' time they
+  waited for free slots (summary.json's profile);
+- ratio: FPS (wall) and steady FPS against the same system's runs of the first policy count.
+
+`--baseline REV` adds sf_hydra as of git revision REV (a temporary worktree), each of its runs
+right after ours of the same policy count and seed; `-- key=value ...` adds overrides to every run.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
+    REPO,
     exit_cleanly_on_signals,
     fmt,
     median,
@@ -36,6 +47,7 @@ from _common import (  # noqa: E402
     ratio,
     read_summary,
     read_tb_scalars,
+    revision_checkout,
     run_tree,
     steady_fps,
     train_py_command,
@@ -56,53 +68,96 @@ PRESETS = {
 }
 
 
+def per_kframe(cpu_seconds: float, frames) -> float | None:
+    """CPU milliseconds per 1,000 frames (None without frames)."""
+    return 1e6 * cpu_seconds / frames if frames else None
+
+
+def run_once(repo: Path, overrides, n: int, env_steps: int, work: Path, name: str, seed: int, quiet: float) -> dict:
+    """One train.py run of `repo` with `n` policies: the figures of one table row."""
+    busy = wait_for_quiet(quiet)
+    cmd = train_py_command(sys.executable, [
+        *overrides, f"algo.num_policies={n}", f"train_for_env_steps={env_steps}",
+        f"train_dir={work}", f"experiment={name}", f"seed={seed}"], repo)
+    run = run_tree(cmd, work / f"{name}.log", cwd=work, env=python_env(repo=repo))
+    summary = read_summary(work / name)
+    frames = summary.get("env_steps")
+    return {**waits(summary.get("profile", {})), "frames": frames, "wall": run.wall_seconds,
+            "fps": frames / run.wall_seconds if frames and run.returncode == 0 else None,
+            "steady": steady_fps(read_tb_scalars(work / name, "perf/env_steps")),
+            "rss": run.peak_rss_mb, "pss": run.peak_pss_mb, "other": max(busy, run.other_cpu),
+            "learner_cpu": per_kframe(run.root_cpu_seconds, frames),
+            "workers_cpu": per_kframe(run.cpu_seconds - run.root_cpu_seconds, frames), "exit": run.returncode}
+
+
+def waits(profile: dict) -> dict:
+    """The share of the session the learner waited for data, and of the workers' time they waited for
+    free slots (summary.json's profile; wall clock, so the machine's load moves them too)."""
+    learner, workers = profile.get("learner", {}), profile.get("workers", {})
+    return {"learner_wait": learner.get("wait_for_data", {}).get("fraction"),
+            "slots_wait": workers.get("wait_for_slots", {}).get("fraction")}
+
+
+def print_run(label: str, row: dict) -> None:
+    print(f"{label}: frames {fmt(row['frames'])}  wall {row['wall']:.1f} s  FPS {fmt(row['fps'])}  "
+          f"steady {fmt(row['steady'])}  peak RSS {row['rss']:,.0f} MB  "
+          f"CPU ms/kframe learner {fmt(row['learner_cpu'], '.1f')} workers {fmt(row['workers_cpu'], '.1f')}  "
+          f"waits: learner {fmt(row['learner_wait'], '.0%')} workers for slots {fmt(row['slots_wait'], '.0%')}  "
+          f"other CPU {row['other']:.2f} cores  exit {row['exit']}", flush=True)
+
+
+def print_results(title: str, results: dict, policies) -> None:
+    """Per (system, policy count): medians; ratios against the same system's first policy count."""
+    rows = []
+    for (system, n), runs in results.items():
+        base = results[(system, policies[0])]
+        base_fps, base_steady = median(r["fps"] for r in base), median(r["steady"] for r in base)
+        fps, steady = median(r["fps"] for r in runs), median(r["steady"] for r in runs)
+        rows.append([f"{system}, {n} policies", fmt(median(r["frames"] for r in runs)),
+                     fmt(median(r["wall"] for r in runs), ",.1f"), " / ".join(fmt(r["fps"]) for r in runs), fmt(fps),
+                     " / ".join(fmt(r["steady"]) for r in runs), fmt(steady),
+                     fmt(ratio(fps, base_fps), ".2f"), fmt(ratio(steady, base_steady), ".2f"),
+                     fmt(median(r["rss"] for r in runs)), fmt(median(r["pss"] for r in runs)),
+                     fmt(median(r["learner_cpu"] for r in runs), ".1f"),
+                     fmt(median(r["workers_cpu"] for r in runs), ".1f"),
+                     fmt(median(r["learner_wait"] for r in runs), ".0%"),
+                     fmt(median(r["slots_wait"] for r in runs), ".0%")])
+    print(title)
+    print_table(["", "frames", "wall s", "FPS (wall) per run", "FPS (wall)", "steady FPS per run", "steady FPS",
+                 "ratio (wall)", "ratio (steady)", "peak RSS MB", "peak PSS MB",
+                 "learner CPU ms/kframe", "workers CPU ms/kframe", "learner waits", "workers wait for slots"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cartpole_2x16")
     parser.add_argument("--policies", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--env-steps", type=int, default=None, help="total frames (default: the preset's)")
+    parser.add_argument("--quiet-wait", type=float, default=60.0,
+                        help="seconds to wait at most, before each run, for the machine's other processes to calm")
+    parser.add_argument("--baseline", metavar="REV", default=None,
+                        help="also run sf_hydra as of git revision REV (a temporary worktree), alternating with ours")
+    parser.add_argument("overrides", nargs="*", help="more train.py overrides for every run (after --)")
     args = parser.parse_args()
     exit_cleanly_on_signals()
     total, overrides = PRESETS[args.preset]
     total = args.env_steps or total
     work = Path(tempfile.mkdtemp(prefix="several_policies_"))
-    results = {n: [] for n in args.policies}
     try:
-        for rep in range(args.repeats):
-            for n in args.policies:
-                busy = wait_for_quiet(60)
-                name = f"p{n}_r{rep}"
-                cmd = train_py_command(sys.executable, [
-                    *overrides, f"algo.num_policies={n}", f"train_for_env_steps={total // n}",
-                    f"train_dir={work}", f"experiment={name}", "seed=" + str(rep)])
-                run = run_tree(cmd, work / f"{name}.log", cwd=work, env=python_env())
-                summary = read_summary(work / name)
-                frames = summary.get("env_steps")
-                steady = steady_fps(read_tb_scalars(work / name, "perf/env_steps"))
-                row = {"frames": frames, "wall": run.wall_seconds,
-                       "fps": frames / run.wall_seconds if frames and run.returncode == 0 else None,
-                       "steady": steady, "rss": run.peak_rss_mb, "pss": run.peak_pss_mb,
-                       "other": max(busy, run.other_cpu)}
-                results[n].append(row)
-                print(f"policies={n} repeat {rep}: frames {fmt(frames)}  wall {run.wall_seconds:.1f} s  "
-                      f"FPS {fmt(row['fps'])}  steady {fmt(steady)}  peak RSS {run.peak_rss_mb:,.0f} MB  "
-                      f"other CPU {row['other']:.2f} cores  exit {run.returncode}", flush=True)
+        with revision_checkout(args.baseline, work / "baseline") as base_repo:
+            systems = [("ours", REPO)] + ([(f"base {args.baseline}", base_repo)] if base_repo else [])
+            results = {(system, n): [] for system, _ in systems for n in args.policies}
+            for rep in range(args.repeats):
+                for n in args.policies:
+                    for k, (system, repo) in enumerate(systems):
+                        row = run_once(repo, [*overrides, *args.overrides], n, total // n, work, f"s{k}_p{n}_r{rep}",
+                                       rep, args.quiet_wait)
+                        results[(system, n)].append(row)
+                        print_run(f"{system}, policies={n}, repeat {rep}", row)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    base = results[args.policies[0]]
-    base_fps, base_steady = median(r["fps"] for r in base), median(r["steady"] for r in base)
-    rows = []
-    for n, runs in results.items():
-        fps, steady = median(r["fps"] for r in runs), median(r["steady"] for r in runs)
-        rows.append([f"{n} policies", fmt(median(r["frames"] for r in runs)), fmt(median(r["wall"] for r in runs),
-                     ",.1f"), " / ".join(fmt(r["fps"]) for r in runs), fmt(fps), fmt(steady),
-                     fmt(ratio(fps, base_fps), ".2f"), fmt(ratio(steady, base_steady), ".2f"),
-                     fmt(median(r["rss"] for r in runs)), fmt(median(r["pss"] for r in runs))])
-    print(f"\n{args.preset}: {total:,} total frames, medians of {args.repeats} runs")
-    print_table(["", "frames", "wall s", "FPS (wall) per run", "FPS (wall)", "steady FPS", "ratio (wall)",
-                 "ratio (steady)", "peak RSS MB", "peak PSS MB"], rows)
+    print_results(f"\n{args.preset}: {total:,} total frames, medians of {args.repeats} runs", results, args.policies)
 
 
 if __name__ == "__main__":

@@ -261,12 +261,28 @@ def slots_per_worker(algo, num_workers: int, rows_per_worker: int, agent_rows: b
     policies, at least one iteration per policy may wait: each policy's trajectories queue
     apart, and a queue short of a batch must not starve the others of slots. An agent-rows
     worker also holds, per row, a full slot waiting for its bootstrap value and, in sync
-    mode, one completed early for the next round."""
+    mode, one completed early for the next round.
+
+    Invariant with several policies: a worker blocks only when some policy has a full batch
+    waiting (`policy_rounds`), so the learner does not wait for data while a worker waits for slots."""
     rows_total = num_workers * rows_per_worker
     traj_per_iteration = algo.batch_size * algo.num_batches_per_epoch // algo.rollout
     iterations = max(algo.num_batches_to_accumulate, algo.num_policies)
     rounds_waiting = math.ceil(iterations * traj_per_iteration / rows_total)
+    if algo.num_policies > 1:
+        rounds_waiting = max(rounds_waiting, policy_rounds(algo.num_policies, traj_per_iteration, rows_per_worker))
     return rows_per_worker * ((3 if agent_rows else 1) + max(1, rounds_waiting))
+
+
+def policy_rounds(num_policies: int, traj_per_iteration: int, rows_per_worker: int) -> int:
+    """Rounds of a worker's slots that may wait so that, when the worker blocks (it holds fewer
+    than a round's slots free, so at least `rounds * rows_per_worker` of its own wait), some policy's
+    queue holds a whole iteration. Each waiting trajectory is queued for at least one of the
+    `num_policies` policies, so `num_policies * (traj_per_iteration - 1) + 1` waiting trajectories leave
+    one policy `traj_per_iteration` (pigeonhole). Counting the whole sampler's slots instead (as with one
+    policy) lets a worker block on slots queued apart, none a full batch, while the learner waits for
+    data (measured: benchmarks/README.md, several_policies.py)."""
+    return math.ceil((num_policies * (traj_per_iteration - 1) + 1) / rows_per_worker)
 
 
 def slot_layout(cfg, num_agents: Optional[int]) -> Slots:

@@ -8,6 +8,8 @@ so a transition's tag says whose weights acted, whatever its `policy_ids` entry 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -275,3 +277,48 @@ def test_batched_sampling_maps_whole_workers_to_policies(tmp_cfg):
     ids = got.batch["policy_ids"]
     assert set(ids.unique().tolist()) == {0, 1}
     assert bool((ids == ids[:, :1]).all()), "a worker's rows never change policy"
+
+
+@pytest.mark.parametrize("policies, per_worker", [(1, 48), (2, 80), (4, 144)])
+def test_slots_per_worker_with_several_policies(compose_cfg, policies, per_worker):
+    """The CartPole 2x16 preset of benchmarks/several_policies.py (32 trajectories per iteration): one policy
+    keeps its 3 rounds of 16 slots; with P policies a blocked worker (fewer than 16 free) has at least
+    per_worker - 15 slots waiting, which must be P x 31 + 1: then some policy has a whole iteration of them
+    (pigeonhole) and the learner does not wait for data while that worker waits for slots."""
+    from sf_hydra.plan import slots_per_worker
+
+    cfg = compose_cfg("env=gym/cartpole", "algo.rollout=32", "algo.batch_size=512", f"algo.num_policies={policies}")
+    assert cfg.algo.num_batches_per_epoch == 2
+    got = slots_per_worker(cfg.algo, num_workers=2, rows_per_worker=16, agent_rows=False)
+    assert got == per_worker
+    if policies > 1:
+        assert got - 16 + 1 >= policies * 31 + 1
+
+
+def test_a_blocked_worker_leaves_some_policy_a_whole_batch(tmp_cfg):
+    """The real sampler with a learner that frees nothing: each worker fills all its slots, then waits
+    for free ones. From each worker's trajectories alone, some policy must have a whole iteration (it
+    acted in `traj_per_batch` of them), or the learner would wait for data while that worker waits for
+    slots. Short rollouts (4 steps of ~20-step random CartPole episodes) keep slots of both policies rare,
+    so the policies' shares of a worker's slots are near half each: with the sampler-wide slot count (40
+    per worker here, 32 needed by one policy) no policy had a batch."""
+    from tests.sampler.collect import running_sampler
+
+    cfg = tmp_cfg("env=gym/cartpole", "algo.num_policies=2", "hardware.num_workers=2",
+                  "hardware.num_envs_per_worker=8", "algo.rollout=4", "algo.batch_size=64",
+                  "algo.num_batches_per_epoch=2")
+    traj_per_batch = 64 * 2 // 4
+    with running_sampler(cfg) as sampler:
+        per_worker = sampler.per_worker
+        slots = {w: [] for w in range(2)}
+        deadline = time.monotonic() + 60
+        while any(len(s) < per_worker for s in slots.values()):
+            assert time.monotonic() < deadline, {w: len(s) for w, s in slots.items()}
+            traj = sampler.poll(0.5)
+            if traj is not None:
+                slots[traj.worker_id] += traj.slots
+        assert sampler.poll(1.0) is None, "a worker went on without free slots"
+        for w, owned in slots.items():
+            ids = sampler.buffers["policy_ids"][torch.tensor(owned)]
+            acted_in = [int((ids == k).any(1).sum()) for k in range(2)]
+            assert max(acted_in) >= traj_per_batch, f"worker {w}: policies acted in {acted_in} of {len(owned)} slots"

@@ -113,7 +113,9 @@ class AlgoConfig:
     batch_size: int = 1024  # transitions per minibatch (one optimizer step)
     num_batches_per_epoch: int = 1  # minibatches per learner iteration (its data: batch_size x this)
     num_epochs: int = 1  # passes over an iteration's data
-    num_batches_to_accumulate: int = 2  # iterations' worth of trajectories that may wait for the learner
+    # Iterations' worth of trajectories that may wait for the learner. With several policies, more: each
+    # worker's own slots may hold an iteration of every policy, less one trajectory each.
+    num_batches_to_accumulate: int = 2
     max_policy_lag: int = 1000  # trajectories older than this many policy versions are dropped
     shuffle_minibatches: bool = False  # shuffle trajectories between minibatches each epoch
     gamma: float = 0.99  # discount factor
