@@ -226,15 +226,18 @@ def resolved_recurrence(algo, use_rnn: bool) -> int:
     return algo.recurrence
 
 
-def resolved_micro_batch(micro: int, recurrence: int, device: str, obs_space: gym.Space) -> int:
-    """hardware.learner_micro_batch with -1 resolved: 256 samples (rounded to whole recurrence
-    chunks) for image observations on CPU, else 0 (no split)."""
+def resolved_micro_batch(micro: int, recurrence: int, device: str, obs_space: gym.Space, bf16: bool = False) -> int:
+    """hardware.learner_micro_batch with -1 resolved: for image observations on CPU, 256 samples, or 512 with
+    bf16 forward passes (`bf16`: resolved_learner_bf16), rounded to whole recurrence chunks; else 0 (no
+    split). The sizes measured fastest per sample (one thread): fp32 256 (~2x faster than 1024); bf16 on
+    Doom basic's 1024-sample update, 5 alternating runs, CPU ms: 512 619-695, 256 722-785, 1024 685-836."""
     if micro != -1:
         return micro
     has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())
     if not has_images or device != "cpu":
         return 0
-    return max(recurrence, 256 // recurrence * recurrence)
+    size = 512 if bf16 else 256
+    return max(recurrence, size // recurrence * recurrence)
 
 
 def native_bf16(device: str) -> bool:
@@ -349,15 +352,15 @@ def learner_settings(cfg, obs_space: gym.Space) -> LearnerSettings:
     hyperparams = [{**initial_hyperparams(algo), **shaping_hyperparams(shaping)} for _ in range(algo.num_policies)]
     for k, overrides in initial_overrides(cfg).items():
         hyperparams[k].update(overrides)
+    bf16 = resolved_learner_bf16(str(cfg.hardware.learner_precision), str(cfg.hardware.device), obs_space)
     return LearnerSettings(
         algo=algo, recurrence=recurrence,
         micro_batch=resolved_micro_batch(cfg.hardware.learner_micro_batch, recurrence, str(cfg.hardware.device),
-                                         obs_space),
+                                         obs_space, bf16),
         stats_avg=cfg.logger.stats_avg, train_for_env_steps=cfg.train_for_env_steps,
         benchmark=bool(cfg.get("benchmark", False)), reward_shaping=shaping, hyperparams=tuple(hyperparams),
         optimizer=functools.partial(build, "algo.optimizer", cfg.algo.optimizer),
-        bf16=resolved_learner_bf16(str(cfg.hardware.learner_precision), str(cfg.hardware.device), obs_space),
-        compile=bool(cfg.hardware.learner_compile),
+        bf16=bf16, compile=bool(cfg.hardware.learner_compile),
     )
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sf_hydra.learner.ppo_learner import PPOLearner
-from sf_hydra.plan import resolved_micro_batch
+from sf_hydra.plan import resolved_learner_bf16, resolved_micro_batch
 from tests.helpers.plans import learner_for, with_trainer
 
 ROWS, T = 8, 4
@@ -49,7 +49,12 @@ def test_micro_batches_give_the_whole_minibatch_gradient(tmp_cfg):
 def test_auto_micro_batch_splits_only_image_observations_on_cpu(tmp_cfg):
     cfg = tmp_cfg("env=gym/cartpole", "algo.rollout=32", "model.use_rnn=true")
     image = gym.spaces.Box(0, 255, (3, 72, 128), np.uint8)
-    assert learner_for(cfg, image, gym.spaces.Discrete(2)).micro_batch == 256
+    bf16 = resolved_learner_bf16("auto", "cpu", image)  # bf16 forward passes: larger micro-batches paid
+    assert learner_for(cfg, image, gym.spaces.Discrete(2)).micro_batch == (512 if bf16 else 256)
+    fp32 = tmp_cfg("env=gym/cartpole", "algo.rollout=32", "model.use_rnn=true", "hardware.learner_precision=fp32")
+    assert learner_for(fp32, image, gym.spaces.Discrete(2)).micro_batch == 256
+    assert resolved_micro_batch(-1, 32, "cpu", image, bf16=True) == 512
+    assert resolved_micro_batch(-1, 96, "cpu", image, bf16=True) == 480
     assert learner_for(cfg, gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2)).micro_batch == 0
     assert resolved_micro_batch(-1, 96, "cpu", image) == 192  # whole recurrence chunks
     assert resolved_micro_batch(-1, 32, "cuda", image) == 0 and resolved_micro_batch(64, 32, "cpu", image) == 64

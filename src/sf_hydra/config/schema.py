@@ -192,8 +192,9 @@ class HardwareConfig:
     # minibatch shape (benchmarks/README.md "Learner update")
     learner_compile: bool = False
     # Samples per learner forward/backward pass; a larger minibatch is split and its gradients
-    # summed (the same gradient, one optimizer step). -1: auto (256 for image observations on
-    # CPU, where it was measured ~2x faster per sample than 1024; else the whole minibatch);
+    # summed (the same gradient, one optimizer step). -1: auto (for image observations on CPU 256,
+    # measured ~2x faster per sample than 1024 in fp32, and 512 with bf16 forward passes
+    # (learner_precision), ~0.9x the CPU of 256 on Doom basic; else the whole minibatch);
     # 0: never split; N > 0: a multiple of the recurrence.
     learner_micro_batch: int = -1
     # Nice level of the rollout worker processes and their env processes (0-19). On a

@@ -3,7 +3,7 @@ published to the rollout workers together with the weights."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import nn
@@ -70,9 +70,19 @@ class RunningMeanStd(nn.Module):
         """Normalizes `(x - subtract) / scale` in place on a float copy of raw observations,
         with the scaling folded into the statistics: one subtraction and one multiplication
         per element (the hot path of every act and learner pass)."""
+        return self.raw_normalizer(scale, subtract)(x)
+
+    def raw_normalizer(self, scale: float, subtract: float, like: Optional[torch.Tensor] = None):
+        """normalize_raw_ as a function of x, its statistics folded once (for calls on parts of a batch);
+        `like`: a tensor whose memory format the folded statistics take (elementwise passes run fastest
+        when their operands share one layout)."""
         shift = self.mean.float() * scale + subtract
         inv = torch.rsqrt(self.var.float() + self.eps) / scale
-        return x.sub_(shift).mul_(inv).clamp_(-self.clip, self.clip)
+        if like is not None and like.dim() == shift.dim() + 1:
+            fmt = _memory_format(like)
+            shift, inv = shift[None].contiguous(memory_format=fmt), inv[None].contiguous(memory_format=fmt)
+        clip = self.clip
+        return lambda x: x.sub_(shift).mul_(inv).clamp_(-clip, clip)
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         return x * torch.sqrt(self.var.float() + self.eps) + self.mean.float()
@@ -119,19 +129,67 @@ class ObservationPreprocessor(nn.Module):
 
     def forward(self, obs: dict) -> dict:
         out = {}
-        scale, subtract = self.obs_scale, self.obs_subtract_mean
         for key, x in obs.items():
-            x = _float_copy(x)
-            if key in self.norms:
-                out[key] = self.norms[key].normalize_raw_(x, scale, subtract)
+            low = _autocast_image_dtype(x)
+            if low is None:
+                x = _float_copy(x)
+                out[key] = self._scaler(key, x)(x)
             else:
-                out[key] = (x.sub_(subtract) if subtract else x).div_(scale)
+                out[key] = _scaled_in_chunks(x, lambda part, key=key: self._scaler(key, part), low)
         return out
+
+    def _scaler(self, key: str, like: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The function that scales (and normalizes, for a key in `norms`) a float copy of raw observations
+        laid out as `like` in place. Element by element: chunks of rows can be scaled one at a time."""
+        scale, subtract = self.obs_scale, self.obs_subtract_mean
+        if key in self.norms:
+            return self.norms[key].raw_normalizer(scale, subtract, like)
+        return lambda x: (x.sub_(subtract) if subtract else x).div_(scale)
 
     def update(self, obs: dict) -> None:
         """Running statistics of the scaled observations, from the raw batch."""
         for key, norm in self.norms.items():
             norm.update(obs[key], self.obs_scale, self.obs_subtract_mean)
+
+
+# Rows of an image batch scaled at a time on the autocast path: a float32 chunk of 16 Doom frames
+# (3x72x128) is ~1.8 MB, near the L2 cache; 8 to 32 rows measured alike (256 frames: 11.3-11.5 ms CPU).
+_CHUNK_ROWS = 16
+
+
+def _autocast_image_dtype(x: torch.Tensor):
+    """The low-precision dtype that CPU autocast casts an image batch to before the first conv (bfloat16
+    or float16), or None: not under CPU autocast, or not a batch of images."""
+    if x.dim() != 4 or x.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
+        return None
+    dtype = torch.get_autocast_dtype("cpu")
+    return dtype if dtype in (torch.bfloat16, torch.float16) else None
+
+
+def _scaled_in_chunks(x: torch.Tensor, scaler: Callable[[torch.Tensor], Callable], dtype: torch.dtype) -> torch.Tensor:
+    """scale_(float32 copy of x) cast to `dtype`, with scale_ = scaler(a tensor laid out as the copy), laid
+    out as _float_copy lays it out, computed `_CHUNK_ROWS` rows at a time in one reused float32 buffer.
+    The invariant: the result equals `scale_(_float_copy(x)).to(dtype)` bit for bit (the same float32
+    arithmetic element by element, then the same rounding autocast applies at the first conv), while the
+    batch's float32 copy never leaves the cache. Measured (CPU time, one thread) on 256 Doom frames with
+    per-pixel normalization: 11-14 ms against 18-28 ms for the whole-batch float32 passes and autocast's
+    cast; the learner's whole Doom update (1024 samples) 709-799 ms against 782-1007 ms."""
+    fmt = torch.channels_last if torch.is_grad_enabled() else torch.contiguous_format
+    out = torch.empty(x.shape, dtype=dtype, device=x.device, memory_format=fmt)
+    rows = x.shape[0]
+    buf = torch.empty((min(_CHUNK_ROWS, rows), *x.shape[1:]), dtype=torch.float32, device=x.device,
+                      memory_format=fmt)
+    scale_ = scaler(buf)
+    for start in range(0, rows, _CHUNK_ROWS):
+        stop = min(start + _CHUNK_ROWS, rows)
+        part = buf[: stop - start].copy_(x[start:stop])
+        out[start:stop].copy_(scale_(part))
+    return out
+
+
+def _memory_format(x: torch.Tensor) -> torch.memory_format:
+    return torch.channels_last if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
+        and not x.is_contiguous() else torch.contiguous_format
 
 
 def _float_copy(x: torch.Tensor) -> torch.Tensor:
