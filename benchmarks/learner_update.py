@@ -99,6 +99,7 @@ def child(args) -> None:
     learner.log = lambda *a, **k: None  # no fit loop to log into
     optimizers = learner.configure_optimizers()
     trainer.strategy.optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
+    learner.on_train_start()  # as fit starts training (the choices it makes for the loop, learner/ppo_learner.py)
     rollout = int(cfg.algo.rollout)
     rows = int(cfg.algo.batch_size) * int(cfg.algo.num_batches_per_epoch) // rollout
     batch = random_batch(plan.spec, rows, rollout, info.observation_space, info.action_space)

@@ -1,0 +1,126 @@
+"""What a training_step skips to cost less CPU must leave the update as it was: the fused Adam
+(fused_if_default) gives the default implementation's weights to float rounding, and the plain
+backward (lightning_backward_is_plain) Lightning's manual_backward's weights exactly, and is taken
+only where Lightning's would do nothing more."""
+
+import gymnasium as gym
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+import sf_hydra.learner.ppo_learner as ppo_learner
+from tests.helpers.plans import learner_for
+
+ROLLOUT = 16
+OVERRIDES = ("env=gym/cartpole", f"algo.rollout={ROLLOUT}", "algo.batch_size=128", "algo.num_batches_per_epoch=2",
+             "algo.num_epochs=2", "algo.shuffle_minibatches=true")
+
+
+class CountsBackward(L.Callback):
+    """A user's callback with a backward hook: Lightning's path must run it."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def on_after_backward(self, trainer, pl_module):
+        self.calls += 1
+
+
+def _trained(tmp_cfg, callbacks=(), steps: int = 3, plain=None):
+    """A CartPole learner in a bare Trainer, started as fit starts it, after `steps` training_steps on one fixed
+    batch (the same torch seed for every call, so two calls differ only by the code path)."""
+    cfg = tmp_cfg(*OVERRIDES)
+    torch.manual_seed(0)
+    learner = learner_for(cfg, gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2))
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, callbacks=list(callbacks))
+    trainer.strategy.connect(learner)
+    learner.trainer = trainer
+    learner.log = lambda *a, **k: None  # no fit loop to log into
+    trainer.strategy.optimizers = learner.configure_optimizers()
+    learner.on_train_start()
+    if plain is not None:
+        learner.plain_backward = plain
+    batch = _batch(learner, rows=128 * 2 // ROLLOUT)
+    for _ in range(steps):
+        meta = {"frames": batch["actions"].numel(), "episodes": [], "games": [], "nonfinite_replaced": 0,
+                "env_restarts": 0, "dropped_trajectories": 0, "wait_seconds": 0.0, "worker_seconds": {}, "policy": 0}
+        learner.training_step({**batch, "meta": meta}, 0)
+    return learner
+
+
+def _batch(learner, rows: int) -> dict:
+    g = torch.Generator().manual_seed(1)
+    batch = {}
+    for field in learner.spec:
+        shape = (rows, field.steps(ROLLOUT), *field.shape)
+        if field.name == "actions":
+            batch[field.name] = torch.randint(0, 2, shape, generator=g).to(field.dtype)
+        elif field.name in ("dones", "time_outs"):
+            batch[field.name] = (torch.rand(shape, generator=g) < 0.05).float()
+        elif field.dtype.is_floating_point:
+            batch[field.name] = torch.randn(shape, generator=g).to(field.dtype)
+        else:
+            batch[field.name] = torch.zeros(shape, dtype=field.dtype)
+    batch["log_probs"] = -0.69 + 0.1 * batch["log_probs"]
+    return batch
+
+
+def _weights(learner) -> dict:
+    return {k: v.detach().clone() for k, v in learner.model.state_dict().items()}
+
+
+def test_default_adam_is_fused_and_updates_as_the_default_implementation(tmp_cfg, monkeypatch):
+    fused = _trained(tmp_cfg)
+    assert fused.optimizer_of(0).optimizer.param_groups[0]["fused"] is True
+    monkeypatch.setattr(ppo_learner, "fused_if_default", lambda opt: opt)
+    default = _trained(tmp_cfg)
+    assert default.optimizer_of(0).optimizer.param_groups[0]["fused"] is None
+    for name, value in _weights(default).items():
+        torch.testing.assert_close(_weights(fused)[name], value, rtol=0, atol=1e-6, msg=name)
+    initial = _weights(_trained(tmp_cfg, steps=0))
+    assert any(not torch.equal(initial[name], value) for name, value in _weights(fused).items())  # it learned
+
+
+def test_an_optimizer_chosen_by_the_user_is_kept():
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    explicit = torch.optim.Adam(params, foreach=False)
+    assert ppo_learner.fused_if_default(explicit) is explicit
+    sgd = torch.optim.SGD(params, lr=0.1)
+    assert ppo_learner.fused_if_default(sgd) is sgd
+    rebuilt = ppo_learner.fused_if_default(torch.optim.Adam(params, lr=0.003, eps=1e-6, betas=(0.8, 0.99)))
+    group = rebuilt.param_groups[0]
+    assert (group["fused"], group["lr"], group["eps"], group["betas"]) == (True, 0.003, 1e-6, (0.8, 0.99))
+
+
+def test_a_loaded_state_keeps_the_fused_kernel():
+    params = [torch.nn.Parameter(torch.ones(3))]
+    fused = ppo_learner.fused_if_default(torch.optim.Adam(params, lr=0.5))
+    saved = torch.optim.Adam([torch.nn.Parameter(torch.ones(3))], lr=0.25).state_dict()  # an older checkpoint's
+    ppo_learner.load_optimizer_state(fused, saved)
+    assert fused.param_groups[0]["fused"] is True and fused.param_groups[0]["lr"] == 0.25
+
+
+def test_plain_backward_gives_lightnings_weights(tmp_cfg):
+    plain = _trained(tmp_cfg)
+    assert plain.plain_backward
+    lightning = _trained(tmp_cfg, plain=False)
+    for name, value in _weights(lightning).items():
+        assert torch.equal(_weights(plain)[name], value), name
+
+
+def test_a_backward_hook_keeps_lightnings_backward(tmp_cfg):
+    counter = CountsBackward()
+    learner = _trained(tmp_cfg, callbacks=[counter], steps=1)
+    assert not learner.plain_backward
+    assert counter.calls == 4  # 2 epochs x 2 minibatches
+
+
+@pytest.mark.parametrize("precision, plain", [("32-true", True), ("bf16-mixed", True), ("64-true", False)])
+def test_plain_backward_only_under_lightnings_plain_precision(precision, plain):
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, precision=precision)
+    module = L.LightningModule()
+    trainer.strategy.connect(module)
+    assert ppo_learner.lightning_backward_is_plain(trainer) is plain
