@@ -1,12 +1,10 @@
-"""What a training_step skips to cost less CPU must leave the update as it was: the fused Adam
-(fused_if_default) gives the default implementation's weights to float rounding, and the plain
-backward (lightning_backward_is_plain) Lightning's manual_backward's weights exactly, and is taken
-only where Lightning's would do nothing more."""
+"""What a training_step does to cost less CPU must leave the update as it was: the fused Adam
+(fused_if_default) gives the default implementation's weights to float rounding, and the backward
+stays Lightning's (a user's backward hooks run)."""
 
 import gymnasium as gym
 import lightning as L
 import numpy as np
-import pytest
 import torch
 
 import sf_hydra.learner.ppo_learner as ppo_learner
@@ -27,7 +25,7 @@ class CountsBackward(L.Callback):
         self.calls += 1
 
 
-def _trained(tmp_cfg, callbacks=(), steps: int = 3, plain=None):
+def _trained(tmp_cfg, callbacks=(), steps: int = 3):
     """A CartPole learner in a bare Trainer, started as fit starts it, after `steps` training_steps on one fixed
     batch (the same torch seed for every call, so two calls differ only by the code path)."""
     cfg = tmp_cfg(*OVERRIDES)
@@ -40,8 +38,6 @@ def _trained(tmp_cfg, callbacks=(), steps: int = 3, plain=None):
     learner.log = lambda *a, **k: None  # no fit loop to log into
     trainer.strategy.optimizers = learner.configure_optimizers()
     learner.on_train_start()
-    if plain is not None:
-        learner.plain_backward = plain
     batch = _batch(learner, rows=128 * 2 // ROLLOUT)
     for _ in range(steps):
         meta = {"frames": batch["actions"].numel(), "episodes": [], "games": [], "nonfinite_replaced": 0,
@@ -102,25 +98,7 @@ def test_a_loaded_state_keeps_the_fused_kernel():
     assert fused.param_groups[0]["fused"] is True and fused.param_groups[0]["lr"] == 0.25
 
 
-def test_plain_backward_gives_lightnings_weights(tmp_cfg):
-    plain = _trained(tmp_cfg)
-    assert plain.plain_backward
-    lightning = _trained(tmp_cfg, plain=False)
-    for name, value in _weights(lightning).items():
-        assert torch.equal(_weights(plain)[name], value), name
-
-
-def test_a_backward_hook_keeps_lightnings_backward(tmp_cfg):
+def test_a_callbacks_backward_hook_runs(tmp_cfg):
     counter = CountsBackward()
-    learner = _trained(tmp_cfg, callbacks=[counter], steps=1)
-    assert not learner.plain_backward
+    _trained(tmp_cfg, callbacks=[counter], steps=1)
     assert counter.calls == 4  # 2 epochs x 2 minibatches
-
-
-@pytest.mark.parametrize("precision, plain", [("32-true", True), ("bf16-mixed", True), ("64-true", False)])
-def test_plain_backward_only_under_lightnings_plain_precision(precision, plain):
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, precision=precision)
-    module = L.LightningModule()
-    trainer.strategy.connect(module)
-    assert ppo_learner.lightning_backward_is_plain(trainer) is plain

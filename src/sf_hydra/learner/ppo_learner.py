@@ -172,7 +172,6 @@ class PPOLearner(L.LightningModule):
         self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
         self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
         self.profile = RunProfile()  # seconds per component, this session (learner/profile.py)
-        self.plain_backward = False  # loss.backward() is all manual_backward would do (set in on_train_start)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         """Every field to the learner's device, each one copy (non-blocking from the pinned
@@ -187,16 +186,6 @@ class PPOLearner(L.LightningModule):
         # a resumed checkpoint's optimizer state (restored by now) may name other kernels: ours stay
         for k, flags in enumerate(getattr(self, "kernel_flags", ())):
             set_kernel_flags(self.optimizer_of(k).optimizer, flags)
-        self.plain_backward = lightning_backward_is_plain(self.trainer)
-
-    def _backward(self, loss: torch.Tensor) -> None:
-        """`manual_backward(loss)`, as `loss.backward()` where Lightning's would do nothing more (on_train_start
-        decides, `lightning_backward_is_plain`): its hook dispatch (on_before_backward, on_after_backward over
-        every callback) measured ~1.4 ms per call in a CartPole run's profile, ~4 calls per training_step."""
-        if self.plain_backward:
-            loss.backward()
-        else:
-            self.manual_backward(loss)
 
     def on_train_end(self) -> None:
         self.profile.stop()
@@ -519,7 +508,7 @@ class PPOLearner(L.LightningModule):
         step = max(1, self.micro_batch // self.recurrence) if self.micro_batch > 0 else rows
         if step >= rows and valid is None:  # one pass: no weights
             losses = self._minibatch_losses(model, mb, hyper)
-            self._backward(losses["loss/total"])
+            self.manual_backward(losses["loss/total"])
             return {k: v.detach() for k, v in losses.items()}
         # with several policies a micro-batch may hold none of this one's transitions (the host reads its share)
         total = float(valid.sum()) if valid is not None else float(rows)
@@ -531,7 +520,7 @@ class PPOLearner(L.LightningModule):
                 continue
             weight = share / total
             losses = self._minibatch_losses(model, part, hyper)
-            self._backward(losses["loss/total"] * weight)
+            self.manual_backward(losses["loss/total"] * weight)
             values = torch.stack([v.detach() for v in losses.values()]) * weight
             names, sums = names or list(losses), values if sums is None else sums + values
         return dict(zip(names, sums.unbind())) if names else {}
@@ -647,35 +636,6 @@ class PPOLearner(L.LightningModule):
             weights = checkpoint["state_dict"]
             for key in [k for k in weights if k.startswith("model.")]:
                 weights["policies.0." + key[len("model."):]] = weights.pop(key)
-
-
-BACKWARD_HOOKS = ("on_before_backward", "on_after_backward")
-
-
-def lightning_backward_is_plain(trainer) -> bool:
-    """Whether `LightningModule.manual_backward(loss)` in this trainer does exactly `loss.backward()`: the
-    precision plugin is Lightning's plain one or its mixed one without a gradient scaler (32-true, bf16-mixed),
-    the strategy adds nothing around backward (no DistributedDataParallel wrapper: ours, learner/ddp.py, has none)
-    and neither the module nor any callback overrides the backward hooks. Anything else: False (Lightning's
-    path, unchanged)."""
-    from lightning.pytorch.plugins.precision import MixedPrecision, Precision
-    from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy, Strategy
-    from lightning.pytorch.utilities.model_helpers import is_overridden
-    from torch.nn.parallel import DistributedDataParallel
-
-    if trainer is None:
-        return False
-    strategy, module = trainer.strategy, trainer.lightning_module
-    plugin = strategy.precision_plugin
-    plain_precision = type(plugin) is Precision or (type(plugin) is MixedPrecision and plugin.scaler is None)
-    plain_strategy = (isinstance(strategy, (SingleDeviceStrategy, DDPStrategy))
-                      and type(strategy).pre_backward in (Strategy.pre_backward, DDPStrategy.pre_backward)
-                      and type(strategy).post_backward in (Strategy.post_backward, DDPStrategy.post_backward)
-                      and type(strategy).backward is Strategy.backward
-                      and not isinstance(strategy.model, DistributedDataParallel))
-    hooked = (any(is_overridden(h, module, L.LightningModule) for h in (*BACKWARD_HOOKS, "backward"))
-              or any(is_overridden(h, cb, L.Callback) for cb in trainer.callbacks for h in BACKWARD_HOOKS))
-    return plain_precision and plain_strategy and not hooked
 
 
 # The flags of torch.optim's Adam-family groups that choose an implementation of the same update, not the update.
