@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import lightning as L
 import numpy as np
@@ -383,6 +383,31 @@ class PPOLearner(L.LightningModule):
             data["valids"] = split(valid)
         return data
 
+    def _minibatch_bounds(self, data: dict) -> Tuple[dict, List[int]]:
+        """The chunks an epoch trains on and its minibatches' bounds among them. Chunks that hold none of
+        this policy's transitions (another policy acted there: `valids` all zero) are left out, so no forward
+        or backward pass is spent on them, and `valids` goes where every chunk left is wholly the policy's
+        own (always so for feed-forward models, one transition per chunk). Invariant: an epoch has as many
+        minibatches as the whole batch gives, ceil(chunks / (batch_size / recurrence)); a batch with no chunk
+        left out keeps the plain slices of that many chunks, the kept chunks of another spread evenly over
+        them (what each minibatch averages over is the policy's own transitions either way)."""
+        n = data["actions"].shape[0]
+        per_minibatch = self.algo.batch_size // self.recurrence
+        if "valids" not in data:
+            return data, [*range(0, n, per_minibatch), n]
+        minibatches = -(-n // per_minibatch)
+        mine = data["valids"] > 0
+        keep = mine.any(dim=1)
+        kept = int(keep.sum())
+        if kept < n:
+            data = {k: v[keep] for k, v in data.items()}
+        if bool(mine[keep].all()):
+            data.pop("valids")
+        if kept == n:
+            return data, [*range(0, n, per_minibatch), n]
+        minibatches = min(minibatches, kept)
+        return data, [kept * i // minibatches for i in range(minibatches + 1)] if minibatches else [0]
+
     # -- the iteration -----------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         meta = batch.pop("meta")
@@ -402,11 +427,12 @@ class PPOLearner(L.LightningModule):
             model.preprocess.update(obs if valid is None else {key: v[valid > 0] for key, v in obs.items()})
             advantages, targets, old_values = self._advantages_and_targets(model, batch, valid, hyper["gamma"])
             data = self._chunks(batch, advantages, targets, old_values, valid)
+            data, bounds = self._minibatch_bounds(data)
         lag = (stats.version - batch["policy_versions"]).float()
         if valid is not None:
             lag = lag[valid > 0]
         t0 = time.perf_counter()
-        stats.metrics = self._train_epochs(model, opt, stats, data, hyper)
+        stats.metrics = self._train_epochs(model, opt, stats, data, hyper, bounds)
         train_time = time.perf_counter() - t0
         stats.version += 1
         self.last_policy = k
@@ -430,13 +456,14 @@ class PPOLearner(L.LightningModule):
         }
         self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
 
-    def _train_epochs(self, model, opt, stats: PolicyStats, data: dict, hyper: Dict[str, float]) -> Dict[str, float]:
-        """`num_epochs` passes over the batch in minibatches. The minibatches' statistics add up as one tensor
+    def _train_epochs(self, model, opt, stats: PolicyStats, data: dict, hyper: Dict[str, float],
+                      bounds: Sequence[int]) -> Dict[str, float]:
+        """`num_epochs` passes over the batch's chunks in minibatches, the i-th from chunk bounds[i] to bounds[i+1]
+        of each epoch's order (`_minibatch_bounds`). The minibatches' statistics add up as one tensor
         on the learner's device and are read once at the end: the one host sync per minibatch is whether its
         loss and gradient norm are finite (a non-finite update is skipped, `_skip_nonfinite_update`)."""
         algo = self.algo
         n_chunks = data["actions"].shape[0]
-        per_minibatch = algo.batch_size // self.recurrence
         max_grad_norm = hyper["max_grad_norm"]
         adapt_per_minibatch = algo.lr_schedule == "kl_adaptive_minibatch"
         adapt_per_epoch = algo.lr_schedule == "kl_adaptive_epoch"
@@ -448,8 +475,8 @@ class PPOLearner(L.LightningModule):
             if algo.shuffle_minibatches:  # one gather per field and epoch; the minibatches are slices of it
                 order = torch.randperm(n_chunks, device=device)
                 epoch = {k: v[order] for k, v in data.items()}
-            for start in range(0, n_chunks, per_minibatch):
-                mb = {k: v[start : start + per_minibatch] for k, v in epoch.items()}
+            for start, stop in zip(bounds, bounds[1:]):
+                mb = {k: v[start:stop] for k, v in epoch.items()}
                 if "valids" in mb and not bool(mb["valids"].any()):
                     continue  # none of this policy's transitions in this minibatch
                 with self.profile.part("forward_backward"):
