@@ -37,3 +37,24 @@ def sampler_for(cfg, plan: RunPlan):
     from sf_hydra.sampler.sampler import Sampler
 
     return Sampler(plan.sampler, plan.spec, plan.spaces, plan.initial_policies[0])
+
+
+def random_cartpole_batch(learner, rows: int, rollout: int) -> dict:
+    """A [rows, rollout] training batch of every field of the learner's spec for CartPole (2 actions): random
+    actions, episode ends at 5%, behaviour log-probs near log(1/2), other floats standard normal, ints 0."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    batch = {}
+    for field in learner.spec:
+        shape = (rows, field.steps(rollout), *field.shape)
+        if field.name == "actions":
+            batch[field.name] = torch.randint(0, 2, shape, generator=g).to(field.dtype)
+        elif field.name in ("dones", "time_outs"):
+            batch[field.name] = (torch.rand(shape, generator=g) < 0.05).float()
+        elif field.dtype.is_floating_point:
+            batch[field.name] = torch.randn(shape, generator=g).to(field.dtype)
+        else:
+            batch[field.name] = torch.zeros(shape, dtype=field.dtype)
+    batch["log_probs"] = -0.69 + 0.1 * batch["log_probs"]
+    return batch

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.plans import learner_for
+from tests.helpers.plans import learner_for, random_cartpole_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -37,19 +37,7 @@ def _learner(tmp_cfg, *overrides: str):
 def _batch(learner) -> dict:
     """ROWS trajectories for policy 0: rows 0-4 wholly its own, rows 5-6 switch from policy 1 to policy 0 at
     a done in step 9, row 7 wholly policy 1's."""
-    g = torch.Generator().manual_seed(1)
-    batch = {}
-    for field in learner.spec:
-        shape = (ROWS, field.steps(ROLLOUT), *field.shape)
-        if field.name == "actions":
-            batch[field.name] = torch.randint(0, 2, shape, generator=g).to(field.dtype)
-        elif field.name in ("dones", "time_outs"):
-            batch[field.name] = (torch.rand(shape, generator=g) < 0.05).float()
-        elif field.dtype.is_floating_point:
-            batch[field.name] = torch.randn(shape, generator=g).to(field.dtype)
-        else:
-            batch[field.name] = torch.zeros(shape, dtype=field.dtype)
-    batch["log_probs"] = -0.69 + 0.1 * batch["log_probs"]
+    batch = random_cartpole_batch(learner, ROWS, ROLLOUT)
     batch["dones"][5:7, 9] = 1.0
     batch["policy_ids"][5:7, :10] = 1
     batch["policy_ids"][7] = 1

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import sf_hydra.learner.ppo_learner as ppo_learner
-from tests.helpers.plans import learner_for
+from tests.helpers.plans import learner_for, random_cartpole_batch
 
 ROLLOUT = 16
 OVERRIDES = ("env=gym/cartpole", f"algo.rollout={ROLLOUT}", "algo.batch_size=128", "algo.num_batches_per_epoch=2",
@@ -38,29 +38,12 @@ def _trained(tmp_cfg, callbacks=(), steps: int = 3):
     learner.log = lambda *a, **k: None  # no fit loop to log into
     trainer.strategy.optimizers = learner.configure_optimizers()
     learner.on_train_start()
-    batch = _batch(learner, rows=128 * 2 // ROLLOUT)
+    batch = random_cartpole_batch(learner, 128 * 2 // ROLLOUT, ROLLOUT)
     for _ in range(steps):
         meta = {"frames": batch["actions"].numel(), "episodes": [], "games": [], "nonfinite_replaced": 0,
                 "env_restarts": 0, "dropped_trajectories": 0, "wait_seconds": 0.0, "worker_seconds": {}, "policy": 0}
         learner.training_step({**batch, "meta": meta}, 0)
     return learner
-
-
-def _batch(learner, rows: int) -> dict:
-    g = torch.Generator().manual_seed(1)
-    batch = {}
-    for field in learner.spec:
-        shape = (rows, field.steps(ROLLOUT), *field.shape)
-        if field.name == "actions":
-            batch[field.name] = torch.randint(0, 2, shape, generator=g).to(field.dtype)
-        elif field.name in ("dones", "time_outs"):
-            batch[field.name] = (torch.rand(shape, generator=g) < 0.05).float()
-        elif field.dtype.is_floating_point:
-            batch[field.name] = torch.randn(shape, generator=g).to(field.dtype)
-        else:
-            batch[field.name] = torch.zeros(shape, dtype=field.dtype)
-    batch["log_probs"] = -0.69 + 0.1 * batch["log_probs"]
-    return batch
 
 
 def _weights(learner) -> dict:
