@@ -147,7 +147,13 @@ def render() -> str:
             "(fp32: 256): the same gradient up to summation order, 0.9x the CPU per Doom update. The default optimizer",
             "(torch.optim.Adam, or AdamW, with neither `fused` nor `foreach` set) runs torch's fused kernel: the same",
             "update, rounded differently in the last bit (an Adam step on the CartPole MLP 203 -> 57 us); an",
-            "optimizer that sets either flag is left as it is."]
+            "optimizer that sets either flag is left as it is. With several policies (`algo.num_policies` > 1, or an",
+            "opponent pool), a trajectory whose row changed policy at an episode's end goes to each policy's learner,",
+            "and Sample Factory's learner passes every row of its batch through the model, masking the other policy's",
+            "out of the losses; ours leaves out the recurrence chunks that hold none of the policy's transitions",
+            "before the minibatches (for a feed-forward model: every other policy's transition), spreading the",
+            "policy's own evenly over as many minibatches as the whole batch gives: the same update as the mask (a",
+            "mean over the policy's own transitions), without a forward or backward pass over rows it throws away."]
     out += ["", "## Doom's flags", "",
             "Sample Factory's ViZDoom scripts add these (`sf_examples.vizdoom`), and its Doom parser gives two",
             "evaluation flags defaults, so every Doom run's config.json holds them. Refused for another env",
