@@ -392,20 +392,19 @@ class PPOLearner(L.LightningModule):
         left out keeps the plain slices of that many chunks, the kept chunks of another spread evenly over
         them (what each minibatch averages over is the policy's own transitions either way)."""
         n = data["actions"].shape[0]
-        per_minibatch = self.algo.batch_size // self.recurrence
+        plain = [*range(0, n, self.algo.batch_size // self.recurrence), n]
         if "valids" not in data:
-            return data, [*range(0, n, per_minibatch), n]
-        minibatches = -(-n // per_minibatch)
+            return data, plain
         mine = data["valids"] > 0
         keep = mine.any(dim=1)
         kept = int(keep.sum())
         if kept < n:
             data = {k: v[keep] for k, v in data.items()}
         if bool(mine[keep].all()):
-            data.pop("valids")
+            data = {k: v for k, v in data.items() if k != "valids"}
         if kept == n:
-            return data, [*range(0, n, per_minibatch), n]
-        minibatches = min(minibatches, kept)
+            return data, plain
+        minibatches = min(len(plain) - 1, kept)
         return data, [kept * i // minibatches for i in range(minibatches + 1)] if minibatches else [0]
 
     # -- the iteration -----------------------------------------------------------------------
