@@ -103,3 +103,20 @@ def test_a_crashed_vector_env_is_recreated_in_the_agent_rows_worker(tmp_path):
     summary = train(cfg)
     assert summary["env_steps"] >= 12000
     assert read_scalars(tmp_path / "test")["env/restarts"][-1].value == 1
+
+
+def test_a_worker_dead_after_its_report_is_named_by_the_report(tmp_cfg):
+    """A worker whose env crashed reports the traceback, then exits (code 0). A check of the processes
+    that finds it dead before the learner read its report gives the report (the cause), not a bare
+    'died with exit code 0': the race the two-rank crash test once lost on a loaded machine."""
+    from tests.sampler.collect import running_sampler
+
+    cfg = tmp_cfg("env=gym/any", "env.id=tests.helpers.faulty_envs:CrashingCartPole-v0", "+env.kwargs.crash_after=20",
+                  "hardware.max_env_restarts=0", "hardware.num_workers=1", "hardware.num_envs_per_worker=2")
+    with running_sampler(cfg) as sampler:
+        deadline = time.monotonic() + 60.0
+        while any(p.is_alive() for p in sampler.processes):  # the queue is not read meanwhile
+            assert time.monotonic() < deadline, "the crashing worker did not exit within 60 s"
+            time.sleep(0.1)
+        with pytest.raises(SamplerError, match=r"rollout worker 0 failed:(.|\n)*boom: the simulator crashed"):
+            sampler.check_workers()

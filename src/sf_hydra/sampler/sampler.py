@@ -249,11 +249,7 @@ class Sampler:
         self.ready_workers = set()
 
     def _drain(self) -> None:
-        try:
-            while True:
-                self.out_queue.get_nowait()
-        except (queue.Empty, OSError, ValueError):
-            pass
+        self._messages_waiting()
 
     # -- messages ------------------------------------------------------------------------------
     def _get(self, timeout: float, during: str) -> Union[WorkerReady, Trajectories]:
@@ -282,9 +278,22 @@ class Sampler:
         return msg
 
     def _check_processes(self) -> None:
+        """A dead sampler process is an error; its own failure report, when it sent one before exiting
+        (mp.exit_without_teardown flushes it), is the error: it holds the cause (the env's traceback)."""
         for p in self.processes:
             if not p.is_alive():
+                for msg in self._messages_waiting():
+                    self._checked(msg)  # raises for a WorkerFailed / ServerFailed
                 raise SamplerError(f"{p.name} (pid {p.pid}) died with exit code {p.exitcode}")
+
+    def _messages_waiting(self) -> list:
+        """Every message already in the queue (a dead process's last ones are all there)."""
+        got = []
+        try:
+            while True:
+                got.append(self.out_queue.get_nowait())
+        except (queue.Empty, OSError, ValueError):
+            return got
 
     def _watch(self) -> None:
         """`check_workers`, at most every half second."""
