@@ -23,7 +23,7 @@ ENV_STEPS=${ENV_STEPS:-300000}
 REPEATS=${REPEATS:-2}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-330}  # seconds for all the Doom battle runs together
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}  # seconds for one run (SF takes ~76 s for 1M frames on an H200)
-VARIANTS=${VARIANTS:-server server2 in_worker}  # ours: any of these, in this order
+VARIANTS=${VARIANTS:-server server_graphs server2 in_worker}  # ours: any of these, in this order
 SYSTEMS=${SYSTEMS:-sf,ours}  # sf,ours or ours: without Sample Factory's runs
 BASELINE=${BASELINE:-}  # an older revision's folder (git archive REV train.py src conf | tar -x -C DIR): run beside ours
 ulimit -n 65536 2>/dev/null
@@ -33,10 +33,11 @@ variant_overrides() {  # the Hydra overrides of one of ours (VARIANTS)
     local server="hardware.inference=server hardware.inference_device=cuda hardware.worker_num_splits=2"
     case $1 in
         server) echo "$server" ;;
+        server_graphs) echo "$server hardware.inference_cuda_graphs=true" ;;  # the policy step replayed as CUDA graphs
         server2) echo "$server hardware.inference_workers=2" ;;
         server4) echo "${server/worker_num_splits=2/worker_num_splits=4}" ;;
         in_worker) echo "hardware.inference=in_worker" ;;
-        *) echo "unknown variant $1 (server, server2, server4, in_worker)" >&2; exit 2 ;;
+        *) echo "unknown variant $1 (server, server_graphs, server2, server4, in_worker)" >&2; exit 2 ;;
     esac
 }
 
@@ -60,7 +61,7 @@ export PYTHONPATH=/tmp/site:$PWD/src:$PWD
 } 2>&1 | tee "$OUT/machine.txt"
 
 [ "${SKIP_TESTS:-0}" = 1 ] || timeout 150 python3 -m pytest -p no:cacheprovider -q -rs -m gpu -o addopts="" \
-    tests/learner/test_cuda_learner.py tests/train/test_server_inference.py tests/sampler/test_inference_server.py \
+    tests/learner/test_cuda_learner.py tests/train/test_server_inference.py tests/sampler/test_inference_server.py tests/sampler/test_graphed_act.py \
     2>&1 | tee "$OUT/gpu_tests.log"
 
 variant_args=()

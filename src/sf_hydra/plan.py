@@ -143,6 +143,7 @@ class WorkerSettings:
     force_envs_single_thread: bool
     inference_device: str
     model: ModelRecipe
+    inference_cuda_graphs: bool = False  # an inference server on CUDA replays its policy step as CUDA graphs
     first_core: int = 0  # worker w pins itself to core first_core + w (round robin): ranks on one node share cores
 
 
@@ -331,6 +332,7 @@ def worker_settings(cfg) -> WorkerSettings:
         torch_threads=hw.torch_threads, worker_nice=hw.worker_nice,
         set_workers_cpu_affinity=bool(hw.set_workers_cpu_affinity),
         force_envs_single_thread=bool(hw.force_envs_single_thread), inference_device=str(hw.inference_device),
+        inference_cuda_graphs=bool(hw.get("inference_cuda_graphs", False)),
         model=ModelRecipe(plain(cfg.model), plain(env), plain(cfg.algo)),
     )
 

@@ -226,6 +226,9 @@ class HardwareConfig:
     inference: InferencePlacement = InferencePlacement.in_worker
     inference_workers: int = 1  # inference server processes with inference=server (worker w uses server w mod n)
     inference_device: Device = Device.cpu  # where the inference servers act (cuda: a GPU shared with the learner)
+    # with inference_device=cuda: each server replays its policy step as CUDA graphs, one per bucket of rows (powers
+    # of two), inputs padded to the bucket (sampler/graphed_act.py); off until a GPU benchmark shows it pays
+    inference_cuda_graphs: bool = False
     # Learner processes (Lightning's `devices`, ranks) per node and nodes (Lightning's `num_nodes`): above 1 the
     # run is data-parallel (Lightning's DDP, gloo on CPU, nccl on CUDA): every rank owns a whole sampler (these
     # num_workers, envs, slots and inference placement) and the ranks' gradients are averaged at every update

@@ -218,7 +218,7 @@ def _check_inference(cfg) -> None:
     hw = cfg.hardware
     server = str(hw.get("inference", "in_worker")) == "server"
     if not server:
-        for key, default in (("inference_workers", 1), ("inference_device", "cpu")):
+        for key, default in (("inference_workers", 1), ("inference_device", "cpu"), ("inference_cuda_graphs", False)):
             if str(hw.get(key, default)) != str(default):
                 raise ConfigError(f"hardware.{key}", hw.get(key), f"{default} (its default) unless "
                                   "hardware.inference=server: the policy acts inside each rollout worker")
@@ -229,6 +229,9 @@ def _check_inference(cfg) -> None:
     if not 1 <= hw.inference_workers <= hw.num_workers:
         raise ConfigError("hardware.inference_workers", hw.inference_workers,
                           f"an integer from 1 to hardware.num_workers={hw.num_workers} (each serves >= 1 worker)")
+    if hw.get("inference_cuda_graphs", False) and hw.inference_device != "cuda":
+        raise ConfigError("hardware.inference_cuda_graphs", True, "false unless hardware.inference_device=cuda "
+                          "(CUDA graphs replay GPU kernels; a CPU server acts eagerly)")
     if hw.inference_device == "cuda":
         import torch  # only for a CUDA device: a config error otherwise never loads torch (~1 s)
 

@@ -34,6 +34,7 @@ from multiprocess.connection import wait
 from sf_hydra.models.actor_critic import StepOutput, policies_act
 from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
+from sf_hydra.sampler.graphed_act import BucketedAct, record_cuda_graph
 from sf_hydra.sampler.messages import ServerFailed
 from sf_hydra.seeding import INFERENCE_SERVER, seed_process
 from sf_hydra.spaces import obs_specs
@@ -205,12 +206,16 @@ class InferenceServer:
         self.device = torch.device(settings.inference_device)
         self.models = [settings.model.build(obs_space, action_space).eval().to(self.device) for _ in stores]
         self.policies_act = policies_act(self.models)  # before the first load: views into stacked weights
+        if settings.inference_cuda_graphs and self.device.type == "cuda":
+            rows = sum(len(ch.policies) for ch in channels.values())  # the most rows one batch can hold
+            self.policies_act = BucketedAct(self.policies_act, rows, capture=record_cuda_graph)
         self.versions = np.full(len(stores), -1, dtype=np.int64)
         self.sync_weights()
         self.recurrent = self.models[0].core is not None
         self.single_policy = len(stores) == 1
-        self.autocast = torch.autocast(self.device.type, dtype=torch.bfloat16,
-                                       enabled=settings.bf16)
+        # no cast cache: a recorded step must cast the weights itself on every replay (they change in place)
+        self.autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=settings.bf16,
+                                       cache_enabled=False)
         self.batches, self.rows_served = 0, 0
 
     def sync_weights(self) -> None:
