@@ -19,9 +19,13 @@ def test_small_duel_selfplay_fills_the_pool_and_plays_it(tmp_path):
     from sf_hydra.train import train
 
     skip_without_extra(PRESET)
-    # The preset as shipped, with shorter matches (12 s of game), an earlier snapshot and a shorter budget.
+    # The preset as shipped, with shorter matches (12 s of game), an earlier snapshot and a shorter budget. The
+    # budget is in frames, not seconds: on a loaded machine (CI runs the suite a process per core) 60 s gave 6,060
+    # frames a policy, a snapshot at 4,000 and no game against it ended. 8,000 frames a policy after a snapshot at
+    # 2,000 leave ~14 matches a policy (420 frames each) that start with the pool full, about half against it.
     cfg = compose_cfg(f"+experiment={PRESET}", f"train_dir={tmp_path}", "env.episode_timeout=420",
-                      "selfplay.snapshot_every_env_steps=4000", "train_for_seconds=60")
+                      "selfplay.snapshot_every_env_steps=2000", "train_for_env_steps=8000",
+                      "train_for_seconds=600")
     assert cfg.algo.num_policies == 2 and cfg.selfplay.pool_size > 0 and cfg.hardware.num_workers == 2
     train(cfg)
     run = Path(cfg.train_dir) / cfg.experiment
