@@ -18,7 +18,7 @@ from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import policies_act
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.graphed_act import BucketedAct, bucket_sizes, record_cuda_graph
-from tests.sampler.test_inference_server import GRU, SERVER, _server_and_channel
+from tests.helpers.servers import GRU, SERVER, server_and_channel
 
 MAX_ROWS = 12
 
@@ -117,8 +117,8 @@ def test_a_recording_that_fails_falls_back_to_eager_acting_and_says_so(tmp_cfg, 
 def test_a_server_on_buckets_answers_as_the_eager_server(tmp_cfg):
     """The server copies each answer out of the bucket's buffers before its next batch."""
     cfg = tmp_cfg(*SERVER, *GRU)
-    eager, channel, _ = _server_and_channel(cfg, rows=8)
-    bucketed, channel_b, _ = _server_and_channel(cfg, rows=8)
+    eager, channel, _ = server_and_channel(cfg, rows=8)
+    bucketed, channel_b, _ = server_and_channel(cfg, rows=8)
     bucketed.policies_act = BucketedAct(bucketed.policies_act, 8)
     for requests in ([(0, (0, 3))], [(0, (3, 8))], [(0, (0, 4)), (0, (4, 8))]):
         torch.manual_seed(5)

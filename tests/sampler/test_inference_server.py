@@ -12,47 +12,24 @@ import pickle
 import signal
 import time
 
-import multiprocess
 import numpy as np
 import pytest
 import torch
 
 from sf_hydra.config import validate
 from sf_hydra.config.errors import ConfigError
-from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import act_per_policy
-from sf_hydra.plan import worker_settings
-from sf_hydra.sampler.env_info import describe_env
-from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer, decode_rows, encode_rows
-from sf_hydra.sampler.policy_store import DEVICE, PolicyStore
+from sf_hydra.sampler.inference_server import decode_rows, encode_rows
+from sf_hydra.sampler.policy_store import DEVICE
 from sf_hydra.sampler.sampler import SamplerError
-from sf_hydra.trajectory import model_trajectory_spec
+from tests.helpers.servers import GRU, SERVER, server_and_channel
 from tests.sampler.collect import collect, running_sampler
-
-SERVER = ("hardware.inference=server", "hardware.worker_num_splits=2", "hardware.num_envs_per_worker=4")
-GRU = ("model.use_rnn=true", "model.rnn_size=16", "algo.recurrence=8", "algo.rollout=8", "algo.batch_size=64")
-
-
-def _server_and_channel(cfg, rows: int, policies: int = 1):
-    """An in-process server over `policies` stores holding different weights, and one channel."""
-    info = describe_env(cfg.env, seed=0)
-    torch.manual_seed(0)
-    models = [build_model(cfg, info.observation_space, info.action_space).eval() for _ in range(policies)]
-    stores = [PolicyStore(m) for m in models]
-    spec = model_trajectory_spec(info.observation_space, info.action_space, models[0], policies)
-    channel = InferenceChannel(0, 0, rows, info.observation_space, spec, models[0].rnn_state_size,
-                               multiprocess.Pipe(duplex=True))
-    for k, t in channel.obs.items():
-        t.copy_(torch.randn(t.shape) if t.is_floating_point() else torch.randint(0, 255, t.shape).to(t.dtype))
-    channel.rnn.copy_(torch.randn(channel.rnn.shape))
-    server = InferenceServer(worker_settings(cfg), info.observation_space, info.action_space, stores, {0: channel})
-    return server, channel, models
 
 
 @pytest.mark.parametrize("model", ["mlp", "gru"])
 def test_server_answers_as_the_policy_in_a_worker_would(tmp_cfg, model):
     cfg = tmp_cfg(*SERVER, *(GRU if model == "gru" else ()))
-    server, channel, (policy,) = _server_and_channel(cfg, rows=8)
+    server, channel, (policy,) = server_and_channel(cfg, rows=8)
     torch.manual_seed(7)
     server.serve([(0, (0, 3)), (0, (3, 8))])  # two splits' requests, one forward
     torch.manual_seed(7)
@@ -71,7 +48,7 @@ def test_server_answers_as_the_policy_in_a_worker_would(tmp_cfg, model):
 
 def test_each_row_acts_with_its_own_policy_and_version(tmp_cfg):
     cfg = tmp_cfg(*SERVER, "algo.num_policies=2")
-    server, channel, models = _server_and_channel(cfg, rows=6, policies=2)
+    server, channel, models = server_and_channel(cfg, rows=6, policies=2)
     server.stores[1].publish(models[1], version=5)
     ids = np.array([1, 0, 1, 1, 0, 0])
     channel.policies.copy_(torch.from_numpy(ids))
@@ -96,7 +73,7 @@ def test_each_row_acts_with_its_own_policy_and_version(tmp_cfg):
 
 def test_a_new_version_is_loaded_before_the_next_batch(tmp_cfg):
     cfg = tmp_cfg(*SERVER)
-    server, channel, (policy,) = _server_and_channel(cfg, rows=4)
+    server, channel, (policy,) = server_and_channel(cfg, rows=4)
     server.serve([(0, (0, 4))])
     before = channel.out["values"].clone()
     with torch.no_grad():
@@ -180,7 +157,7 @@ def test_a_cuda_server_answers_as_the_cpu_policy(tmp_cfg):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     cfg = tmp_cfg(*SERVER, *GRU, "hardware.inference_device=cuda")
-    server, channel, (policy,) = _server_and_channel(cfg, rows=8)
+    server, channel, (policy,) = server_and_channel(cfg, rows=8)
     server.serve([(0, (0, 8))])
     replay, _, values = policy.evaluate({k: v.unsqueeze(1) for k, v in channel.obs.items()},
                                      channel.out["actions"].unsqueeze(1), channel.rnn, torch.zeros(8, 1))
@@ -193,7 +170,7 @@ def test_a_request_crosses_the_pipe_as_a_few_raw_bytes(tmp_cfg):
     assert decode_rows(encode_rows((3, 8))) == (3, 8)
     assert decode_rows(encode_rows([0, 5, 7])) == [0, 5, 7]  # a bootstrap over some rows
     assert decode_rows(encode_rows([])) == []
-    _, channel, _ = _server_and_channel(tmp_cfg(*SERVER), rows=8)
+    _, channel, _ = server_and_channel(tmp_cfg(*SERVER), rows=8)
     channel.request((0, 4))
     channel.request([1, 6])
     assert channel.waiting_requests() == [(0, 4), [1, 6]] and channel.waiting_requests() == []
@@ -242,7 +219,7 @@ def test_weights_published_on_the_learners_device_reach_the_server_device_to_dev
 
 def test_a_reader_without_the_device_tensor_refuses_to_read_stale_host_weights(tmp_cfg):
     cfg = tmp_cfg(*SERVER)
-    server, channel, (policy,) = _server_and_channel(cfg, rows=4)
+    server, channel, (policy,) = server_and_channel(cfg, rows=4)
     store = server.stores[0]
     store.share_on_device(torch.device("cpu"))
     store.publish(policy, version=2)
