@@ -141,6 +141,27 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(MAX_TEST_PROCESSES, len(os.sched_getaffinity(0))))
 
 
+# Test modules whose tests depend on the ones before them (README's lines: a later one plays the run an earlier
+# one trained): under pytest-xdist each runs whole, in order, in one process.
+ORDERED_MODULES = ("tests/packaging/test_readme_commands.py",)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n` with the default `--dist load`: every test its own unit of work, as `load` schedules them, except
+    ORDERED_MODULES, each one unit. (xdist's own `--dist loadgroup` with an `xdist_group` mark grouped nothing
+    under pytest 9.2 and xdist 3.8, measured 2026-11-28: the tests of one group ran on both processes.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OrderedModulesScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ORDERED_MODULES else nodeid
+
+    return OrderedModulesScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """`long` tests run only when asked for by name (`-m long`, `-m "slow or long"`): a `-m` of one's own
     replaces pyproject's `-m 'not long'`, and `-m "not slow"` alone would turn them back on."""

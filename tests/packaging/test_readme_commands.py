@@ -70,6 +70,8 @@ SECTIONS = ("### As a package", "## Use", "## Sweeps", "## Several learner proce
             "### Population-based training", "### Seeds", "### Evaluation during training", "### Logging",
             "### Callbacks")
 
+# One user pasting README's lines in order: a later line plays the run an earlier one trained, so under
+# pytest-xdist this module's tests run in one process, in order (tests/conftest.py, ORDERED_MODULES).
 pytestmark = pytest.mark.slow
 
 
