@@ -149,7 +149,8 @@ ORDERED_MODULES = ("tests/packaging/test_readme_commands.py",)
 def pytest_xdist_make_scheduler(config, log):
     """`-n` with the default `--dist load`: every test its own unit of work, as `load` schedules them, except
     ORDERED_MODULES, each one unit. (xdist's own `--dist loadgroup` with an `xdist_group` mark grouped nothing
-    under pytest 9.2 and xdist 3.8, measured 2026-11-28: the tests of one group ran on both processes.)"""
+    under pytest 9.2 and xdist 3.8, measured 2026-11-28: the tests of one group ran on both processes; pytest-xdist
+    issue #1386: pytest 9.2 no longer takes the `@group` suffix xdist writes into the node ids.)"""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
