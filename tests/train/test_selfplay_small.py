@@ -19,13 +19,16 @@ def test_small_duel_selfplay_fills_the_pool_and_plays_it(tmp_path):
     from sf_hydra.train import train
 
     skip_without_extra(PRESET)
-    # The preset as shipped, with shorter matches (12 s of game), an earlier snapshot and a shorter budget. The
-    # budget is in frames, not seconds: on a loaded machine (CI runs the suite a process per core) 60 s gave 6,060
-    # frames a policy, a snapshot at 4,000 and no game against it ended. 8,000 frames a policy after a snapshot at
-    # 2,000 leave ~14 matches a policy (420 frames each) that start with the pool full, about half against it.
+    # The preset as shipped, with shorter matches (12 s of game), an earlier snapshot, a shorter budget, and every
+    # opponent seat a snapshot's once the pool has one (selfplay.latest_prob=0). The budget is in frames, not
+    # seconds: under CI's load 60 s gave 6,060 frames a policy and no game against the pool. The preset's
+    # latest_prob=0.5 left the outcome rates to chance: a game is against the pool with odds 1/2 and then a given
+    # policy's with odds 1/2, so with ~10 games after the first snapshot a policy had none in 0.75^10 = 6% of runs
+    # (CI failed twice so). With latest_prob=0 every game after the first snapshot is against the pool: measured
+    # here, 14-17 such games (7-10 a policy) in 64-68 s, so a policy has none in about 2^-14 of runs.
     cfg = compose_cfg(f"+experiment={PRESET}", f"train_dir={tmp_path}", "env.episode_timeout=420",
-                      "selfplay.snapshot_every_env_steps=2000", "train_for_env_steps=8000",
-                      "train_for_seconds=600")
+                      "selfplay.snapshot_every_env_steps=1500", "selfplay.latest_prob=0",
+                      "train_for_env_steps=6000", "train_for_seconds=600")
     assert cfg.algo.num_policies == 2 and cfg.selfplay.pool_size > 0 and cfg.hardware.num_workers == 2
     train(cfg)
     run = Path(cfg.train_dir) / cfg.experiment
