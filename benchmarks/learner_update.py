@@ -4,7 +4,7 @@ minibatches, optimizer steps), A/B in alternating child processes, no sampler.
     python benchmarks/learner_update.py --env gym/cartpole --repeats 5
     python benchmarks/learner_update.py --env doom/basic --variant base=/tmp/base/src --variant new=src
     python benchmarks/learner_update.py --env doom/basic --variant fp32=src --variant "bf16=src:+autocast"
-    python benchmarks/learner_update.py --advantages     # GAE / V-trace alone, loop vs vectorized
+    python benchmarks/learner_update.py --advantages     # GAE / V-trace alone, loop vs scan
 
 A variant is `name=SRC[:FLAG,...][;OVERRIDE ...]`: the sf_hydra source folder its child
 imports (another commit's `src/`, e.g. from `git worktree add` or `git archive`), flags
@@ -141,25 +141,27 @@ def advantages_benchmark(repeats: int, calls: int) -> None:
     from sf_hydra.learner import advantages, vtrace
 
     torch.set_num_threads(1)
+    advantages.SCAN_ROWS_CPU = 1 << 30  # the scan at every shape here, to set it against the loop
     rows = []
-    for b, t in [(32, 32), (64, 32), (256, 32), (64, 128)]:
+    for b, t in [(32, 32), (64, 32), (256, 32), (512, 32), (1024, 32), (64, 64), (32, 128), (2, 1024)]:
         g = torch.Generator().manual_seed(0)
         r, v = torch.randn(b, t, generator=g), torch.randn(b, t + 1, generator=g)
         d, lr = (torch.rand(b, t, generator=g) < 0.03).float(), 0.3 * torch.randn(b, t, generator=g)
         fns = {
             "gae loop": lambda: advantages.gae_loop(r, v, d, 0.99, 0.95),
-            "gae vectorized": lambda: advantages.gae(r, v, d, 0.99, 0.95),
+            "gae scan": lambda: advantages.gae(r, v, d, 0.99, 0.95),
             "vtrace loop": lambda: vtrace.vtrace_loop(lr, r, v, d, 0.99, 1.0, 1.0),
-            "vtrace vectorized": lambda: vtrace.vtrace(lr, r, v, d, 0.99, 1.0, 1.0),
+            "vtrace scan": lambda: vtrace.vtrace(lr, r, v, d, 0.99, 1.0, 1.0),
         }
         per: dict = {k: [] for k in fns}
         for _ in range(repeats):
             for name, fn in fns.items():
+                n = max(2, calls * 32 // t)  # the loops over 1,024 steps take ~0.1 s a call
                 fn()
                 t0 = time.process_time()
-                for _ in range(calls):
+                for _ in range(n):
                     fn()
-                per[name].append(1e6 * (time.process_time() - t0) / calls)
+                per[name].append(1e6 * (time.process_time() - t0) / n)
         rows.append([f"B={b} T={t}", *(fmt(statistics.median(per[k]), ",.0f") for k in fns)])
     print("microseconds of CPU per call (median of repeats, one torch thread)")
     print_table(["shape", *fns], rows)
@@ -172,7 +174,7 @@ def main(argv: List[str]) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=10, help="timed iterations per child")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--advantages", action="store_true", help="GAE / V-trace alone, loop vs vectorized")
+    p.add_argument("--advantages", action="store_true", help="GAE / V-trace alone, loop vs scan")
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--flags", default="", help=argparse.SUPPRESS)

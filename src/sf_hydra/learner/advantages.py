@@ -1,56 +1,59 @@
 """Generalized Advantage Estimation over [B, T] trajectories.
 
-`gae` computes every step's sum at once: A_t = sum_{k >= t} W[t, k] delta_k with W[t, k] =
-(gamma lam)^(k - t) while no episode ends in t..k-1, else 0 (`discount_weights`), one batched
-matrix product over time instead of a Python loop of T steps. Its cost grows with B T^2, the
-loop's with T (per-step overhead): benchmarks/learner_update.py --advantages measured (CPU, one
-thread) 176 against 836 us at B = 32, T = 32 (the CartPole and Doom defaults' batches), 273
-against 878 at B = 64, 785 against 880 at B = 256 (where V-trace's matrix form already loses); so on
-CPU the matrix is
-used up to MATRIX_ELEMENTS_CPU = B T^2, on CUDA (where each loop step is kernel launches) up to
-MAX_MATRIX_STEPS steps. Otherwise `gae_loop`, the backward recursion (also the tests' reference
-for the matrix form)."""
+A_t = delta_t + gamma lam (1 - d_t) A_{t+1} is a linear recurrence read backwards in time, as is
+V-trace's (vtrace.py). `reverse_scan` computes such a recurrence with no Python loop over time:
+the T steps are cut into blocks of SCAN_BLOCK; inside a block every step's sum is one batched
+matrix product by the products of the coefficients (exact products, at most SCAN_BLOCK factors);
+across blocks the same recurrence runs on the blocks' first steps (T / SCAN_BLOCK of them,
+recursively). Its cost grows with B T SCAN_BLOCK, for any rollout length; the former [B, T, T]
+matrix grew with B T^2 and gave way to a loop of T Python steps above B T^2 = 2^17 on CPU (every
+rollout of 128 steps; LeanRL's 2,048). On CPU (one thread) the loop, whose ~14 operations a
+step serve every row at once, still costs less with many rows: `benchmarks/learner_update.py
+--advantages` measured GAE at B = 2, T = 1,024: 61 ms loop, 1.0 ms scan; B = 32, T = 128: 9.8 /
+1.2; B = 32, T = 32: 2.4 / 0.7; B = 256, T = 32: 3.3 / 1.4; B = 512: alike (3.1 / 3.9, runs
+spread ~2x); B = 1,024: 2.0 / 5.7. So on CPU the scan runs up to SCAN_ROWS_CPU rows.
+`gae_loop` is the backward recursion, also the tests' reference."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-MAX_MATRIX_STEPS = 256  # longest rollout computed with the [B, T, T] weight matrix (its memory)
-MATRIX_ELEMENTS_CPU = 2**17  # largest B T^2 computed with the matrix on CPU (above, the loop costs less)
-
-
-def use_matrix(x: torch.Tensor) -> bool:
-    """Whether the [B, T, T] weights pay for a [B, T] batch on x's device (measured, above)."""
-    rows, steps = x.shape[0], x.shape[1]
-    if steps > MAX_MATRIX_STEPS:
-        return False
-    return x.device.type != "cpu" or rows * steps * steps <= MATRIX_ELEMENTS_CPU
+SCAN_BLOCK = 8  # steps per block of reverse_scan (8 and 16 measured alike; 32 costs 2-4x at 256+ rows)
+SCAN_ROWS_CPU = 256  # on CPU, more rows than this: the loop over time (above)
 
 
-def episode_mask(dones: torch.Tensor) -> torch.Tensor:
-    """[B, T, T] True where k >= t and steps t and k belong to one episode (no done among
-    t..k-1). dones: [B, T] of 0/1."""
-    steps = dones.shape[1]
-    started = torch.cumsum(dones, dim=1) - dones  # episodes ended before step t
-    same = started[:, :, None] == started[:, None, :]
-    ahead = torch.ones(steps, steps, dtype=torch.bool, device=dones.device).triu()
-    return same & ahead
+def use_scan(x: torch.Tensor) -> bool:
+    """Whether `reverse_scan` pays for a [B, T] batch on x's device (always on an accelerator)."""
+    return x.device.type != "cpu" or x.shape[0] <= SCAN_ROWS_CPU
 
 
-def discount_weights(dones: torch.Tensor, factor: float) -> torch.Tensor:
-    """[B, T, T] W[t, k] = factor^(k - t) where k >= t in the same episode, else 0."""
-    steps = dones.shape[1]
-    t = torch.arange(steps, device=dones.device)
-    gap = (t[None, :] - t[:, None]).clamp(min=0).to(dones.dtype)
-    powers = torch.pow(torch.tensor(factor, dtype=dones.dtype, device=dones.device), gap)  # 0^0 = 1
-    return torch.where(episode_mask(dones), powers, torch.zeros((), dtype=dones.dtype, device=dones.device))
-
-
-def weighted_sums(weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """[B, T]: sum_k weights[:, t, k] x[:, k], in x's dtype even under autocast (a bf16 matmul
-    would cost the estimates ~3 significant digits)."""
+def reverse_scan(x: torch.Tensor, a: torch.Tensor, block: int = SCAN_BLOCK) -> torch.Tensor:
+    """[B, T] y with y_t = x_t + a_t y_{t+1} and y_T = 0, that is y_t = sum_{k >= t} (a_t ... a_{k-1}) x_k,
+    in x's dtype whatever autocast is on (a bf16 matrix product would cost ~3 significant digits)."""
+    if block < 2:
+        raise ValueError(f"reverse_scan: block={block}, must be >= 2 (each level must shorten the sequence)")
+    rows, steps = x.shape
+    if steps == 0:
+        return x.clone()
     with torch.autocast(x.device.type, enabled=False):
-        return torch.bmm(weights, x.unsqueeze(-1)).squeeze(-1)
+        size = min(block, steps)
+        n = -(-steps // size)
+        pad = n * size - steps  # padded steps: x = 0 and a = 0, after the last real one
+        xb = F.pad(x, (0, pad)).reshape(rows * n, size)
+        ab = F.pad(a.to(x.dtype), (0, pad)).reshape(rows * n, size)
+        upper = torch.ones(size, size, dtype=torch.bool, device=x.device).triu()  # [i, m]: m >= i
+        one = torch.ones((), dtype=x.dtype, device=x.device)
+        through = torch.cumprod(torch.where(upper, ab[:, None, :], one), dim=2)  # [i, k] = a_i ... a_k (k >= i)
+        before = torch.cat([torch.ones_like(through[:, :, :1]), through[:, :, :-1]], dim=2)  # a_i ... a_{k-1}
+        weights = torch.where(upper, before, torch.zeros((), dtype=x.dtype, device=x.device))
+        local = torch.bmm(weights, xb.unsqueeze(-1)).squeeze(-1)  # the sums that stay inside each block
+        if n == 1:
+            return local[:, :steps]
+        local, carry = local.reshape(rows, n, size), through[:, :, -1].reshape(rows, n, size)
+        firsts = reverse_scan(local[:, :, 0], carry[:, :, 0], block)  # y at each block's first step
+        after = torch.cat([firsts[:, 1:], torch.zeros_like(firsts[:, :1])], dim=1)  # y where the next block starts
+        return (local + carry * after[:, :, None]).reshape(rows, n * size)[:, :steps]
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma: float, lam: float):
@@ -58,10 +61,11 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma:
     dones[:, t] = 1 means the episode ended after step t, so V(s_{t+1}) is not used.
     Returns (advantages, returns), both [B, T]."""
     steps = rewards.shape[1]
-    if not use_matrix(rewards):
+    if not use_scan(rewards):
         return gae_loop(rewards, values, dones, gamma, lam)
-    deltas = rewards + gamma * values[:, 1:] * (1.0 - dones) - values[:, :steps]
-    advantages = weighted_sums(discount_weights(dones, gamma * lam), deltas)
+    not_done = 1.0 - dones
+    deltas = rewards + gamma * values[:, 1:] * not_done - values[:, :steps]
+    advantages = reverse_scan(deltas, gamma * lam * not_done)
     return advantages, advantages + values[:, :steps]
 
 

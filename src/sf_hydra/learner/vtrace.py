@@ -15,24 +15,17 @@ An episode's end after step t cuts both sums (gamma becomes 0 there). With pi = 
 rho_bar = c_bar = 1, v_s is the n-step return bootstrapped from V(x_T), i.e. GAE's target
 with lambda = 1. The paper assumes rho_bar >= c_bar (config/validation.py enforces it).
 
-`vtrace` computes every v_s at once: v_s - V(x_s) = sum_{t >= s} W[s, t] delta_t with
-W[s, t] = prod_{i=s}^{t-1} gamma c_i within one episode, the products taken as exponentials of
-differences of a cumulative sum of log(gamma c_i); one batched matrix product replaces the loop
-over time where it pays (advantages.py `use_matrix`: at B = 32, T = 32, 279 against 1322 us of
-CPU); otherwise `vtrace_loop`, the backward recursion (also the tests' reference).
+`vtrace` computes every v_s at once: v_s - V(x_s) = delta_s + gamma c_s (1 - d_s) (v_{s+1} - V(x_{s+1}))
+is a backward linear recurrence, run by advantages.py `reverse_scan` (no Python loop over time; on
+CPU above SCAN_ROWS_CPU rows the loop, as for GAE);
+`vtrace_loop` is the backward recursion one step at a time (the tests' reference).
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from sf_hydra.learner.advantages import episode_mask, use_matrix, weighted_sums
-
-# log c_i is floored here: a zero trace weight (an underflowed ratio) then stays finite in the
-# cumulative sum; e^-60 per step is zero to float32 and float64 alike against any other term.
-_LOG_FLOOR = -60.0
+from sf_hydra.learner.advantages import reverse_scan, use_scan
 
 
 def vtrace(log_rhos: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor,
@@ -41,20 +34,13 @@ def vtrace(log_rhos: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor, 
     [B, T + 1] (the current critic's V(x_t), the last column bootstraps). dones[:, t] = 1: the
     episode ended after step t. Returns (value targets v_s, advantages), both [B, T]."""
     steps = rewards.shape[1]
-    if not use_matrix(rewards):
+    if not use_scan(rewards):
         return vtrace_loop(log_rhos, rewards, values, dones, gamma, rho_bar, c_bar)
-    rhos = torch.clamp(torch.exp(log_rhos), max=rho_bar)
+    ratios = torch.exp(log_rhos)  # an overflow to inf is truncated at rho_bar / c_bar; an underflow cuts the trace
+    rhos, cs = torch.clamp(ratios, max=rho_bar), torch.clamp(ratios, max=c_bar)
     discounts = gamma * (1.0 - dones)
     deltas = rhos * (rewards + discounts * values[:, 1:] - values[:, :steps])
-    mask = episode_mask(dones)
-    if gamma > 0.0:
-        log_steps = torch.clamp(log_rhos, min=_LOG_FLOOR, max=math.log(c_bar)) + math.log(gamma)
-        before = torch.cumsum(log_steps, dim=1) - log_steps  # sum over i < t
-        log_weights = before[:, None, :] - before[:, :, None]  # [b, s, t]: sum over s <= i < t
-        weights = torch.exp(torch.where(mask, log_weights, -math.inf))
-    else:  # each v_s is its own step's
-        weights = torch.diag_embed(torch.ones_like(rewards))
-    targets = values[:, :steps] + weighted_sums(weights, deltas)
+    targets = values[:, :steps] + reverse_scan(deltas, discounts * cs)
     next_targets = torch.cat([targets[:, 1:], values[:, steps:]], dim=1)
     advantages = rhos * (rewards + discounts * next_targets - values[:, :steps])
     return targets, advantages
