@@ -16,9 +16,9 @@ rho_bar = c_bar = 1, v_s is the n-step return bootstrapped from V(x_T), i.e. GAE
 with lambda = 1. The paper assumes rho_bar >= c_bar (config/validation.py enforces it).
 
 `vtrace` computes every v_s at once: v_s - V(x_s) = delta_s + gamma c_s (1 - d_s) (v_{s+1} - V(x_{s+1}))
-is a backward linear recurrence, run by advantages.py `reverse_scan` (no Python loop over time; on
-CPU above SCAN_ROWS_CPU rows the loop, as for GAE);
-`vtrace_loop` is the backward recursion one step at a time (the tests' reference).
+is a backward linear recurrence, run by advantages.py `reverse_scan` (no Python loop over time; on CPU
+above SCAN_ROWS_CPU rows the loop, as for GAE). `vtrace_loop` is the backward recursion one step at a
+time (the tests' reference).
 """
 
 from __future__ import annotations
