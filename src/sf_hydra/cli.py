@@ -134,9 +134,10 @@ def train_main() -> None:
     previous = signal.signal(signal.SIGTERM, stop_starting)
     try:
         _train_main()
-    except KeyboardInterrupt:
-        print("interrupted (SIGINT): stopped", file=sys.stderr)
-        sys.exit(128 + signal.SIGINT)
+    except KeyboardInterrupt:  # Ctrl+C before training took the signals, or a repeated stop signal (an abort)
+        sig = signals.received() or signal.SIGINT
+        print(f"interrupted ({sig.name}): stopped", file=sys.stderr)
+        sys.exit(128 + sig)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -19,6 +19,7 @@ from sf_hydra.faults import CheckpointError, RunFolderBusy
 LAST = "last.ckpt"
 LOCK = ".lock"
 MILESTONES = "milestones"  # checkpoints/milestones/: kept forever (keep_checkpoints prunes only checkpoints/)
+SAVED_AT_KEY = "sf_hydra_saved_at"  # in every checkpoint: time.time() when it was saved (which state is the newest)
 BEST_KEY = "sf_hydra_best"  # in a best checkpoint: {policy, metric, value, env_steps, policy_version, ...}; by an
 # eval/ metric also evaluated_run_env_steps, evaluated_weights (the state_dict evaluated), evaluated_policy_version
 log = logging.getLogger("sf_hydra")
@@ -130,30 +131,69 @@ def read_checkpoint(path: Path) -> Tuple[Optional[int], str]:
         return None, f"{type(e).__name__}: {reason}"[:200]
 
 
+def learner_states(folder: Path) -> List[Path]:
+    """Every file of a checkpoint folder that holds a whole learner state: last.ckpt, the numbered
+    checkpoints, the milestones and each policy's best checkpoint."""
+    if not folder.is_dir():
+        return []
+    return ([folder / LAST] if (folder / LAST).is_file() else []) + sorted(folder.glob("checkpoint_*.ckpt")) + \
+        sorted((folder / MILESTONES).glob("checkpoint_*.ckpt")) + sorted(folder.glob("best_p*.ckpt"))
+
+
+def examine(path: Path) -> Tuple[Optional[int], float, str]:
+    """(env steps, when it was saved as time.time(), "") for a learner state that loads, else (None, 0, why
+    not). The time is the one recorded in it (SAVED_AT_KEY), else the file's modification time
+    (older checkpoints; a copied folder's files may all share one). The tensors are memory-mapped, not read."""
+    import torch  # cli.py imports run_dir on the config-error path, which must not load torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return int(state["sf_hydra"]["env_steps"]), float(state.get(SAVED_AT_KEY) or path.stat().st_mtime), ""
+    except Exception as e:  # truncated, corrupt, not a checkpoint, or not ours: each is a reason to skip it
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return None, 0.0, f"{type(e).__name__}: {reason}"[:200]
+
+
+def _clock(saved_at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
+
+
 def resume_checkpoint(run_dir: Path, kind: str = "latest") -> Optional[Path]:
-    """`last.ckpt` when it loads; else the newest numbered checkpoint that loads (logged with its env steps);
-    None when the folder holds no checkpoint. Raises CheckpointError when it holds some and none loads.
-    kind="best" (load_checkpoint_kind): policy 0's best checkpoint instead, when the folder holds a run to
-    resume; ConfigError naming load_checkpoint_kind when it has no best checkpoint yet."""
+    """The newest learner state that loads (learner_states, by when it was saved): last.ckpt as a rule; a
+    best checkpoint or a milestone saved after it (a stop that never reached its final save) is chosen over
+    it, and a damaged file is skipped, each said with the env steps and times of both. None when the folder
+    holds no learner state; CheckpointError when it holds some and none loads. kind="best"
+    (load_checkpoint_kind): policy 0's best checkpoint instead; ConfigError naming load_checkpoint_kind when
+    there is none yet."""
     folder = checkpoint_dir(run_dir)
-    last = folder / LAST
-    numbered = sorted(folder.glob("checkpoint_*.ckpt"), reverse=True) if folder.is_dir() else []
-    candidates = ([last] if last.is_file() else []) + numbered
+    candidates = learner_states(folder)
     if not candidates:
         return None
     if str(kind) == "best":
         return _best_to_resume(folder)
-    tried = []
+    intact, tried = [], []
     for path in candidates:
-        steps, why = read_checkpoint(path)
-        if steps is not None:
-            if tried:
-                log.warning("resuming from %s instead (the newest intact checkpoint: %d env steps)", path, steps)
-            return path
-        log.warning("checkpoint %s is unreadable (%s): skipping it", path, why)
-        tried.append(f"{path.name} ({why})")
-    raise CheckpointError(f"no checkpoint in {folder} can be loaded; found: {'; '.join(tried)}. Move the folder "
-                          "aside to keep it, or start over with restart_behavior=restart (or overwrite)")
+        steps, saved_at, why = examine(path)
+        if steps is None:
+            log.warning("checkpoint %s is unreadable (%s): skipping it", path, why)
+            tried.append(f"{path.name} ({why})")
+        else:
+            intact.append((saved_at, path.name == LAST, steps, path))
+    if not intact:
+        raise CheckpointError(f"no checkpoint in {folder} can be loaded; found: {'; '.join(tried)}. Move the "
+                              "folder aside to keep it, or start over with restart_behavior=restart (or overwrite)")
+    saved_at, is_last, steps, path = max(intact, key=lambda s: s[:2])  # the newest; on a tie last.ckpt
+    if is_last:
+        return path
+    last = [s for s in intact if s[1]]
+    if last:
+        log.warning("resuming from %s (%d env steps, saved %s): a newer learner state than %s (%d env steps, "
+                    "saved %s): the run stopped without its final checkpoint", path, steps, _clock(saved_at), LAST,
+                    last[0][2], _clock(last[0][0]))
+    else:
+        log.warning("resuming from %s instead (the newest intact checkpoint: %d env steps, saved %s)", path, steps,
+                    _clock(saved_at))
+    return path
 
 
 def _best_to_resume(folder: Path) -> Path:

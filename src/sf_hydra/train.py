@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import pickle
+import signal
 import time
 import warnings
 from pathlib import Path
@@ -200,8 +201,13 @@ def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) 
     """Trains this rank's learner with its sampler from `ckpt` (None: a new run); rank 0 writes the summary."""
     from sf_hydra.sampler.sampler import SamplerError  # the sampler's modules: loaded once the checks passed
 
-    # the workers start while this process imports Lightning and builds the learner
-    sampler = launch_sampler(plan, hand_out_slots=ckpt is None and not cfg.pbt.with_pbt)
+    # A stop signal from here on stops the run with a checkpoint (after its first learner step at the earliest)
+    signals.catch(lambda signum, frame: signals.take(signal.Signals(signum)))
+    try:  # the workers start while this process imports Lightning and builds the learner
+        sampler = launch_sampler(plan, hand_out_slots=ckpt is None and not cfg.pbt.with_pbt)
+    except BaseException:
+        signals.release()
+        raise
     failed = True
     try:
         # Lightning loads here, while the workers start (launch_sampler above)
@@ -218,7 +224,12 @@ def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) 
             try:
                 trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None,
                             weights_only=True)  # sf_hydra's part of a checkpoint holds only plain types
+            except SystemExit:
+                if signals.aborted():  # Lightning's exit for the KeyboardInterrupt of a repeated stop signal
+                    raise KeyboardInterrupt from None
+                raise
             finally:
+                signals.finishing()  # a signal from now on waits for the final checkpoint
                 signals.catch_again()  # the stop signals were held over Lightning's teardown
             last = None if cfg.benchmark else checkpoints.save(trainer, module.env_steps)
             failed = False

@@ -5,23 +5,39 @@ happens after the checkpoint is saved depends on the signal, and is decided by w
 launched the run (launch/requeue.py): Ctrl+C or `kill` end the run, Slurm's preemption /
 time-limit signal (sent through submitit) requeues the job, Slurm's SIGTERM (scancel)
 leaves the job without a result so that Slurm's own record says what became of it.
+
+A stop signal after the first (`repeat`) aborts at once, without the final checkpoint, except where that
+would lose work: within DUPLICATE_SEC of the first it is the same request delivered twice (a terminal's
+process group and a launcher that forwards the signal, `timeout`, a multiplexer), while a checkpoint is
+being written (`shielded`) the abort waits until the file is on disk, and once training is over
+(`finishing`) the final checkpoint is written whatever comes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
-from typing import Any, Callable, Dict, Optional, Tuple
+import time
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 # submitit's own variables: set in every job it runs, and the signal it asks Slurm to send
 # before the time limit (`#SBATCH --signal=USR2@<signal_delay_s>`), USR2 unless set.
 SUBMITIT_EXECUTOR_ENV = "SUBMITIT_EXECUTOR"
 PREEMPT_SIGNAL_ENV = "SUBMITIT_PREEMPT_SIGNAL"
 
+log = logging.getLogger("sf_hydra")
 _received: Optional[signal.Signals] = None
 _replaced: Dict[signal.Signals, Any] = {}
 _handler: Optional[Callable] = None  # the current run's, between `catch` and `release`
 _preemption_held = False  # a launcher hands the preemption signal on after the checkpoint
+DUPLICATE_SEC = 1.0  # a repeat this soon after the first signal is the same request, delivered twice
+_first_at: Optional[float] = None  # time.monotonic() of the first stop signal
+_shield_depth = 0  # checkpoint saves under way (`shielded`)
+_deferred: Optional[Callable[[], None]] = None  # an abort waiting for the save under way
+_finishing = False  # training is over: the final checkpoint is being written
+_aborted = False  # a repeated signal aborted the run
 
 
 def preemption_signal() -> Optional[signal.Signals]:
@@ -63,11 +79,14 @@ def remember_handlers() -> None:
         _replaced.setdefault(sig, signal.getsignal(sig))
 
 
-def catch(handler: Callable) -> None:
-    """Makes `handler` take every stop signal for a new run (remembering the handlers it
-    replaces, e.g. submitit's) and forgets what an earlier run received."""
-    global _received, _handler
-    _received, _handler = None, handler
+def catch(handler: Callable, new_run: bool = True) -> None:
+    """Makes `handler` take every stop signal (remembering the handlers it replaces, e.g. submitit's);
+    for a `new_run`, forgets what an earlier run received (else the run's handler changes hands: a
+    signal received during start-up stays received)."""
+    global _received, _handler, _first_at, _deferred, _finishing, _aborted
+    if new_run:
+        _received, _first_at, _deferred, _finishing, _aborted = None, None, None, False, False
+    _handler = handler
     for sig in stop_signals():
         previous = signal.signal(sig, handler)
         _replaced.setdefault(sig, previous)
@@ -97,8 +116,8 @@ def admit() -> None:
 def release() -> None:
     """Gives the stop signals back to the handlers `catch` replaced, and lets in one still
     held (again: a no-op)."""
-    global _handler
-    _handler = None
+    global _handler, _deferred, _finishing
+    _handler, _deferred, _finishing = None, None, False
     while _replaced:
         sig, previous = _replaced.popitem()
         signal.signal(sig, previous)
@@ -107,9 +126,93 @@ def release() -> None:
 
 def record(signum: int) -> None:
     """Notes the first stop signal of the current run."""
-    global _received
+    global _received, _first_at
     if _received is None:
-        _received = signal.Signals(signum)
+        _received, _first_at = signal.Signals(signum), time.monotonic()
+
+
+def take(sig: signal.Signals, stop: Optional[Callable[[signal.Signals], None]] = None,
+         newest_saved: Callable[[], str] = lambda: "no checkpoint was written by this session") -> None:
+    """The stop signals' handler, from the start of a run to its final checkpoint. The first signal is
+    recorded and `stop(sig)` asks training to stop after its current step (before training runs, None:
+    it stops after its first step); a repeat is `repeat`'s to judge, and every outcome is said, an abort
+    with `newest_saved()` (what is on disk)."""
+    if _received is None:
+        record(sig)
+        then = (" (preempted or near the time limit: the job is requeued after it)"
+                if sig == preemption_signal() else "")
+        when = "" if stop is not None else " (during start-up: after the first learner step)"
+        log.warning("received %s: saving a checkpoint and stopping%s%s", sig.name, when, then)
+        if stop is not None:
+            stop(sig)
+        return
+    meaning = repeat(lambda: _abort_now(sig, newest_saved))
+    if meaning == "duplicate":
+        log.info("received %s again within %g s of the first: the same request (one more, later, stops "
+                 "without the final checkpoint)", sig.name, DUPLICATE_SEC)
+    elif meaning == "finishing":
+        log.warning("received %s again: the final checkpoint is being written; the run stops right after it",
+                    sig.name)
+    elif meaning == "after_save":
+        log.warning("received %s again: stopping without the final checkpoint, once the checkpoint being "
+                    "written is on disk", sig.name)
+
+
+def _abort_now(sig: signal.Signals, newest_saved: Callable[[], str]) -> None:
+    """Stops the run at once: says what is on disk, then raises KeyboardInterrupt (train.py turns it into
+    the exit status of the first signal)."""
+    log.warning("received %s again: stopping now, without a final checkpoint; %s", sig.name, newest_saved())
+    raise KeyboardInterrupt
+
+
+def repeat(abort: Callable[[], None]) -> str:
+    """What a stop signal after the first means now; `abort` (which stops the run at once, e.g. by raising
+    KeyboardInterrupt) runs now or once the save under way is done. Returns "duplicate" (within DUPLICATE_SEC
+    of the first: ignored), "finishing" (the final checkpoint is being written: ignored), "after_save" (the
+    abort waits for the checkpoint being written) or "abort" (`abort` ran; it returned)."""
+    global _deferred
+    if _first_at is not None and time.monotonic() - _first_at < DUPLICATE_SEC:
+        return "duplicate"
+    if _finishing:
+        return "finishing"
+    if _shield_depth > 0:
+        _deferred = abort
+        return "after_save"
+    _abort(abort)
+    return "abort"
+
+
+def _abort(abort: Callable[[], None]) -> None:
+    global _aborted
+    _aborted = True
+    abort()
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Around a checkpoint save: a repeated stop signal meanwhile aborts the run only once the file is
+    written (`repeat`). Nested saves (the best checkpoint checked before a periodic one) count once."""
+    global _shield_depth, _deferred
+    _shield_depth += 1
+    try:
+        yield
+    finally:
+        _shield_depth -= 1
+    if _shield_depth == 0 and _deferred is not None:
+        abort, _deferred = _deferred, None
+        _abort(abort)
+
+
+def finishing() -> None:
+    """Training is over and the final checkpoint comes next: from now on a repeated stop signal is noted,
+    not obeyed (an abort waiting for a save is dropped: that save and the final one complete)."""
+    global _finishing, _deferred
+    _finishing, _deferred = True, None
+
+
+def aborted() -> bool:
+    """Whether a repeated stop signal aborted the current run (no final checkpoint)."""
+    return _aborted
 
 
 def received() -> Optional[signal.Signals]:

@@ -15,6 +15,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from sf_hydra.door import door_of
 from sf_hydra.launch import signals
 from sf_hydra.learner import ddp
+from sf_hydra.learner.checkpointing import newest_saved
 from sf_hydra.learner.progress import (
     FPS_WINDOWS,
     PROGRESS,
@@ -50,10 +51,11 @@ class PublishPolicy(L.Callback):
 class StopConditions(L.Callback):
     """Ends training on the env-step or time budget, or on a stop signal: SIGINT/SIGTERM and,
     in a Slurm job, submitit's preemption signal (launch/signals.py). A signal only asks for a
-    stop, so the run ends after a whole learner step with a checkpoint; a second one aborts
-    at once. The signals stay caught until the run's final checkpoint is saved (train.py calls
-`signals.release()`). Training time accumulates across resumes. With several policies, the budget and
-    the target return hold for each policy (its own env steps and episodes), as Sample
+    stop, so the run ends after a whole learner step with a checkpoint; a later one aborts at
+    once, except where that would lose work (launch/signals.py: a duplicate delivery, a save
+    under way). The signals stay caught until the run's final checkpoint is saved (train.py
+    calls `signals.release()`). Training time accumulates across resumes. With several policies,
+    the budget and the target return hold for each policy (its own env steps and episodes), as Sample
     Factory's train_for_env_steps does."""
 
     def __init__(self, train_for_env_steps: int, train_for_seconds: float, until_avg_return=None,
@@ -81,16 +83,17 @@ class StopConditions(L.Callback):
     def on_train_start(self, trainer, pl_module):
         self._last = time.monotonic()
         self.start_env_steps = pl_module.env_steps
+        # Training takes the signals from the start-up's handler (train.py), and from Lightning's, which
+        # took SIGTERM when fit began: a signal received meanwhile stops the run after its first step.
+        signals.catch(lambda signum, frame: signals.take(
+            signal.Signals(signum), lambda sig: self._stop_for(trainer, sig), newest_saved), new_run=False)
+        early = signals.received()
+        if early is not None:
+            if getattr(trainer, "_signal_connector", None) is not None:
+                trainer._signal_connector.received_sigterm = False  # ours to handle: no SIGTERMException
+            self._stop_for(trainer, early)
 
-        signals.catch(lambda signum, frame: self._on_signal(trainer, signal.Signals(signum)))
-
-    def _on_signal(self, trainer, sig: signal.Signals) -> None:
-        if signals.received() is not None:
-            raise KeyboardInterrupt  # second signal: stop waiting for a clean stop
-        signals.record(sig)
-        then = (" (preempted or near the time limit: the job is requeued after it)"
-                if sig == signals.preemption_signal() else "")
-        log.warning("received %s: saving a checkpoint and stopping%s", sig.name, then)
+    def _stop_for(self, trainer, sig: signal.Signals) -> None:
         if ddp.world_size() > 1:
             self._pending = f"signal {sig.name}"  # the ranks stop together, after this step (on_train_batch_end)
         else:

@@ -4,7 +4,9 @@ optimization): periodic ones (`checkpoint_<env steps>.ckpt`, the newest `keep_ch
 (`milestones/checkpoint_<env steps>.ckpt`, every `save_milestones_sec`, never pruned) and each policy's best
 (`best_p<k>.ckpt`, by `save_best_metric`). Every file is written to a temporary name and renamed, so a crash
 while saving never destroys the previous checkpoint. A save that fails (disk full, no permission) ends the run
-with CheckpointSaveError: the path and the cause, no traceback."""
+with CheckpointSaveError: the path and the cause, no traceback. A repeated stop signal that lands during a save
+aborts the run only once the save is done (launch/signals.py `shielded`), and `newest_saved` says what is on
+disk when it does."""
 
 from __future__ import annotations
 
@@ -12,31 +14,45 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import lightning as L
 
 from sf_hydra.faults import CheckpointSaveError
 from sf_hydra.files import link_atomically, write_atomically
+from sf_hydra.launch import signals
 from sf_hydra.learner import ddp
 from sf_hydra.metric_names import is_eval_metric, metric_value
-from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, best_checkpoint_name, read_best
+from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, SAVED_AT_KEY, best_checkpoint_name, read_best
 
 log = logging.getLogger("sf_hydra")
 _COPYING: Set[Path] = set()  # checkpoint folders whose file system refused a hard link (last.ckpt is copied there)
+_NEWEST: Optional[Tuple[Path, int, float]] = None  # this process's newest save: path, env steps, time.monotonic()
+
+
+def newest_saved() -> str:
+    """What this process saved last, for a run that stops without its final checkpoint."""
+    if _NEWEST is None:
+        return "no checkpoint was written by this session: a resume starts where this session started"
+    path, steps, when = _NEWEST
+    return (f"the newest learner state on disk is {path} ({steps} env steps, saved "
+            f"{time.monotonic() - when:.0f} s ago), where a resume starts")
 
 
 def save_atomically(trainer, path: Path) -> None:
     """The trainer's checkpoint at `path`, written atomically (sf_hydra.files); an OSError (disk full, no
     permission) becomes CheckpointSaveError naming `path`, and leaves no temporary file behind."""
-    if not trainer.is_global_zero:  # data-parallel: rank 0 writes; this rank only takes part in the save
-        trainer.save_checkpoint(path)
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, trainer.save_checkpoint)
-    except OSError as e:
-        raise CheckpointSaveError(path, e) from e
+    global _NEWEST
+    with signals.shielded():  # a repeated stop signal aborts once the file is written, not halfway
+        if not trainer.is_global_zero:  # data-parallel: rank 0 writes; this rank only takes part in the save
+            trainer.save_checkpoint(path)
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, trainer.save_checkpoint)
+        except OSError as e:
+            raise CheckpointSaveError(path, e) from e
+        _NEWEST = (path, int(trainer.lightning_module.env_steps), time.monotonic())
 
 
 def link_last(numbered: Path, last: Path) -> None:
@@ -163,6 +179,7 @@ class PeriodicCheckpoint(L.Callback):
             self.save_milestone(trainer, pl_module.env_steps)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        checkpoint[SAVED_AT_KEY] = time.time()  # a resume starts from the newest learner state (run_dir)
         if self.best is not None and self.best.saving is not None:
             checkpoint[BEST_KEY] = dict(self.best.saving)
 
@@ -171,13 +188,14 @@ class PeriodicCheckpoint(L.Callback):
             self.best.check(trainer, trainer.lightning_module)
 
     def save(self, trainer, env_steps: int) -> Path:
-        self._check_best(trainer)
-        numbered = self.directory / f"checkpoint_{env_steps:012d}.ckpt"
-        save_atomically(trainer, numbered)
-        if trainer.is_global_zero:  # the files are rank 0's
-            link_last(numbered, self.directory / LAST)
-            self._prune()
-        self._last_save = time.monotonic()
+        with signals.shielded():  # an abort asked for meanwhile waits for last.ckpt too
+            self._check_best(trainer)
+            numbered = self.directory / f"checkpoint_{env_steps:012d}.ckpt"
+            save_atomically(trainer, numbered)
+            if trainer.is_global_zero:  # the files are rank 0's
+                link_last(numbered, self.directory / LAST)
+                self._prune()
+            self._last_save = time.monotonic()
         return numbered
 
     def save_milestone(self, trainer, env_steps: int) -> Path:
