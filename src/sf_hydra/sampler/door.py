@@ -27,8 +27,9 @@ class Door:
             return
         self._sampler.publish(policy, model, version)
 
-    def publish_opponent(self, slot: int, model: nn.Module, generation: int) -> None:
-        self._sampler.publish_opponent(slot, model, generation)
+    def publish_opponent(self, slot: int, model: nn.Module, generation: int,
+                         odds: Optional[Sequence[float]] = None) -> None:
+        self._sampler.publish_opponent(slot, model, generation, odds)
 
     def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
         self._sampler.set_reward_shaping(policy, difference)
