@@ -36,6 +36,12 @@ class SamplerDoor(Protocol):
         worker and inference server, which act with them from their next step. A worker reloads only
         when `version` changes: every change of the weights must come with a new version."""
 
+    def publish_replacement(self, policy: int, model: nn.Module, version: int) -> None:
+        """As `publish`, for weights that replace the policy's instead of descending from them (population-based
+        training gave it a donor's): from now on the policy's trajectories that hold a step it acted under a
+        version below `version` are dropped, however small their lag (they would train the new weights with
+        the old ones' log-probs and values), as are those the workers were collecting when the new weights came."""
+
     def publish_opponent(self, slot: int, model: nn.Module, generation: int,
                          odds: Optional[Sequence[float]] = None) -> None:
         """The opponent pool's slot `slot` (0 <= slot < selfplay.pool_size) holds `model`, frozen, from

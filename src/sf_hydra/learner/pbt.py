@@ -12,7 +12,8 @@ at a policy without one, or with no other member to compare with, is skipped: ea
     it leads by more than both gaps (`replace_reward_gap` relative to the donor's objective,
     `replace_reward_gap_absolute`); the policy then takes the donor's weights, normalizers,
     optimizer state and hyperparameters, under a new version, published to the workers at once
-    (a version names one set of weights: trajectories of the old ones count as lagging);
+    (a version names one set of weights; the trajectories of the old ones, waiting or in flight, are
+    dropped however small their lag: door.publish_replacement);
   - then (replaced or not, the reference excepted) each of its hyperparameters is perturbed with
     probability `mutation_rate` (pbt_rules.mutated: back to its default with 1% chance, else
     multiplied or divided, even odds, by a factor drawn from [perturb_min, perturb_max]; a value
@@ -164,8 +165,9 @@ class PopulationBasedTraining(L.Callback):
             else:
                 donor_digest = weights_digest(m.policies[decision.donor].state_dict())
                 m.copy_policy(decision.donor, k)
-            if m.policy_versions[k] != version:  # new weights, a new version: the workers act with them at once
-                door_of(trainer).publish(k, m.policies[k], m.policy_versions[k])
+            if m.policy_versions[k] != version:  # new weights, a new version: the workers act with them at once,
+                # and what the old ones acted is dropped (it lags by a version only)
+                door_of(trainer).publish_replacement(k, m.policies[k], m.policy_versions[k])
         base = dict(m.hyperparams[k])  # its own, or the donor's it just took
         if perturbs(me):
             self._perturb(m, k, base)
