@@ -36,16 +36,24 @@ class SamplerDoor(Protocol):
         worker and inference server, which act with them from their next step. A worker reloads only
         when `version` changes: every change of the weights must come with a new version."""
 
-    def publish_opponent(self, slot: int, model: nn.Module, generation: int) -> None:
+    def publish_replacement(self, policy: int, model: nn.Module, version: int) -> None:
+        """As `publish`, for weights that replace the policy's instead of descending from them (population-based
+        training gave it a donor's): from now on the policy's trajectories that hold a step it acted under a
+        version below `version` are dropped, however small their lag (they would train the new weights with
+        the old ones' log-probs and values), as are those the workers were collecting when the new weights came."""
+
+    def publish_opponent(self, slot: int, model: nn.Module, generation: int,
+                         odds: Optional[Sequence[float]] = None) -> None:
         """The opponent pool's slot `slot` (0 <= slot < selfplay.pool_size) holds `model`, frozen, from
-        now on; `generation` (> 0) is its version."""
+        now on; `generation` (> 0) is its version. `odds`: per trained policy, the weight of drawing it
+        (as `set_opponent_odds`), set before the workers can see the new snapshot; None: even odds (1.0)."""
 
     def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
         """Policy `policy`'s reward-shaping weights minus the env's, per shaped quantity (up, down)."""
 
     def set_opponent_odds(self, slot: int, odds: Sequence[float]) -> None:
         """For each trained policy, the weight (>= 0) of drawing the opponent pool's slot `slot` as its
-        opponent when a worker seats a game; a slot takes even odds (1.0) when a new snapshot joins it."""
+        opponent when a worker seats a game; a new snapshot takes the odds `publish_opponent` gives it."""
 
     def request_stop(self) -> None:
         """No more batches after the one being trained on; the sampler's processes stop at teardown."""

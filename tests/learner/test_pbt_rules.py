@@ -1,9 +1,9 @@
 """The PBT rules (learner/pbt_rules.py, run by learner/pbt.py) against their definitions:
 perturbation bounds, mutation odds, the best/worst groups, the two gaps, the decision for one
-policy, and Sample Factory's rules: ranking waits for every objective, policy 0 is a reference
-never perturbed, policies 1..N-1 are perturbed at the start, a value goes back to its default
-with 1% chance, gamma and Adam's betas move by a factor in [1.01, 1.2], Adam's values are tuned
-only with pbt.optimize_adam."""
+policy, and Sample Factory's rules: policy 0 is a reference never perturbed, policies 1..N-1 are
+perturbed at the start, a value goes back to its default with 1% chance, gamma and Adam's betas
+move by a factor in [1.01, 1.2], Adam's values are tuned only with pbt.optimize_adam; but a member
+without an objective is left out of the ranking (Sample Factory waits for every member's)."""
 
 import json
 import random
@@ -128,13 +128,19 @@ def test_the_decision_for_best_middle_and_worst_policies():
     assert decide(2, {0: 1.0, 1: 2.0}, rules, rng) is None  # no objective of its own yet
 
 
-def test_the_population_is_ranked_only_once_every_member_has_an_objective():
-    """Sample Factory's _update_policy returns while any policy's objective window is empty."""
+def test_a_member_without_an_objective_is_left_out_of_the_ranking():
+    """Sample Factory's _update_policy returns while any policy's objective window is empty; here such a
+    member (no episode since the start or since a replacement) is left out, and only a look at it decides
+    nothing."""
     rules = pbt(replace_fraction=0.5)
     rng = random.Random(5)
-    assert decide(2, {0: 100.0, 1: None, 2: 1.0}, rules, rng) is None
-    assert decide(0, {0: 100.0, 1: None, 2: 1.0}, rules, rng) is None
-    assert decide(2, {0: 100.0, 1: 50.0, 2: 1.0}, rules, rng).donor in (0, 1)  # best: ceil(0.5 x 3) = 2
+    worst = decide(2, {0: 100.0, 1: None, 2: 1.0}, rules, rng)  # ranked between 0 and 2: best ceil(0.5 x 2) = 1
+    assert worst.donor == 0 and worst.left_out == (1,)
+    assert decide(0, {0: 100.0, 1: None, 2: 1.0}, rules, rng).in_best
+    assert decide(1, {0: 100.0, 1: None, 2: 1.0}, rules, rng) is None  # no objective of its own
+    assert decide(2, {0: None, 1: None, 2: 1.0}, rules, rng) is None  # nobody to rank it against
+    full = decide(2, {0: 100.0, 1: 50.0, 2: 1.0}, rules, rng)  # best: ceil(0.5 x 3) = 2
+    assert full.donor in (0, 1) and full.left_out == ()
 
 
 def test_policy_0_is_the_reference_and_never_perturbed():
@@ -211,6 +217,9 @@ class FakeDoor:
 
     def publish(self, k, model, version):
         self.published.append((k, version, weights_digest(model.state_dict())))
+
+    def publish_replacement(self, k, model, version):
+        self.publish(k, model, version)
 
     def set_reward_shaping(self, k, difference):
         pass

@@ -221,6 +221,79 @@ def test_a_replaced_policy_acts_with_the_donors_weights_from_the_next_rollout(tm
             assert published[(int(k), int(u))] == {tag}, (k, u, tag, published)
 
 
+def batches_around_a_replacement(cfg, run_dir, stop):
+    """Real rollout workers under `cfg` (2 policies, TAGGED: policy k's weights carry tag k): each batch is
+    followed by a learner step of its policy (its version up by one, published as PublishPolicy does); after
+    the fourth batch of policy 0, PBT (learner/pbt.py) replaces policy 1 by policy 0 through the real door.
+    Returns [(after the replacement, batch)] and the version policy 1 took then, once `stop(pairs)` holds
+    (at most 80 batches)."""
+    from types import SimpleNamespace
+
+    from sf_hydra.learner.pbt import PopulationBasedTraining
+    from sf_hydra.learner.ppo_learner import PPOLearner
+    from sf_hydra.sampler.datamodule import SamplerDataModule
+    from sf_hydra.sampler.env_info import describe_env
+    from tests.helpers.plans import plan_for, sampler_for
+
+    info = describe_env(cfg.env, seed=cfg.seed)
+    plan = plan_for(cfg, info.observation_space, info.action_space, info.num_agents)
+    learner = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
+    optimizers = learner.configure_optimizers()
+    learner.optimizer_of = lambda k: SimpleNamespace(optimizer=optimizers[k])  # no Trainer: its optimizers
+    learner.objective = lambda k, name: {0: 100.0, 1: 1.0}[k]  # policy 1 far behind: replaced by policy 0
+    for k, model in enumerate(learner.policies):
+        model.tag.fill_(k)
+    data = SamplerDataModule(sampler_for(cfg, plan), plan.batches)
+    data.setup("fit")
+    trainer = SimpleNamespace(datamodule=data)
+    pbt = PopulationBasedTraining(cfg.pbt, run_dir, cfg.seed)
+    pairs, first_new, seen = [], None, 0
+    try:
+        pbt.on_train_start(trainer, learner)
+        for k in range(2):
+            data.door.publish(k, learner.policies[k], learner.policy_versions[k])
+        stream = iter(data.train_dataloader())
+        while len(pairs) < 80 and not (first_new is not None and stop(pairs)):
+            batch = next(stream)
+            k = batch["meta"]["policy"]
+            pairs.append((first_new is not None, batch))
+            learner.stats[k].version += 1
+            data.door.publish(k, learner.policies[k], learner.policy_versions[k])
+            seen += k == 0
+            if first_new is None and k == 0 and seen == 4:
+                pbt._look_at(trainer, learner, 1, 1000)
+                first_new = learner.policy_versions[1]
+                assert float(learner.policies[1].tag) == 0.0  # the learner holds the donor's weights
+    finally:
+        data.teardown("fit")
+    return pairs, first_new
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_what_the_replaced_weights_acted_never_trains_the_donors_copy(tmp_path, mode):
+    """A replacement raises policy 1's version by one, so what its old weights acted lags by a few versions
+    only, far below algo.max_policy_lag; trained on, it would teach the donor's copy with the old network's
+    log-probs and values. After the replacement every batch of policy 1 holds only transitions the donor's
+    weights acted (tag 0, a version from the replacement's on): the rest (waiting, or in flight on the
+    workers when the new weights arrived) is dropped and counted."""
+    sync = ("algo=ppo",) if mode == "sync" else ()
+    cfg = make_cfg(tmp_path, TAGGED, "algo.num_policies=2", "pbt.with_pbt=true", "pbt.mutation_rate=0.0",
+                   "algo.max_policy_lag=1000", *sync)
+
+    def two_batches_of_policy_1(pairs):
+        return sum(after and b["meta"]["policy"] == 1 for after, b in pairs) >= 2
+
+    pairs, first_new = batches_around_a_replacement(cfg, tmp_path / "run", two_batches_of_policy_1)
+    after = [b for was_after, b in pairs if was_after and b["meta"]["policy"] == 1]
+    assert len(after) >= 2, "no batch of policy 1 after the replacement"
+    for b in after:
+        mine = b["policy_ids"] == 1
+        assert bool((b["acting_tag"][mine] == 0).all()), "policy 1 trains on what its replaced weights acted"
+        assert int(b["policy_versions"][mine].min()) >= first_new
+    dropped = sum(b["meta"]["dropped_trajectories"] for was_after, b in pairs if was_after)
+    assert dropped > 0, "nothing of the replaced weights was dropped"
+
+
 @pytest.mark.parametrize("overrides, key", [
     (("pbt.with_pbt=true",), "pbt.with_pbt"),  # one policy
     (("algo.num_policies=4", "pbt.with_pbt=true", "pbt.replace_fraction=0.9"), "pbt.replace_fraction"),

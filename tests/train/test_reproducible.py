@@ -4,6 +4,7 @@ are pickled mid-episode in the checkpoint; Doom: its games are re-created and th
 saved seed and actions); hardware.reproducible=true refuses what a seed cannot repeat."""
 
 import importlib.util
+import json
 import logging
 import pickle
 
@@ -62,6 +63,45 @@ def test_two_serial_cartpole_runs_are_bit_identical_and_a_resume_equals_no_stop(
     train(make_cfg(tmp_path / "d", "train_for_env_steps=2000", *CARTPOLE, "~callbacks.resume_state"))
     train(make_cfg(tmp_path / "d", steps, *CARTPOLE, "~callbacks.resume_state"))
     assert "policies.0.action_head.linear.weight" in _differences(a, _checkpoint(tmp_path / "d" / "test"))
+
+
+def _decisions(run_dir) -> list:
+    """PBT's looks (events.jsonl) without their wall-clock times."""
+    lines = (run_dir / "pbt" / "events.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k != "time"} for line in lines]
+
+
+def _evaluations(run_dir) -> dict:
+    """(evaluation number, env steps, policy versions) -> per policy (return, length), for each evaluation."""
+    lines = (run_dir / "eval" / "evaluations.jsonl").read_text().splitlines()
+    return {(r["evaluation"], r["env_steps"], tuple(p["version"] for p in r["policies"])):
+            [(p["return"], p["length"]) for p in r["policies"]] for r in map(json.loads, lines)}
+
+
+# PBT ranked by the training episodes, beside evaluation during training: what reproducible=true still takes
+# (ranking by eval/return, or stopping on it, is refused: test_reproducible_refuses_what_a_seed_cannot_repeat)
+PBT_AND_EVAL = ("algo.num_policies=2", "pbt.with_pbt=true", "pbt.period_env_steps=500", "pbt.start_mutation=500",
+                "pbt.mutation_rate=1.0", "eval.every_env_steps=1000", "eval.episodes=2", "eval.max_episode_steps=100")
+
+
+@pytest.mark.slow
+def test_two_serial_runs_with_pbt_and_evaluation_are_bit_identical(tmp_path):
+    """Evaluation beside training feeds none of training's decisions under hardware.reproducible=true, and
+    PBT ranks by the training episodes: two runs give the same weights and the same PBT decisions. Which
+    weights an evaluation plays is the clock's (one evaluation at a time: a point passed while one runs is
+    served when it ends), so only the evaluations of the same weights are compared: the same games. That is
+    why ranking or stopping by them is refused."""
+    steps = "train_for_env_steps=4000"
+    train(make_cfg(tmp_path / "a", steps, *CARTPOLE, *PBT_AND_EVAL))
+    train(make_cfg(tmp_path / "b", steps, *CARTPOLE, *PBT_AND_EVAL))
+    a, b = tmp_path / "a" / "test", tmp_path / "b" / "test"
+    assert _differences(_checkpoint(a), _checkpoint(b)) == []
+    decisions = _decisions(a)
+    assert len(decisions) >= 4 and {d["policy"] for d in decisions} == {0, 1}, decisions
+    assert decisions == _decisions(b)
+    evaluations_a, evaluations_b = _evaluations(a), _evaluations(b)
+    same_weights = evaluations_a.keys() & evaluations_b.keys()
+    assert same_weights and all(evaluations_a[k] == evaluations_b[k] for k in same_weights)
 
 
 DOOM = ("env=doom/basic", "hardware.num_envs_per_worker=2", *SERIAL, "algo.lr_schedule=constant")
@@ -127,6 +167,10 @@ def test_a_doom_game_with_bots_refuses_to_be_pickled():
 
 @pytest.mark.parametrize("overrides, key, reason", [
     (("hardware.serial_mode=false",), "hardware.serial_mode", "policy lag"),
+    (("hardware.serial_mode=true", "algo.num_policies=2", "pbt.with_pbt=true", "pbt.target_objective=eval/return",
+      "eval.every_env_steps=1000"), "pbt.target_objective", "whenever"),
+    (("hardware.serial_mode=true", "eval.every_env_steps=1000", "eval.stop_on_eval_return=true",
+      "train_until_avg_return=100"), "eval.stop_on_eval_return", "whenever"),
     (("hardware.serial_mode=true", "seed=null"), "seed", "entropy"),
     (("hardware.serial_mode=true", "train_for_seconds=60"), "train_for_seconds", "clock"),
     (("hardware.serial_mode=true", "hardware.device=cuda"), "hardware.device", "CUDA"),

@@ -14,6 +14,7 @@ from sf_hydra.config.choices import OPTIMIZER_TARGETS, PBT_HYPERPARAMS
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.metrics import check_metric
 from sf_hydra.config.schema import TrainConfig as TrainDefaults
+from sf_hydra.metric_names import is_eval_metric
 
 AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
@@ -393,6 +394,23 @@ def _check_reproducible(cfg) -> None:
     if cfg.pbt.workspace:
         raise ConfigError("pbt.workspace", cfg.pbt.workspace, why + "null with hardware.reproducible=true (members of "
                           "a workspace read each other's results as they happen to be written)")
+    _check_reproducible_eval(cfg, why)
+
+
+def _check_reproducible_eval(cfg, why: str) -> None:
+    """What decides on evaluations during training: the learner never waits for one (it uses each when it
+    arrives, some batches after its weights were taken, as the OS schedules the evaluation process), so a
+    decision taken on them falls at another step in each run. Refused rather than awaited: awaiting would stop
+    training for every evaluation, and a resumed run would need the latest results back."""
+    late = "arrives whenever the evaluation process ends, some learner steps after its weights were taken"
+    if cfg.pbt.with_pbt and is_eval_metric(cfg.pbt.target_objective):
+        raise ConfigError("pbt.target_objective", cfg.pbt.target_objective, why + "a statistic of the training "
+                          f"episodes (e.g. true_objective) with hardware.reproducible=true: each evaluation {late}, "
+                          "so PBT's looks would rank different values in two runs")
+    if cfg.eval.stop_on_eval_return:
+        raise ConfigError("eval.stop_on_eval_return", True, why + "false with hardware.reproducible=true: the "
+                          f"evaluation that reaches train_until_avg_return {late}, so the run would stop at another "
+                          "step each time (train_until_avg_return alone stops by the training episodes)")
 
 
 def _check_benchmark(cfg) -> None:

@@ -12,7 +12,8 @@ a pool or with several trained policies in a multi-agent env (`selfplay.ratings`
 pair's head-to-head record and the pool are written to `<run_dir>/selfplay/ratings.json` (at most
 every `write_every_sec`, and at the end), the trained policies' ratings to TensorBoard
 (`selfplay/rating/policy_<k>`). With `selfplay.opponent_sampling` other than uniform, the odds of
-drawing each snapshot as a policy's opponent follow that policy's results against it.
+drawing each snapshot as a policy's opponent follow that policy's results against it (from the moment it
+joins: a snapshot not played yet takes the league's value for that).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class OpponentPool(L.Callback):
             if entry is None:
                 continue
             scratch.load_state_dict(torch.load(self.directory / entry["file"], map_location="cpu", weights_only=True))
-            door.publish_opponent(slot, scratch, entry["generation"])
+            door.publish_opponent(slot, scratch, entry["generation"], self._odds(entry["generation"]))
             self.slots[slot] = entry
             self.next_at[entry["policy"]] = max(self.next_at.get(entry["policy"], 0), entry["env_steps"] + self.every)
         log.info("opponent pool: %d snapshots restored from %s", sum(e is not None for e in self.slots), path)
@@ -122,10 +123,18 @@ class OpponentPool(L.Callback):
             door = door_of(trainer)
             for slot, entry in enumerate(self.slots):
                 if entry is not None:
-                    door.set_opponent_odds(slot, self.league.odds(entry["generation"], self.sampling, self.exponent))
+                    door.set_opponent_odds(slot, self._odds(entry["generation"]))
         if time.monotonic() - self._written >= self.write_every:
             self._save_ratings()
             self._send_scalars(trainer, pl_module)
+
+    def _odds(self, generation: int) -> Optional[List[float]]:
+        """Per trained policy, the odds of drawing snapshot `generation` by `selfplay.opponent_sampling`: the
+        league's, for a snapshot that just joined as for any other (None under uniform: even odds). A snapshot
+        no policy has played yet takes the league's value for that (p = 1/2), like every unplayed one."""
+        if self.sampling == "uniform":
+            return None
+        return self.league.odds(generation, self.sampling, self.exponent)
 
     def _send_scalars(self, trainer, pl_module) -> None:
         if trainer.logger is not None:
@@ -149,7 +158,7 @@ class OpponentPool(L.Callback):
             if replaced is not None:
                 self.league.leave(replaced["generation"])
             self.league.join(self.generation, policy)
-        door_of(trainer).publish_opponent(slot, model, self.generation)
+        door_of(trainer).publish_opponent(slot, model, self.generation, self._odds(self.generation))
         log.info("opponent pool: policy %d (version %d, %d env steps) joined as snapshot %d in slot %d", policy,
                  stats.version, stats.env_steps, self.generation, slot)
         return slot

@@ -4,13 +4,16 @@ At the start of a fresh run, members 1..N-1 are perturbed once as below (the val
 `pbt.initial_hyperparams` are kept as given); member 0 is the reference, never perturbed.
 Every `pbt.period_env_steps` of a policy's own env steps (after `pbt.start_mutation`), that
 policy is looked at against the population, ranked by `pbt.target_objective` (true_objective:
-the return without the policy's own reward-shaping bonus), once every member has an objective:
+the return without the policy's own reward-shaping bonus), among the members that have an objective (a
+member without one, before its first episode or after a replacement emptied its windows, is left out; a look
+at a policy without one, or with no other member to compare with, is skipped: each is an event):
   - in the best `ceil(replace_fraction * N)`: left alone;
   - in the worst `ceil(replace_fraction * N)`: a policy drawn from the best is its donor when
     it leads by more than both gaps (`replace_reward_gap` relative to the donor's objective,
     `replace_reward_gap_absolute`); the policy then takes the donor's weights, normalizers,
     optimizer state and hyperparameters, under a new version, published to the workers at once
-    (a version names one set of weights: trajectories of the old ones count as lagging);
+    (a version names one set of weights; the trajectories of the old ones, waiting or in flight, are
+    dropped however small their lag: door.publish_replacement);
   - then (replaced or not, the reference excepted) each of its hyperparameters is perturbed with
     probability `mutation_rate` (pbt_rules.mutated: back to its default with 1% chance, else
     multiplied or divided, even odds, by a factor drawn from [perturb_min, perturb_max]; a value
@@ -38,7 +41,16 @@ from typing import Callable, Dict, Optional
 import lightning as L
 
 from sf_hydra.door import door_of
-from sf_hydra.learner.pbt_rules import Decision, append_jsonl, decide, mutable_names, mutated, perturbs, weights_digest
+from sf_hydra.learner.pbt_rules import (
+    Decision,
+    append_jsonl,
+    decide,
+    mutable_names,
+    mutated,
+    perturbs,
+    unranked,
+    weights_digest,
+)
 from sf_hydra.learner.pbt_workspace import Workspace
 from sf_hydra.metric_names import is_eval_metric
 from sf_hydra.plan import initial_hyperparams, shaping_difference, shaping_hyperparams
@@ -135,8 +147,9 @@ class PopulationBasedTraining(L.Callback):
         else:
             objectives = {j: self._objective(m, j) for j in range(m.num_policies)}
             me = k
-        decision = decide(me, objectives, self.pbt, self.rng)  # None until every member has an objective
-        if decision is None:
+        decision = decide(me, objectives, self.pbt, self.rng)
+        if decision is None:  # no objective of its own, or none to compare with
+            self._record_skip(m, k, steps, objectives)
             return
         before = dict(m.hyperparams[k])
         if decision.in_best:
@@ -152,8 +165,9 @@ class PopulationBasedTraining(L.Callback):
             else:
                 donor_digest = weights_digest(m.policies[decision.donor].state_dict())
                 m.copy_policy(decision.donor, k)
-            if m.policy_versions[k] != version:  # new weights, a new version: the workers act with them at once
-                door_of(trainer).publish(k, m.policies[k], m.policy_versions[k])
+            if m.policy_versions[k] != version:  # new weights, a new version: the workers act with them at once,
+                # and what the old ones acted is dropped (it lags by a version only)
+                door_of(trainer).publish_replacement(k, m.policies[k], m.policy_versions[k])
         base = dict(m.hyperparams[k])  # its own, or the donor's it just took
         if perturbs(me):
             self._perturb(m, k, base)
@@ -163,6 +177,25 @@ class PopulationBasedTraining(L.Callback):
         self._send_shaping(trainer, m, k)
         self._record_event(m, k, steps, decision, before, donor_digest, base)
         self._record_hyperparams(m, k, "replaced" if decision.donor is not None else "mutated")
+
+    def _record_skip(self, m, k: int, steps: int, objectives) -> None:
+        """A look that decided nothing, appended to events.jsonl and logged: the period boundary has passed,
+        so without this record the look would be lost unseen. `left_out`: the members without an objective."""
+        own = objectives.get(self._member(k)) is None
+        event = self._event(m, k, steps, "skipped (no objective)" if own else "skipped (no other objective)",
+                            objectives)
+        event.update(left_out=list(unranked(objectives)), hyperparams_before=dict(m.hyperparams[k]))
+        append_jsonl(self.dir / "events.jsonl", event)
+        log.info("PBT: look at policy %d at %d env steps skipped: %s (without an objective: %s)", event["policy"],
+                 steps, "it has no objective" if own else "no other member has one", event["left_out"])
+
+    def _event(self, m, k: int, steps: int, action: str, objectives) -> dict:
+        """The fields every line of events.jsonl has."""
+        member = self._member(k)
+        return {"time": time.time(), "env_steps": int(steps), "policy": member, "run_env_steps": int(m.env_steps),
+                "action": action, "objective": objectives.get(member),
+                "objectives": {str(j): o for j, o in sorted(objectives.items())},
+                "target_objective": self.pbt.target_objective}
 
     def _record_event(self, m, k: int, steps: int, decision: Decision, before, donor_digest=None,
                       base=None) -> None:
@@ -175,14 +208,12 @@ class PopulationBasedTraining(L.Callback):
             action = "replaced"
         else:
             action = "mutated" if base is not None else "kept (reference)"
-        event = {
-            "time": time.time(), "env_steps": int(steps), "policy": member, "run_env_steps": int(m.env_steps),
-            "action": action,
-            "donor": decision.donor, "objective": decision.objectives.get(member),
-            "donor_objective": None if decision.donor is None else decision.objectives.get(decision.donor),
-            "objectives": {str(j): o for j, o in sorted(decision.objectives.items())},
-            "target_objective": self.pbt.target_objective,
-        }
+        event = self._event(m, k, steps, action, decision.objectives)
+        event["donor"] = decision.donor
+        event["donor_objective"] = None if decision.donor is None else decision.objectives.get(decision.donor)
+        if decision.left_out:  # ranked without them: no objective yet
+            event["left_out"] = list(decision.left_out)
+            log.info("PBT: policy %d ranked without policies %s (no objective yet)", member, event["left_out"])
         if donor_digest is not None:  # the weights it took, and its own right after: equal
             event["donor_weights_digest"] = donor_digest
             event["weights_digest"] = weights_digest(m.policies[k].state_dict())

@@ -3,7 +3,10 @@ the population's objectives, hyperparameters and a random generator.
 
 They are Sample Factory's (its pbt/population_based_training.py), each with its test in
 tests/learner/test_pbt_rules.py:
-  - the population is ranked only once every member has an objective (`decide`);
+  - a member is ranked only once it has an objective (`decide`). Sample Factory waits until every member has
+    one; here a member without one (no episode since the start, or since a replacement emptied its windows) is
+    left out of the ranking and a look at it is skipped, so that one replacement does not make every member's
+    looks pass without a decision until the replaced one finishes an episode;
   - member 0 is the reference: never perturbed, at the start or later; it may still be replaced,
     and then takes the donor's hyperparameters as they are (`perturbs`);
   - members 1..N-1 are perturbed once at the start (learner/pbt.py), as at each look;
@@ -22,7 +25,7 @@ import json
 import math
 import random
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 BELOW_ONE = frozenset({"adam_beta1", "adam_beta2", "gamma"})  # perturbed through 1 - value
 BELOW_ONE_RANGE = (1.01, 1.2)  # their factors (Sample Factory's, for gamma and adam_beta1): they move slowly
@@ -86,30 +89,39 @@ def leads_by_gaps(donor: float, target: float, relative: float, absolute: float)
 
 class Decision(NamedTuple):
     """What one look at a policy decided: its donor (None: it keeps its weights), whether it
-    was in the best group (then nothing changes), and the objectives seen."""
+    was in the best group (then nothing changes), the objectives seen (None: that member has
+    none) and the members left out of the ranking for want of one."""
 
     policy: int
     donor: Optional[int]
     in_best: bool
-    objectives: Dict[int, float]
+    objectives: Dict[int, Optional[float]]
+    left_out: Tuple[int, ...] = ()
+
+
+def unranked(objectives: Dict[int, Optional[float]]) -> Tuple[int, ...]:
+    """The members without an objective (None: no episode yet), in order: the ranking leaves them out."""
+    return tuple(sorted(k for k, o in objectives.items() if o is None))
 
 
 def decide(policy: int, objectives: Dict[int, Optional[float]], pbt, rng: random.Random) -> Optional[Decision]:
-    """The PBT rule for `policy` given each member's objective (None: no episode yet). None (no
-    decision: nothing changes) until every member has an objective, or when the population is
-    too small or lacks `policy`."""
-    if policy not in objectives or len(objectives) < 2 or any(o is None for o in objectives.values()):
+    """The PBT rule for `policy` given each member's objective (None: no episode yet), ranked among the
+    members that have one (the others are `Decision.left_out`). None (no decision: nothing changes) when
+    `policy` has no objective or no other member has one."""
+    ranked = {k: o for k, o in objectives.items() if o is not None}
+    if policy not in ranked or len(ranked) < 2:
         return None
-    best, worst = ranked_groups(objectives, pbt.replace_fraction)
+    left_out = unranked(objectives)
+    best, worst = ranked_groups(ranked, pbt.replace_fraction)
     if policy in best:
-        return Decision(policy, None, True, objectives)
+        return Decision(policy, None, True, objectives, left_out)
     donor = None
     if policy in worst:
         candidate = rng.choice(best)
-        if leads_by_gaps(objectives[candidate], objectives[policy], pbt.replace_reward_gap,
+        if leads_by_gaps(ranked[candidate], ranked[policy], pbt.replace_reward_gap,
                          pbt.replace_reward_gap_absolute):
             donor = candidate
-    return Decision(policy, donor, False, objectives)
+    return Decision(policy, donor, False, objectives, left_out)
 
 
 def mutable_names(pbt, hyper: Dict[str, float], keep: Sequence[str] = ()) -> List[str]:

@@ -43,7 +43,7 @@ class Workspace:
 
     def objectives(self) -> Dict[int, Optional[float]]:
         """The other members' last published objectives: None for a member that published before
-        its first episode (the population is ranked only once every member has one); a member
+        its first episode (left out of the ranking until it has one); a member
         that never published is not known yet."""
         found = {}
         for state in sorted(self.folder.glob("member_*/state.json")):

@@ -240,9 +240,9 @@ class PPOLearner(L.LightningModule):
     def load_policy_state(self, dst: int, weights: dict, optimizer_state: dict, hyper: Dict[str, float]) -> None:
         """Policy `dst` takes these weights, optimizer state and hyperparameters. Invariant: a version
         names one set of weights, so `dst`'s version goes up by one (the caller publishes it: the
-        workers reload on a version change only); trajectories its old weights acted then lag by one
-        or more versions, as after a learner step. A load that fails part-way may have changed some
-        weights: the version goes up all the same."""
+        workers reload on a version change only; PBT publishes it with door.publish_replacement, so that
+        trajectories its old weights acted are dropped, not trained on as one version old). A load that
+        fails part-way may have changed some weights: the version goes up all the same."""
         try:
             self.policies[dst].load_state_dict(weights)
             load_optimizer_state(self.optimizer_of(dst).optimizer, copy.deepcopy(optimizer_state))

@@ -288,8 +288,9 @@ FLAGS: Tuple[Flag, ...] = (
     _r("wandb_dir", "./wandb", "<run_dir>/wandb", "W&B's files live in the run's folder", _S, inert=ANY),
     _m("with_pbt", False, "pbt.with_pbt", _B,
        note="as in Sample Factory: policy 0 is the reference, never perturbed, though it may be replaced; policies "
-            "1..N-1 are perturbed once at the start; a policy is ranked only once every policy has an objective; "
-            "Adam's values are perturbed only with pbt.optimize_adam, ours, off by default as SF tunes none"),
+            "1..N-1 are perturbed once at the start; Adam's values are perturbed only with pbt.optimize_adam, ours, "
+            "off by default as SF tunes none; unlike SF, a policy without an objective yet is left out of the "
+            "ranking instead of holding every look up"),
     _m("pbt_mix_policies_in_one_env", True, "pbt.mix_policies_in_one_env", _B),
     _m("pbt_period_env_steps", 5_000_000, "pbt.period_env_steps", _I),
     _m("pbt_start_mutation", 20_000_000, "pbt.start_mutation", _I),

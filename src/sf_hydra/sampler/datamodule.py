@@ -29,7 +29,7 @@ class SamplerDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         stream = TrainingBatches(self.sampler, self.batches, self._published_version, self.door.stop_requested,
-                                 self.sampler.start)
+                                 self.sampler.start, first_version=self.door.first_version)
         self.door.attach(stream)
         return DataLoader(stream, batch_size=None, num_workers=0)
 

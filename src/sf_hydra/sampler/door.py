@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from torch import nn
 
@@ -21,14 +21,24 @@ class Door:
         self._frozen_after_start = frozen_after_start
         self._stop = threading.Event()
         self._stream = None  # the TrainingBatches Lightning draws from (attach)
+        self._first_versions: Dict[int, int] = {}  # policy -> the first version of its weights' line (replacements)
 
     def publish(self, policy: int, model: nn.Module, version: int) -> None:
         if self._frozen_after_start and self._sampler.started:
             return
         self._sampler.publish(policy, model, version)
 
-    def publish_opponent(self, slot: int, model: nn.Module, generation: int) -> None:
-        self._sampler.publish_opponent(slot, model, generation)
+    def publish_replacement(self, policy: int, model: nn.Module, version: int) -> None:
+        self._first_versions[policy] = int(version)  # before the workers can act under it
+        self.publish(policy, model, version)
+
+    def first_version(self, policy: int) -> int:
+        """The oldest version of `policy` whose trajectories may train it: the last replacement's (0: none)."""
+        return self._first_versions.get(policy, 0)
+
+    def publish_opponent(self, slot: int, model: nn.Module, generation: int,
+                         odds: Optional[Sequence[float]] = None) -> None:
+        self._sampler.publish_opponent(slot, model, generation, odds)
 
     def set_reward_shaping(self, policy: int, difference: Sequence[float]) -> None:
         self._sampler.set_reward_shaping(policy, difference)

@@ -392,13 +392,17 @@ class Sampler:
         """Policy `policy`'s reward-shaping weights minus the env's (PolicyStore.reward_shaping)."""
         self.stores[policy].set_reward_shaping(difference)
 
-    def publish_opponent(self, slot: int, model: torch.nn.Module, generation: int) -> None:
+    def publish_opponent(self, slot: int, model: torch.nn.Module, generation: int, odds=None) -> None:
         """The opponent pool's slot `slot` (selfplay.pool_size of them, after the trained policies'
-        stores) holds `model` as its version `generation`."""
+        stores) holds `model` as its version `generation`, drawn with `odds` per trained policy (None:
+        even odds, 1.0), set before the weights so that no worker draws the new snapshot with the old odds."""
         if not 0 <= slot < len(self.stores) - self.num_policies:
             raise IndexError(f"opponent pool slot {slot} of {len(self.stores) - self.num_policies}")
         store = self.stores[self.num_policies + slot]
-        store.odds.fill_(1.0)  # a new snapshot: even odds until the learner has seen it play
+        if odds is None:
+            store.odds.fill_(1.0)
+        else:
+            store.odds.copy_(torch.as_tensor(odds, dtype=torch.float64))
         store.publish(model, generation)
 
     def set_opponent_odds(self, slot: int, odds) -> None:

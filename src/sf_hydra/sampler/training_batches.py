@@ -91,10 +91,13 @@ class TrainingBatches(IterableDataset):
     policy's share of it in batches of at most that size; then the next round starts."""
 
     def __init__(self, sampler: Sampler, settings: BatchSettings, current_version: Callable[[int], int],
-                 stop_requested: Callable[[], bool], on_start: Callable[[], None]):
-        """current_version(policy): the learner's version of that policy (the last it published)."""
+                 stop_requested: Callable[[], bool], on_start: Callable[[], None],
+                 first_version: Callable[[int], int] = lambda policy: 0):
+        """current_version(policy): the learner's version of that policy (the last it published);
+        first_version(policy): the oldest version whose steps may train it (its weights' last replacement)."""
         self.sampler, self.settings = sampler, settings
         self.current_version, self.stop_requested, self.on_start = current_version, stop_requested, on_start
+        self.first_version = first_version
         self.traj_per_batch = settings.traj_per_batch
         self.sync = settings.sync
         self.round_size = sampler.rows_total
@@ -160,6 +163,7 @@ class TrainingBatches(IterableDataset):
             batch["meta"]["first_trajectory_s"] = self.first_trajectory_s
             self.waiting = sum(len(p) for p in pending) + (in_round if self.sync else 0)
             yield batch
+            received.dropped += self._drop_stale(pending)  # the learner may have replaced weights meanwhile (PBT)
             if self.sync and in_round >= self.round_size and not any(pending):
                 self.sampler.release_round()
                 in_round = 0
@@ -220,13 +224,16 @@ class TrainingBatches(IterableDataset):
             self.sampler.free(free)
 
     def _drop_stale(self, pending) -> int:
-        """Drops, per policy, trajectories whose oldest step of that policy is more than
-        max_policy_lag versions old."""
+        """Drops, per policy, trajectories whose oldest step of that policy is older than it may train on:
+        acted before its weights' last replacement (`first_version`), or (async) more than max_policy_lag
+        versions old."""
         dropped = 0
         for k, queue in enumerate(pending):
             if not queue:
                 continue
-            oldest_allowed = self.current_version(k) - self.settings.max_policy_lag
+            oldest_allowed = self.first_version(k)
+            if not self.sync:
+                oldest_allowed = max(oldest_allowed, self.current_version(k) - self.settings.max_policy_lag)
             slots = torch.tensor(list(queue), dtype=torch.int64)
             versions = self.sampler.buffers["policy_versions"][slots]
             if self.num_policies > 1:
