@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from sf_hydra.learner.ppo_learner import NonFiniteTraining
+from sf_hydra.faults import NonFiniteTraining
 from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.sampler.sampler import SamplerError
 from sf_hydra.train import train

@@ -12,7 +12,7 @@ import torch
 
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.learner.lamb import Lamb
-from sf_hydra.learner.ppo_learner import apply_to_optimizer
+from sf_hydra.learner.optimizers import apply_to_optimizer
 from tests.helpers.plans import learner_for
 
 UNBOUNDED = {"max_weight_norm": float("inf"), "min_trust": 0.0}  # phi = identity

@@ -7,7 +7,7 @@ import lightning as L
 import numpy as np
 import torch
 
-import sf_hydra.learner.ppo_learner as ppo_learner
+import sf_hydra.learner.optimizers as optimizers
 from tests.helpers.plans import learner_for, random_cartpole_batch
 
 ROLLOUT = 16
@@ -53,7 +53,7 @@ def _weights(learner) -> dict:
 def test_default_adam_is_fused_and_updates_as_the_default_implementation(tmp_cfg, monkeypatch):
     fused = _trained(tmp_cfg)
     assert fused.optimizer_of(0).optimizer.param_groups[0]["fused"] is True
-    monkeypatch.setattr(ppo_learner, "fused_if_default", lambda opt: opt)
+    monkeypatch.setattr(optimizers, "fused_if_default", lambda opt: opt)
     default = _trained(tmp_cfg)
     assert default.optimizer_of(0).optimizer.param_groups[0]["fused"] is None
     for name, value in _weights(default).items():
@@ -65,19 +65,19 @@ def test_default_adam_is_fused_and_updates_as_the_default_implementation(tmp_cfg
 def test_an_optimizer_chosen_by_the_user_is_kept():
     params = [torch.nn.Parameter(torch.zeros(3))]
     explicit = torch.optim.Adam(params, foreach=False)
-    assert ppo_learner.fused_if_default(explicit) is explicit
+    assert optimizers.fused_if_default(explicit) is explicit
     sgd = torch.optim.SGD(params, lr=0.1)
-    assert ppo_learner.fused_if_default(sgd) is sgd
-    rebuilt = ppo_learner.fused_if_default(torch.optim.Adam(params, lr=0.003, eps=1e-6, betas=(0.8, 0.99)))
+    assert optimizers.fused_if_default(sgd) is sgd
+    rebuilt = optimizers.fused_if_default(torch.optim.Adam(params, lr=0.003, eps=1e-6, betas=(0.8, 0.99)))
     group = rebuilt.param_groups[0]
     assert (group["fused"], group["lr"], group["eps"], group["betas"]) == (True, 0.003, 1e-6, (0.8, 0.99))
 
 
 def test_a_loaded_state_keeps_the_fused_kernel():
     params = [torch.nn.Parameter(torch.ones(3))]
-    fused = ppo_learner.fused_if_default(torch.optim.Adam(params, lr=0.5))
+    fused = optimizers.fused_if_default(torch.optim.Adam(params, lr=0.5))
     saved = torch.optim.Adam([torch.nn.Parameter(torch.ones(3))], lr=0.25).state_dict()  # an older checkpoint's
-    ppo_learner.load_optimizer_state(fused, saved)
+    optimizers.load_optimizer_state(fused, saved)
     assert fused.param_groups[0]["fused"] is True and fused.param_groups[0]["lr"] == 0.25
 
 

@@ -10,17 +10,13 @@ batch in minibatches of `batch_size` transitions, then that policy's version goe
 
 from __future__ import annotations
 
-import copy
 import time
-from collections import deque
 from typing import Dict, List, Sequence, Tuple
 
 import lightning as L
-import numpy as np
 import torch
 
 from sf_hydra.faults import NonFiniteTraining
-from sf_hydra.games import pool_outcome
 from sf_hydra.launch.clock import seconds_since_launch
 from sf_hydra.learner import ddp
 from sf_hydra.learner.advantages import gae
@@ -33,103 +29,23 @@ from sf_hydra.learner.losses import (
     symmetric_kl_exploration_loss,
     value_loss,
 )
+from sf_hydra.learner.optimizers import PolicyOptimizers, adapt_lr, decay_lr, set_kernel_flags
 from sf_hydra.learner.profile import RunProfile
+from sf_hydra.learner.statistics import LearnerStatistics, PolicyStats
 from sf_hydra.learner.vtrace import vtrace
-from sf_hydra.metric_names import DRAW, LOSS, TRUE_OBJECTIVE, WIN, outcome_rate
-from sf_hydra.plan import LearnerSettings, initial_hyperparams
+from sf_hydra.plan import LearnerSettings
 from sf_hydra.trajectory import ACTION_DIST_PARAMS, TrajectorySpec, obs_fields_of
 
 # Trajectory fields the minibatches do without: what they say is in the advantages, targets and `valids` already.
 NOT_TRAINED_ON = frozenset({"rewards", "time_outs", "policy_versions", "policy_ids"})
 
 
-class PolicyStats:
-    """One trained policy's counters and statistics (saved in checkpoints): its version, its
-    own env steps, its episodes (return, length and the statistics the env reports at an
-    episode's end, `info["episode_extra_stats"]`), its self-play outcomes and its last
-    learner metrics.
-
-    Beside each episode's return (shaped: what the policy was paid, reward-shaping weights of its
-    own included) it keeps its true return (without that policy's own shaping bonus: at the env's
-    declared weights, one scale for the whole population). Invariant: `true_returns` and
-    `episode_returns` get one value per episode, equal when the policy has no shaping of its own."""
-
-    def __init__(self, stats_avg: int):
-        self.version = 0
-        self.env_steps = 0
-        self.episode_returns: deque = deque(maxlen=stats_avg)
-        self.true_returns: deque = deque(maxlen=stats_avg)
-        self.episode_lengths: deque = deque(maxlen=stats_avg)
-        self.episode_extra: Dict[str, deque] = {}  # name -> the last stats_avg values
-        self.episodes_total = 0
-        self.outcomes: deque = deque(maxlen=stats_avg)  # WIN/DRAW/LOSS against the opponent pool
-        self.metrics: Dict[str, float] = {}
-
-    def add_extra(self, stats: dict) -> None:
-        for name, value in stats.items():
-            window = self.episode_extra.get(name)
-            if window is None:
-                window = self.episode_extra[name] = deque(maxlen=self.episode_returns.maxlen)
-            window.append(float(value))
-
-    def avg_extra(self) -> Dict[str, float]:
-        return {name: float(np.mean(w)) for name, w in self.episode_extra.items() if w}
-
-    def forget_episodes(self) -> None:
-        """Its episode windows emptied (PBT gave it another policy's weights: what it played
-        before says nothing of them)."""
-        self.episode_returns.clear()
-        self.true_returns.clear()
-        self.episode_lengths.clear()
-        self.episode_extra.clear()
-
-    def avg_return(self):
-        return float(np.mean(self.episode_returns)) if self.episode_returns else None
-
-    def avg_true_return(self):
-        """The average true (unshaped) return; None before any episode."""
-        return float(np.mean(self.true_returns)) if self.true_returns else None
-
-    def true_objective(self):
-        """What PBT ranks by under `true_objective` (Sample Factory's name): the env's own
-        `true_objective` statistic when it reports one at its episodes' ends, else the average true
-        return (never the shaped one: the shaping weights are themselves mutated, and ranking by
-        what they pay would select for inflated weights). None before any episode."""
-        own = self.avg_extra().get(TRUE_OBJECTIVE)
-        return own if own is not None else self.avg_true_return()
-
-    def avg_length(self):
-        return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
-
-    def outcome_rates(self) -> Dict[str, float]:
-        if not self.outcomes:
-            return {}
-        return {outcome_rate(r): sum(o == r for o in self.outcomes) / len(self.outcomes)
-                for r in (WIN, DRAW, LOSS)}
-
-    def state(self) -> dict:
-        return {"version": self.version, "env_steps": self.env_steps, "episode_returns": list(self.episode_returns),
-                "true_returns": list(self.true_returns), "episode_lengths": list(self.episode_lengths),
-                "episodes_total": self.episodes_total,
-                "outcomes": list(self.outcomes), "episode_extra": {k: list(w) for k, w in self.episode_extra.items()}}
-
-    def restore(self, state: dict) -> None:
-        self.version, self.env_steps = state["version"], state["env_steps"]
-        self.episodes_total = state["episodes_total"]
-        self.episode_returns.extend(state["episode_returns"])
-        # Saved before true returns were kept: the returns stand in (true unless PBT shaped them).
-        self.true_returns.extend(state.get("true_returns", state["episode_returns"]))
-        self.episode_lengths.extend(state["episode_lengths"])
-        self.outcomes.extend(state.get("outcomes", []))
-        for name, values in state.get("episode_extra", {}).items():
-            for v in values:
-                self.add_extra({name: v})
-
-
-class PPOLearner(L.LightningModule):
+class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
     """`algo.num_policies` policies (`self.policies`), each with its own model (normalizers
     inside), optimizer, version and statistics; a batch holds one policy's trajectories and
-    trains that policy only on the transitions it acted (`batch["policy_ids"]`)."""
+    trains that policy only on the transitions it acted (`batch["policy_ids"]`). This module is
+    the update loop; the statistics (learner/statistics.py) and each policy's optimizer and
+    hyperparameters, which PBT calls (learner/optimizers.py), are parts of their own."""
 
     def __init__(self, policies: Sequence[torch.nn.Module], settings: LearnerSettings, spec: TrajectorySpec):
         """policies: the run plan's initial models (sf_hydra/plan.py), trained in place; settings: the
@@ -149,28 +65,14 @@ class PPOLearner(L.LightningModule):
         if settings.compile:  # the learner's forward pass; the workers' copies act uncompiled
             for policy in self.policies:
                 policy.evaluate = torch.compile(policy.evaluate)
-        # Counters that survive a resume (saved in on_save_checkpoint).
-        self.stats = [PolicyStats(settings.stats_avg) for _ in range(self.num_policies)]
+        self._start_statistics(settings.stats_avg)  # counters and windows (learner/statistics.py)
         # Each policy's own hyperparameters (config/choices.py PBT_HYPERPARAMS): the algo.* values,
         # changed only by population-based training; the optimizers' groups follow them.
         # With PBT, the env's reward-shaping weights are per-policy hyperparameters too.
         self.reward_shaping = dict(settings.reward_shaping)
         self.hyperparams = [dict(h) for h in settings.hyperparams]
-        self.env_steps = 0  # frames of the whole run (every policy's, snapshots' too)
-        self.train_seconds = 0.0
-        self.episode_returns: deque = deque(maxlen=settings.stats_avg)  # every trained policy's episodes
-        self.episode_lengths: deque = deque(maxlen=settings.stats_avg)
-        self.episodes_total = 0
-        self.dropped_total = 0  # trajectories older than max_policy_lag, this session
-        # Multi-agent games of two or more players (sf_hydra/games.py), the newest last: the league
-        # (learner/league.py) takes them as they come; the oldest go first if nothing takes them.
-        self.games: deque = deque(maxlen=10_000)
-        self.last_metrics: Dict[str, float] = {}  # the run's own (not per policy)
         self.last_policy = 0  # the policy the last batch trained
         self.nonfinite_in_a_row = 0  # updates skipped for a non-finite loss or gradient, in a row
-        self.nonfinite_skipped = 0  # ... this session
-        self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
-        self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
         self.profile = RunProfile()  # seconds per component, this session (learner/profile.py)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
@@ -204,101 +106,7 @@ class PPOLearner(L.LightningModule):
         """Learner iterations of the run (summed over policies)."""
         return sum(self.policy_versions)
 
-    def configure_optimizers(self):
-        """`algo.optimizer` (a `_partial_` node, default Adam reading algo.learning_rate/adam_*)
-        called with each policy's parameters."""
-        optimizers = [fused_if_default(self.settings.optimizer(m.parameters())) for m in self.policies]
-        for opt, hyper in zip(optimizers, self.hyperparams):
-            if any(hyper[n] != v for n, v in initial_hyperparams(self.algo).items()):  # pbt.initial_hyperparams
-                apply_to_optimizer(opt, hyper)
-        self.kernel_flags = [kernel_flags(opt) for opt in optimizers]  # on_train_start keeps them over a resume
-        return optimizers
-
-    def optimizer_of(self, policy: int):
-        opts = self.optimizers()
-        return opts[policy] if isinstance(opts, (list, tuple)) else opts
-
-    # -- population-based training (learner/pbt.py) -------------------------------------------
-    def objective(self, policy: int, name: str):
-        """Policy `policy`'s average of `name` over its last episodes: for `true_objective`,
-        PolicyStats.true_objective (the env's own, else the unshaped return), else a statistic the
-        env reports; None before any episode."""
-        stats = self.stats[policy]
-        return stats.true_objective() if name == TRUE_OBJECTIVE else stats.avg_extra().get(name)
-
-    def set_hyperparams(self, policy: int, hyper: Dict[str, float]) -> None:
-        self.hyperparams[policy] = dict(hyper)
-        apply_to_optimizer(self.optimizer_of(policy).optimizer, hyper)
-
-    def copy_policy(self, src: int, dst: int) -> None:
-        """Policy `dst` becomes a copy of `src`: weights and normalizers, optimizer state and
-        hyperparameters; its own counters stay, its version goes up by one (load_policy_state), its
-        episode windows start empty."""
-        self.load_policy_state(dst, self.policies[src].state_dict(), self.optimizer_of(src).optimizer.state_dict(),
-                               self.hyperparams[src])
-
-    def load_policy_state(self, dst: int, weights: dict, optimizer_state: dict, hyper: Dict[str, float]) -> None:
-        """Policy `dst` takes these weights, optimizer state and hyperparameters. Invariant: a version
-        names one set of weights, so `dst`'s version goes up by one (the caller publishes it: the
-        workers reload on a version change only; PBT publishes it with door.publish_replacement, so that
-        trajectories its old weights acted are dropped, not trained on as one version old). A load that
-        fails part-way may have changed some weights: the version goes up all the same."""
-        try:
-            self.policies[dst].load_state_dict(weights)
-            load_optimizer_state(self.optimizer_of(dst).optimizer, copy.deepcopy(optimizer_state))
-            self.set_hyperparams(dst, hyper)
-            self.stats[dst].forget_episodes()
-        finally:
-            self.stats[dst].version += 1
-
     # -- data preparation --------------------------------------------------------------------
-    def _run_meta(self, meta: dict) -> dict:
-        """What the run counts of a batch's meta: its frames, episodes, games and sampler counters, summed
-        (episodes and games listed) over every learner rank's batch of this step in rank order (learner/ddp.py);
-        with one rank, this rank's."""
-        keys = ("frames", "episodes", "games", "nonfinite_replaced", "env_restarts", "dropped_trajectories")
-        mine = {k: meta.get(k, 0) for k in keys}
-        ranks = ddp.gather(mine)
-        if len(ranks) == 1:
-            return mine
-        listed = ("episodes", "games")
-        return {k: [x for r in ranks for x in r[k]] if k in listed else sum(int(r[k]) for r in ranks) for k in keys}
-
-    def _record_meta(self, meta: dict) -> None:
-        run = self._run_meta(meta)
-        self.env_steps += int(run["frames"])
-        self.profile.learner["wait_for_data"] += meta["wait_seconds"]
-        self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
-        self.profile.learner["start_workers"] += meta.get("start_seconds", 0.0)
-        self.profile.add_workers(meta["worker_seconds"])
-        self.profile.mark_startup("first_rollout_s", meta.get("first_rollout_s"))
-        self.profile.mark_startup("first_trajectory_s", meta.get("first_trajectory_s"))
-        if self.num_policies == 1:
-            self.stats[0].env_steps = self.env_steps
-        else:
-            for stats, frames in zip(self.stats, meta["policy_frames"]):
-                stats.env_steps += int(frames)
-        for e in run["episodes"]:
-            if e.policy >= self.num_policies:
-                continue  # a snapshot's game: not ours to report
-            for window in (self, self.stats[e.policy]):
-                window.episode_returns.append(e.ret)
-                window.episode_lengths.append(e.length)
-                window.episodes_total += 1
-            self.stats[e.policy].true_returns.append(e.ret if e.true_ret is None else e.true_ret)
-            if e.extra:
-                self.stats[e.policy].add_extra(e.extra)
-            if e.agent is not None:
-                self._agent_episodes(e.agent).append((e.ret, e.length))
-        for game in run["games"]:
-            outcome = pool_outcome(game, self.num_policies)
-            if outcome is not None:
-                self.stats[outcome[0]].outcomes.append(outcome[1])
-            self.games.append(game)
-        self.nonfinite_env_values += int(run["nonfinite_replaced"])
-        self.env_restarts += int(run["env_restarts"])
-        self.dropped_total += int(run["dropped_trajectories"])
-
     @staticmethod
     def _valid(batch: dict, policy: int):
         """[B, T] 1.0 where `policy` acted, or None when it acted everywhere."""
@@ -497,11 +305,11 @@ class PPOLearner(L.LightningModule):
                 sums = values if sums is None else sums + values
                 count += 1
                 if adapt_per_minibatch:
-                    self._adapt_lr(opt, float(losses["learner/kl"]))
+                    adapt_lr(opt, float(losses["learner/kl"]), self.algo)
             if adapt_per_epoch and count:
-                self._adapt_lr(opt, float(sums[names.index("learner/kl")]) / count)
+                adapt_lr(opt, float(sums[names.index("learner/kl")]) / count, self.algo)
         if algo.lr_schedule == "linear_decay":
-            self._decay_lr(opt, stats.env_steps, hyper["learning_rate"])
+            decay_lr(opt, stats.env_steps / float(self.settings.train_for_env_steps), hyper["learning_rate"])
         return dict(zip(names, (sums / count).tolist())) if count else {}
 
     def _skip_nonfinite_update(self, opt, losses: dict, grad_norm) -> None:
@@ -599,122 +407,25 @@ class PPOLearner(L.LightningModule):
             return torch.zeros((), device=params[0].device) if params else torch.zeros(())
         return torch.nn.utils.get_total_norm(grads)
 
-    def _adapt_lr(self, opt, kl: float) -> None:
-        a, group = self.algo, opt.param_groups[0]
-        if kl > 2.0 * a.lr_schedule_kl_threshold:
-            group["lr"] = max(group["lr"] / 1.5, a.lr_adaptive_min)
-        elif kl < 0.5 * a.lr_schedule_kl_threshold:
-            group["lr"] = min(group["lr"] * 1.5, a.lr_adaptive_max)
-
-    def _decay_lr(self, opt, env_steps: int, learning_rate: float) -> None:
-        frac = max(0.0, 1.0 - env_steps / float(self.settings.train_for_env_steps))
-        opt.param_groups[0]["lr"] = learning_rate * frac
-
     # -- statistics and checkpoints ------------------------------------------------------------
-    def avg_return(self):
-        return float(np.mean(self.episode_returns)) if self.episode_returns else None
-
-    def avg_length(self):
-        return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
-
-    def _agent_episodes(self, agent: int) -> deque:
-        """The last `stats_avg` (return, length) of one agent of multi-agent envs; the windows
-        are made on first use (single-agent runs have none)."""
-        windows = self.__dict__.setdefault("agent_episodes", {})
-        if agent not in windows:
-            windows[agent] = deque(maxlen=self.settings.stats_avg)
-        return windows[agent]
-
-    def avg_agent_stats(self) -> Dict[int, Dict[str, float]]:
-        """{agent: {"return": average, "length": average}} for multi-agent envs, else {}."""
-        windows = sorted(self.__dict__.get("agent_episodes", {}).items())
-        return {a: dict(zip(("return", "length"), np.mean(w, axis=0).tolist())) for a, w in windows}
-
+    # -- checkpoints ---------------------------------------------------------------------------
     def weights_finite(self) -> bool:
         return all(bool(torch.isfinite(t).all()) for t in self.state_dict().values() if t.is_floating_point())
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if not self.weights_finite():  # never replace a good checkpoint with a poisoned one
             raise NonFiniteTraining("the learner's weights are not finite: no checkpoint written")
-        checkpoint["sf_hydra"] = {
-            "policy_version": self.policy_version, "env_steps": self.env_steps, "train_seconds": self.train_seconds,
-            "episode_returns": list(self.episode_returns), "episode_lengths": list(self.episode_lengths),
-            "episodes_total": self.episodes_total, "policies": [s.state() for s in self.stats],
-            "hyperparams": [dict(h) for h in self.hyperparams],
-        }
+        checkpoint["sf_hydra"] = {**self.statistics_state(), "hyperparams": [dict(h) for h in self.hyperparams]}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint["sf_hydra"]
-        self.env_steps, self.train_seconds = state["env_steps"], state["train_seconds"]
-        self.episodes_total = state["episodes_total"]
-        self.episode_returns.extend(state["episode_returns"])
-        self.episode_lengths.extend(state["episode_lengths"])
         for k, saved in enumerate(state.get("hyperparams", [])):  # the optimizers' state holds them too
             self.hyperparams[k].update(saved)
-        if "policies" in state:
-            for stats, saved in zip(self.stats, state["policies"]):
-                stats.restore(saved)
-        else:  # saved before several policies: one policy, its model under `model.`
-            self.stats[0].restore({"version": state["policy_version"], "env_steps": state["env_steps"],
-                                   "episode_returns": state["episode_returns"],
-                                   "episode_lengths": state["episode_lengths"],
-                                   "episodes_total": state["episodes_total"]})
+        self.restore_statistics(state)
+        if "policies" not in state:  # saved before several policies: one policy, its model under `model.`
             weights = checkpoint["state_dict"]
             for key in [k for k in weights if k.startswith("model.")]:
                 weights["policies.0." + key[len("model."):]] = weights.pop(key)
-
-
-# The flags of torch.optim's Adam-family groups that choose an implementation of the same update, not the update.
-KERNEL_FLAGS = ("fused", "foreach")
-
-
-def fused_if_default(opt: torch.optim.Optimizer) -> torch.optim.Optimizer:
-    """`opt` rebuilt with `fused=True` when it is a torch.optim.Adam or AdamW of one parameter group left at the
-    default implementation (fused and foreach unset) that the fused kernel takes (not differentiable; floating
-    parameters on a device the kernel supports); otherwise `opt` itself. Invariant: the same update (the same
-    formula, one kernel instead of a loop of small ops per parameter: float rounding may differ in the last bit).
-    Measured for the CartPole MLP (~9k parameters, one CPU thread): an Adam step 203 us on the default
-    (per-parameter) path, 171 us with foreach, 57 us fused."""
-    if type(opt) not in (torch.optim.Adam, torch.optim.AdamW) or len(opt.param_groups) != 1:
-        return opt
-    group = opt.param_groups[0]
-    if any(group.get(flag) is not None for flag in KERNEL_FLAGS) or group.get("differentiable"):
-        return opt
-    settings = {k: v for k, v in group.items() if k != "params"}
-    try:
-        return type(opt)(group["params"], **{**settings, "fused": True})
-    except (RuntimeError, ValueError, TypeError):  # a device or dtype the fused kernel does not take
-        return opt
-
-
-def kernel_flags(opt: torch.optim.Optimizer) -> List[Dict[str, object]]:
-    """Each parameter group's implementation flags (KERNEL_FLAGS it has)."""
-    return [{flag: group[flag] for flag in KERNEL_FLAGS if flag in group} for group in opt.param_groups]
-
-
-def set_kernel_flags(opt: torch.optim.Optimizer, flags: List[Dict[str, object]]) -> None:
-    for group, kept in zip(opt.param_groups, flags):
-        group.update(kept)
-
-
-def load_optimizer_state(opt: torch.optim.Optimizer, state: dict) -> None:
-    """`opt.load_state_dict(state)` keeping `opt`'s own implementation flags (KERNEL_FLAGS): a state saved by an
-    optimizer built otherwise (an older checkpoint, another run) brings its hyperparameters and moments, not its
-    kernels (torch's load_state_dict takes the saved groups whole)."""
-    kept = kernel_flags(opt)
-    opt.load_state_dict(state)
-    set_kernel_flags(opt, kept)
-
-
-def apply_to_optimizer(opt, hyper: Dict[str, float]) -> None:
-    """The hyperparameters that live in an optimizer's groups (lr; Adam's betas and eps), set
-    where the group has them (a user's optimizer may have none of them)."""
-    for group in opt.param_groups:
-        group["lr"] = hyper["learning_rate"]
-        if "betas" in group:
-            group["betas"] = (hyper["adam_beta1"], hyper["adam_beta2"])
-        if "eps" in group:
-            group["eps"] = hyper["adam_eps"]
 
 
 def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:

@@ -1,0 +1,133 @@
+"""Each policy's optimizer and hyperparameters: building the optimizers (fused Adam where it is the same
+update), the learning-rate schedules, and the API population-based training calls (learner/pbt.py): a
+policy's objective, new hyperparameters, another policy's weights and optimizer state."""
+
+from __future__ import annotations
+
+import copy
+from typing import Dict, List
+
+import torch
+
+from sf_hydra.metric_names import TRUE_OBJECTIVE
+from sf_hydra.plan import initial_hyperparams
+
+
+class PolicyOptimizers:
+    """A part of PPOLearner: one optimizer per policy (`configure_optimizers`) and what PBT changes in them. It
+    reads `self.settings`, `self.algo`, `self.policies`, `self.stats` and `self.hyperparams`."""
+
+    def configure_optimizers(self):
+        """`algo.optimizer` (a `_partial_` node, default Adam reading algo.learning_rate/adam_*)
+        called with each policy's parameters."""
+        optimizers = [fused_if_default(self.settings.optimizer(m.parameters())) for m in self.policies]
+        for opt, hyper in zip(optimizers, self.hyperparams):
+            if any(hyper[n] != v for n, v in initial_hyperparams(self.algo).items()):  # pbt.initial_hyperparams
+                apply_to_optimizer(opt, hyper)
+        self.kernel_flags = [kernel_flags(opt) for opt in optimizers]  # on_train_start keeps them over a resume
+        return optimizers
+
+    def optimizer_of(self, policy: int):
+        opts = self.optimizers()
+        return opts[policy] if isinstance(opts, (list, tuple)) else opts
+
+    def objective(self, policy: int, name: str):
+        """Policy `policy`'s average of `name` over its last episodes: for `true_objective`,
+        PolicyStats.true_objective (the env's own, else the unshaped return), else a statistic the
+        env reports; None before any episode."""
+        stats = self.stats[policy]
+        return stats.true_objective() if name == TRUE_OBJECTIVE else stats.avg_extra().get(name)
+
+    def set_hyperparams(self, policy: int, hyper: Dict[str, float]) -> None:
+        self.hyperparams[policy] = dict(hyper)
+        apply_to_optimizer(self.optimizer_of(policy).optimizer, hyper)
+
+    def copy_policy(self, src: int, dst: int) -> None:
+        """Policy `dst` becomes a copy of `src`: weights and normalizers, optimizer state and
+        hyperparameters; its own counters stay, its version goes up by one (load_policy_state), its
+        episode windows start empty."""
+        self.load_policy_state(dst, self.policies[src].state_dict(), self.optimizer_of(src).optimizer.state_dict(),
+                               self.hyperparams[src])
+
+    def load_policy_state(self, dst: int, weights: dict, optimizer_state: dict, hyper: Dict[str, float]) -> None:
+        """Policy `dst` takes these weights, optimizer state and hyperparameters. Invariant: a version
+        names one set of weights, so `dst`'s version goes up by one (the caller publishes it: the
+        workers reload on a version change only; PBT publishes it with door.publish_replacement, so that
+        trajectories its old weights acted are dropped, not trained on as one version old). A load that
+        fails part-way may have changed some weights: the version goes up all the same."""
+        try:
+            self.policies[dst].load_state_dict(weights)
+            load_optimizer_state(self.optimizer_of(dst).optimizer, copy.deepcopy(optimizer_state))
+            self.set_hyperparams(dst, hyper)
+            self.stats[dst].forget_episodes()
+        finally:
+            self.stats[dst].version += 1
+
+
+def adapt_lr(opt, kl: float, algo) -> None:
+    """algo.lr_schedule=kl_adaptive_*: the learning rate down by 1.5 when the KL is over twice the threshold, up
+    by 1.5 when under half of it, within [lr_adaptive_min, lr_adaptive_max]."""
+    group = opt.param_groups[0]
+    if kl > 2.0 * algo.lr_schedule_kl_threshold:
+        group["lr"] = max(group["lr"] / 1.5, algo.lr_adaptive_min)
+    elif kl < 0.5 * algo.lr_schedule_kl_threshold:
+        group["lr"] = min(group["lr"] * 1.5, algo.lr_adaptive_max)
+
+
+def decay_lr(opt, done: float, learning_rate: float) -> None:
+    """algo.lr_schedule=linear_decay: `learning_rate` scaled down linearly to 0 as the budget's fraction `done`
+    goes to 1."""
+    opt.param_groups[0]["lr"] = learning_rate * max(0.0, 1.0 - done)
+
+
+# The flags of torch.optim's Adam-family groups that choose an implementation of the same update, not the update.
+KERNEL_FLAGS = ("fused", "foreach")
+
+
+def fused_if_default(opt: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """`opt` rebuilt with `fused=True` when it is a torch.optim.Adam or AdamW of one parameter group left at the
+    default implementation (fused and foreach unset) that the fused kernel takes (not differentiable; floating
+    parameters on a device the kernel supports); otherwise `opt` itself. Invariant: the same update (the same
+    formula, one kernel instead of a loop of small ops per parameter: float rounding may differ in the last bit).
+    Measured for the CartPole MLP (~9k parameters, one CPU thread): an Adam step 203 us on the default
+    (per-parameter) path, 171 us with foreach, 57 us fused."""
+    if type(opt) not in (torch.optim.Adam, torch.optim.AdamW) or len(opt.param_groups) != 1:
+        return opt
+    group = opt.param_groups[0]
+    if any(group.get(flag) is not None for flag in KERNEL_FLAGS) or group.get("differentiable"):
+        return opt
+    settings = {k: v for k, v in group.items() if k != "params"}
+    try:
+        return type(opt)(group["params"], **{**settings, "fused": True})
+    except (RuntimeError, ValueError, TypeError):  # a device or dtype the fused kernel does not take
+        return opt
+
+
+def kernel_flags(opt: torch.optim.Optimizer) -> List[Dict[str, object]]:
+    """Each parameter group's implementation flags (KERNEL_FLAGS it has)."""
+    return [{flag: group[flag] for flag in KERNEL_FLAGS if flag in group} for group in opt.param_groups]
+
+
+def set_kernel_flags(opt: torch.optim.Optimizer, flags: List[Dict[str, object]]) -> None:
+    for group, kept in zip(opt.param_groups, flags):
+        group.update(kept)
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, state: dict) -> None:
+    """`opt.load_state_dict(state)` keeping `opt`'s own implementation flags (KERNEL_FLAGS): a state saved by an
+    optimizer built otherwise (an older checkpoint, another run) brings its hyperparameters and moments, not its
+    kernels (torch's load_state_dict takes the saved groups whole)."""
+    kept = kernel_flags(opt)
+    opt.load_state_dict(state)
+    set_kernel_flags(opt, kept)
+
+
+def apply_to_optimizer(opt, hyper: Dict[str, float]) -> None:
+    """The hyperparameters that live in an optimizer's groups (lr; Adam's betas and eps), set
+    where the group has them (a user's optimizer may have none of them)."""
+    for group in opt.param_groups:
+        group["lr"] = hyper["learning_rate"]
+        if "betas" in group:
+            group["betas"] = (hyper["adam_beta1"], hyper["adam_beta2"])
+        if "eps" in group:
+            group["eps"] = hyper["adam_eps"]

@@ -1,0 +1,206 @@
+"""The learner's statistics: each trained policy's counters and episode windows (PolicyStats), and the
+run's own (LearnerStatistics, a part of the PPO learner): what a batch's meta adds to them, the averages
+that progress lines, summaries and PBT read, and what a checkpoint keeps of them."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Dict
+
+import numpy as np
+
+from sf_hydra.games import pool_outcome
+from sf_hydra.learner import ddp
+from sf_hydra.metric_names import DRAW, LOSS, TRUE_OBJECTIVE, WIN, outcome_rate
+
+
+class PolicyStats:
+    """One trained policy's counters and statistics (saved in checkpoints): its version, its
+    own env steps, its episodes (return, length and the statistics the env reports at an
+    episode's end, `info["episode_extra_stats"]`), its self-play outcomes and its last
+    learner metrics.
+
+    Beside each episode's return (shaped: what the policy was paid, reward-shaping weights of its
+    own included) it keeps its true return (without that policy's own shaping bonus: at the env's
+    declared weights, one scale for the whole population). Invariant: `true_returns` and
+    `episode_returns` get one value per episode, equal when the policy has no shaping of its own."""
+
+    def __init__(self, stats_avg: int):
+        self.version = 0
+        self.env_steps = 0
+        self.episode_returns: deque = deque(maxlen=stats_avg)
+        self.true_returns: deque = deque(maxlen=stats_avg)
+        self.episode_lengths: deque = deque(maxlen=stats_avg)
+        self.episode_extra: Dict[str, deque] = {}  # name -> the last stats_avg values
+        self.episodes_total = 0
+        self.outcomes: deque = deque(maxlen=stats_avg)  # WIN/DRAW/LOSS against the opponent pool
+        self.metrics: Dict[str, float] = {}
+
+    def add_extra(self, stats: dict) -> None:
+        for name, value in stats.items():
+            window = self.episode_extra.get(name)
+            if window is None:
+                window = self.episode_extra[name] = deque(maxlen=self.episode_returns.maxlen)
+            window.append(float(value))
+
+    def avg_extra(self) -> Dict[str, float]:
+        return {name: float(np.mean(w)) for name, w in self.episode_extra.items() if w}
+
+    def forget_episodes(self) -> None:
+        """Its episode windows emptied (PBT gave it another policy's weights: what it played
+        before says nothing of them)."""
+        self.episode_returns.clear()
+        self.true_returns.clear()
+        self.episode_lengths.clear()
+        self.episode_extra.clear()
+
+    def avg_return(self):
+        return float(np.mean(self.episode_returns)) if self.episode_returns else None
+
+    def avg_true_return(self):
+        """The average true (unshaped) return; None before any episode."""
+        return float(np.mean(self.true_returns)) if self.true_returns else None
+
+    def true_objective(self):
+        """What PBT ranks by under `true_objective` (Sample Factory's name): the env's own
+        `true_objective` statistic when it reports one at its episodes' ends, else the average true
+        return (never the shaped one: the shaping weights are themselves mutated, and ranking by
+        what they pay would select for inflated weights). None before any episode."""
+        own = self.avg_extra().get(TRUE_OBJECTIVE)
+        return own if own is not None else self.avg_true_return()
+
+    def avg_length(self):
+        return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
+
+    def outcome_rates(self) -> Dict[str, float]:
+        if not self.outcomes:
+            return {}
+        return {outcome_rate(r): sum(o == r for o in self.outcomes) / len(self.outcomes)
+                for r in (WIN, DRAW, LOSS)}
+
+    def state(self) -> dict:
+        return {"version": self.version, "env_steps": self.env_steps, "episode_returns": list(self.episode_returns),
+                "true_returns": list(self.true_returns), "episode_lengths": list(self.episode_lengths),
+                "episodes_total": self.episodes_total,
+                "outcomes": list(self.outcomes), "episode_extra": {k: list(w) for k, w in self.episode_extra.items()}}
+
+    def restore(self, state: dict) -> None:
+        self.version, self.env_steps = state["version"], state["env_steps"]
+        self.episodes_total = state["episodes_total"]
+        self.episode_returns.extend(state["episode_returns"])
+        # Saved before true returns were kept: the returns stand in (true unless PBT shaped them).
+        self.true_returns.extend(state.get("true_returns", state["episode_returns"]))
+        self.episode_lengths.extend(state["episode_lengths"])
+        self.outcomes.extend(state.get("outcomes", []))
+        for name, values in state.get("episode_extra", {}).items():
+            for v in values:
+                self.add_extra({name: v})
+
+
+class LearnerStatistics:
+    """The learner's counters and windows (a part of PPOLearner: it reads `self.settings`, `self.profile` and
+    `self.num_policies`). Counters marked "this session" start at zero on a resume; the others are saved in
+    checkpoints (`statistics_state`)."""
+
+    def _start_statistics(self, stats_avg: int) -> None:
+        self.stats = [PolicyStats(stats_avg) for _ in range(self.num_policies)]
+        self.env_steps = 0  # frames of the whole run (every policy's, snapshots' too)
+        self.train_seconds = 0.0
+        self.episode_returns: deque = deque(maxlen=stats_avg)  # every trained policy's episodes
+        self.episode_lengths: deque = deque(maxlen=stats_avg)
+        self.episodes_total = 0
+        self.dropped_total = 0  # trajectories older than max_policy_lag, this session
+        # Multi-agent games of two or more players (sf_hydra/games.py), the newest last: the league
+        # (learner/league.py) takes them as they come; the oldest go first if nothing takes them.
+        self.games: deque = deque(maxlen=10_000)
+        self.last_metrics: Dict[str, float] = {}  # the run's own (not per policy)
+        self.nonfinite_skipped = 0  # learner updates skipped for a non-finite loss or gradient, this session
+        self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
+        self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
+
+    def _run_meta(self, meta: dict) -> dict:
+        """What the run counts of a batch's meta: its frames, episodes, games and sampler counters, summed
+        (episodes and games listed) over every learner rank's batch of this step in rank order (learner/ddp.py);
+        with one rank, this rank's."""
+        keys = ("frames", "episodes", "games", "nonfinite_replaced", "env_restarts", "dropped_trajectories")
+        mine = {k: meta.get(k, 0) for k in keys}
+        ranks = ddp.gather(mine)
+        if len(ranks) == 1:
+            return mine
+        listed = ("episodes", "games")
+        return {k: [x for r in ranks for x in r[k]] if k in listed else sum(int(r[k]) for r in ranks) for k in keys}
+
+    def _record_meta(self, meta: dict) -> None:
+        run = self._run_meta(meta)
+        self.env_steps += int(run["frames"])
+        self.profile.learner["wait_for_data"] += meta["wait_seconds"]
+        self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
+        self.profile.learner["start_workers"] += meta.get("start_seconds", 0.0)
+        self.profile.add_workers(meta["worker_seconds"])
+        self.profile.mark_startup("first_rollout_s", meta.get("first_rollout_s"))
+        self.profile.mark_startup("first_trajectory_s", meta.get("first_trajectory_s"))
+        if self.num_policies == 1:
+            self.stats[0].env_steps = self.env_steps
+        else:
+            for stats, frames in zip(self.stats, meta["policy_frames"]):
+                stats.env_steps += int(frames)
+        for e in run["episodes"]:
+            if e.policy >= self.num_policies:
+                continue  # a snapshot's game: not ours to report
+            for window in (self, self.stats[e.policy]):
+                window.episode_returns.append(e.ret)
+                window.episode_lengths.append(e.length)
+                window.episodes_total += 1
+            self.stats[e.policy].true_returns.append(e.ret if e.true_ret is None else e.true_ret)
+            if e.extra:
+                self.stats[e.policy].add_extra(e.extra)
+            if e.agent is not None:
+                self._agent_episodes(e.agent).append((e.ret, e.length))
+        for game in run["games"]:
+            outcome = pool_outcome(game, self.num_policies)
+            if outcome is not None:
+                self.stats[outcome[0]].outcomes.append(outcome[1])
+            self.games.append(game)
+        self.nonfinite_env_values += int(run["nonfinite_replaced"])
+        self.env_restarts += int(run["env_restarts"])
+        self.dropped_total += int(run["dropped_trajectories"])
+
+    def avg_return(self):
+        return float(np.mean(self.episode_returns)) if self.episode_returns else None
+
+    def avg_length(self):
+        return float(np.mean(self.episode_lengths)) if self.episode_lengths else None
+
+    def _agent_episodes(self, agent: int) -> deque:
+        """The last `stats_avg` (return, length) of one agent of multi-agent envs; the windows
+        are made on first use (single-agent runs have none)."""
+        windows = self.__dict__.setdefault("agent_episodes", {})
+        if agent not in windows:
+            windows[agent] = deque(maxlen=self.settings.stats_avg)
+        return windows[agent]
+
+    def avg_agent_stats(self) -> Dict[int, Dict[str, float]]:
+        """{agent: {"return": average, "length": average}} for multi-agent envs, else {}."""
+        windows = sorted(self.__dict__.get("agent_episodes", {}).items())
+        return {a: dict(zip(("return", "length"), np.mean(w, axis=0).tolist())) for a, w in windows}
+
+    def statistics_state(self) -> dict:
+        """What a checkpoint keeps of the statistics (its `sf_hydra` part, the hyperparameters aside)."""
+        return {"policy_version": self.policy_version, "env_steps": self.env_steps, "train_seconds": self.train_seconds,
+                "episode_returns": list(self.episode_returns), "episode_lengths": list(self.episode_lengths),
+                "episodes_total": self.episodes_total, "policies": [s.state() for s in self.stats]}
+
+    def restore_statistics(self, state: dict) -> None:
+        """The statistics of a checkpoint's `sf_hydra` part (`statistics_state`, or an older one's)."""
+        self.env_steps, self.train_seconds = state["env_steps"], state["train_seconds"]
+        self.episodes_total = state["episodes_total"]
+        self.episode_returns.extend(state["episode_returns"])
+        self.episode_lengths.extend(state["episode_lengths"])
+        if "policies" in state:
+            for stats, saved in zip(self.stats, state["policies"]):
+                stats.restore(saved)
+        else:  # saved before several policies: one policy
+            self.stats[0].restore({"version": state["policy_version"], "env_steps": state["env_steps"],
+                                   "episode_returns": state["episode_returns"],
+                                   "episode_lengths": state["episode_lengths"],
+                                   "episodes_total": state["episodes_total"]})
