@@ -246,17 +246,17 @@ def check_command_line(argv: Sequence[str], config_dir: str,
     are checked in its own job); for a single run, what passed. `rules_passed`: called once the config's
     own rules passed, before the stages that import torch and the envs (train.py starts the sampler's fork
     server there); its failure only costs that head start. A resumed run that already reached its budget
-    gives a Checked whose `finished` says so, with no stage run after the resume stage."""
+    gives a Checked whose `finished` says so, with no stage run after the config stage."""
     cfg = compose_command_line(argv, config_dir)
     if cfg is None:
         return None
     composed = fingerprint(cfg)
     cfg = _stage("resume").check(argv, config_dir, cfg)  # a resumed run's saved config is its base
     stamp = fingerprint(cfg)
+    run_stages(cfg, ("config",))  # an invalid value is refused even where the run has nothing left to train
     done = finished(cfg)
-    if done is not None:  # nothing to train: said at once, nothing else checked or started
-        return Checked(cfg, (), stamp, composed, finished=done[1])
-    run_stages(cfg, ("config",))
+    if done is not None:  # nothing to train: said at once, no other stage run or process started
+        return Checked(cfg, ("config",), stamp, composed, finished=done[1])
     if rules_passed is not None:
         try:
             rules_passed()

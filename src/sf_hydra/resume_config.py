@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.validation import check_values
 from sf_hydra.faults import Fault
 from sf_hydra.run_dir import finished_run
 
@@ -318,9 +319,11 @@ def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer
     Hydra's syntax) applied; `cfg` (the command line composed) itself for a new run, restart/overwrite, or
     when the overrides are not known (None: `check_resume_config` then treats every key as typed). Raises a
     ConfigError naming every typed override a resume may not take (a key outside RESUMABLE whose value
-    differs from the saved one)."""
+    differs from the saved one). The command line's own values are checked first (check_values): a value that
+    is invalid is refused as such, whatever the run folder holds."""
     if overrides is None or composer is None or not resumes(cfg):
         return cfg
+    check_values(cfg)  # what is typed now, as a value: refused as invalid before it is compared with the saved one
     run_dir = Path(cfg.run_dir).absolute()
     saved = _plain_leaves(load_saved(run_dir))
     now = _plain_leaves(cfg)
