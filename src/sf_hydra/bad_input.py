@@ -20,8 +20,9 @@ import importlib.util
 import inspect
 import os
 import re
+import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from hydra import compose, initialize_config_dir, initialize_config_module
 from hydra._internal.utils import get_args_parser  # hydra.main's own argument parser: no public equivalent
@@ -316,7 +317,9 @@ def _importable(module: str) -> bool:
 
 
 def check_creatable(key: str, folder) -> None:
-    """`folder` exists as a writable folder, or can be created: its nearest existing parent is a writable folder."""
+    """`folder` exists as a writable folder, or can be created: its nearest existing parent is a folder that
+    takes a new folder. Refused with the key, the path and why (a file in the way, no permission, a file
+    system that takes no folders), before anything is written."""
     path = Path(folder).absolute()
     probe = path
     while not probe.exists() and probe != probe.parent:
@@ -325,6 +328,44 @@ def check_creatable(key: str, folder) -> None:
         raise ConfigError(key, str(folder), f"a folder that can be created: {probe} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(key, str(folder), f"a folder that can be created: permission denied on {probe}")
+    why = _refuses_folders(probe)
+    if why is not None:
+        raise ConfigError(key, str(folder), f"a folder that can be created: {probe} takes no new folder ({why})")
+
+
+def _refuses_folders(folder: Path) -> Optional[str]:
+    """Why no folder can be made in the existing `folder`, or None when one can. Permissions do not tell
+    (root passes every permission check, and /proc, /sys or a read-only mount refuse a folder anyway), so a
+    folder is made there and removed at once: nothing stays behind."""
+    try:
+        made = tempfile.mkdtemp(prefix=".sf_hydra_probe_", dir=folder)
+    except OSError as e:
+        mount = _mount_of(folder)
+        where = ""
+        if mount is not None:
+            where = f"; it is on a {mount[1]} file system mounted {'read-only ' if mount[2] else ''}at {mount[0]}"
+        return f"making a folder there failed: {e.strerror or type(e).__name__}{where}"
+    os.rmdir(made)
+    return None
+
+
+def _mount_of(path: Path) -> Optional[Tuple[str, str, bool]]:
+    """(mount point, file system type, read-only) of the mount that holds `path`, read from /proc/self/mounts;
+    None where that file is missing (not Linux) or names no mount of it."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        point = fields[1].replace("\\040", " ")  # the file's escape for a space
+        inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[0])):
+            best = (point, fields[2], "ro" in fields[3].split(","))
+    return best
 
 
 def compose_command_line(argv: Sequence[str], config_dir: str) -> Optional[DictConfig]:

@@ -42,7 +42,8 @@ from sf_hydra.bad_input import check_creatable, compose_command_line, resume_com
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env, eval_env
 from sf_hydra.faults import EnvStartError
-from sf_hydra.resume_config import Composer, check_resume_config, finished, resumed_config
+from sf_hydra.help import prog
+from sf_hydra.resume_config import Composer, check_resume_config, finished, resumed_config, resumed_run, resumes
 from sf_hydra.targets import check_targets
 from sf_hydra.trainer_parts import check_parts, without_parts
 
@@ -197,6 +198,7 @@ class Checked:
     fingerprint: str
     composed: str = ""
     finished: Optional[str] = None  # the run already reached its budget: what to say (nothing was checked)
+    resuming: Optional[str] = None  # the run resumes: what it continues (sf_hydra.resume_config.resumed_run)
 
     def passed_for(self, cfg: DictConfig) -> Tuple[str, ...]:
         return self.stages if fingerprint(cfg) in (self.fingerprint, self.composed) else ()
@@ -246,21 +248,23 @@ def check_command_line(argv: Sequence[str], config_dir: str,
     are checked in its own job); for a single run, what passed. `rules_passed`: called once the config's
     own rules passed, before the stages that import torch and the envs (train.py starts the sampler's fork
     server there); its failure only costs that head start. A resumed run that already reached its budget
-    gives a Checked whose `finished` says so, with no stage run after the resume stage."""
+    gives a Checked whose `finished` says so, with no stage run after the config stage; one that resumes, a
+    Checked whose `resuming` says what it continues (read before Hydra rewrites the folder's .hydra/)."""
     cfg = compose_command_line(argv, config_dir)
     if cfg is None:
         return None
     composed = fingerprint(cfg)
     cfg = _stage("resume").check(argv, config_dir, cfg)  # a resumed run's saved config is its base
     stamp = fingerprint(cfg)
+    run_stages(cfg, ("config",))  # an invalid value is refused even where the run has nothing left to train
     done = finished(cfg)
-    if done is not None:  # nothing to train: said at once, nothing else checked or started
-        return Checked(cfg, (), stamp, composed, finished=done[1])
-    run_stages(cfg, ("config",))
+    if done is not None:  # nothing to train: said at once, no other stage run or process started
+        return Checked(cfg, ("config",), stamp, composed, finished=done[1])
     if rules_passed is not None:
         try:
             rules_passed()
         except Exception as e:  # a start-up speed-up only: its failure must not skip the stages below
             log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
     run_stages(cfg, ("targets", "family", "run folder"))
-    return Checked(cfg, BEFORE_START, stamp, composed)
+    resuming = resumed_run(Path(cfg.run_dir).absolute(), prog("train.py")) if resumes(cfg) else None
+    return Checked(cfg, BEFORE_START, stamp, composed, resuming=resuming)

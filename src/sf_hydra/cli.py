@@ -170,6 +170,8 @@ def _train_main() -> None:
             sys.exit(0)
         if checked is not None:  # a single run: its folder is ours until this process ends
             RunLock(Path(checked.cfg.run_dir).absolute()).acquire()
+        if checked is not None and checked.resuming is not None:  # which run, how far, made by which command
+            print(checked.resuming, file=sys.stderr)
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable, List
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.extras import install_lines
 
 SERVED_FAMILY = "atari"  # env=atari/<game> exists for every game of sf_hydra.envs.atari.games
 
@@ -71,7 +72,7 @@ def _unknown(name: str, files: List[str]) -> ConfigError:
         if close:
             hint = f"close matches: {[f'{SERVED_FAMILY}/{g}' for g in close]}"
         else:
-            hint = f"{len(games)} games, e.g. atari/pong" if games else "no ale_py: pip install 'sf_hydra[atari]'"
+            hint = f"{len(games)} games, e.g. atari/pong" if games else f"no ale_py: {install_lines('atari')}"
         return ConfigError("env", name, f"{atari} ({hint})")
     close = difflib.get_close_matches(name, listed, n=10, cutoff=0.6)
     family = [f for f in listed if f.split("/")[0] == name.split("/")[0]]

@@ -29,14 +29,18 @@ import dataclasses
 import logging
 import math
 import os
+import shlex
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.validation import check_values
 from sf_hydra.faults import Fault
 from sf_hydra.run_dir import finished_run
 
@@ -318,9 +322,11 @@ def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer
     Hydra's syntax) applied; `cfg` (the command line composed) itself for a new run, restart/overwrite, or
     when the overrides are not known (None: `check_resume_config` then treats every key as typed). Raises a
     ConfigError naming every typed override a resume may not take (a key outside RESUMABLE whose value
-    differs from the saved one)."""
+    differs from the saved one). The command line's own values are checked first (check_values): a value that
+    is invalid is refused as such, whatever the run folder holds."""
     if overrides is None or composer is None or not resumes(cfg):
         return cfg
+    check_values(cfg)  # what is typed now, as a value: refused as invalid before it is compared with the saved one
     run_dir = Path(cfg.run_dir).absolute()
     saved = _plain_leaves(load_saved(run_dir))
     now = _plain_leaves(cfg)
@@ -353,3 +359,54 @@ def save_config(cfg: DictConfig, run_dir: Path) -> Path:
     tmp.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     os.replace(tmp, path)
     return path
+
+
+def resumed_run(run_dir: Path, prog: str, now: Optional[float] = None) -> str:
+    """What a resume continues, said before Hydra rewrites the folder's `.hydra/`: the env steps and the age
+    of the newest checkpoint, and the command of the run's last session (its `.hydra/overrides.yaml`), so
+    that a command that names a folder another command made (a Sample Factory line's --experiment) does not
+    continue that run unseen. `now`: the time to measure the age against (time.time() when None)."""
+    parts = []
+    newest = _newest_checkpoint(run_dir)
+    if newest is not None:
+        steps, written = newest
+        age = (time.time() if now is None else now) - written
+        parts.append(f"{steps} env steps (its newest checkpoint, written "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(written))}, {_ago(age)} ago)")
+    command = _last_command(run_dir)
+    if command is not None:
+        parts.append(f"its last session ran: {prog} {command}")
+    said = f": {'; '.join(parts)}" if parts else ""
+    return f"resuming the run in {run_dir}{said}. Not the run meant? {START_ANEW}"
+
+
+def _newest_checkpoint(run_dir: Path) -> Optional[Tuple[int, float]]:
+    """(env steps, modification time) of the run's numbered checkpoint with the most env steps (its name holds
+    them: nothing is loaded); None when it has none."""
+    best = None
+    for path in (Path(run_dir) / "checkpoints").glob("checkpoint_*.ckpt"):
+        digits = path.stem[len("checkpoint_"):]
+        if digits.isdigit() and (best is None or int(digits) > best[0]):
+            best = (int(digits), path.stat().st_mtime)
+    return best
+
+
+def _last_command(run_dir: Path) -> Optional[str]:
+    """The overrides of the run's last session as one shell line (Hydra's `.hydra/overrides.yaml`), or None."""
+    try:
+        overrides = yaml.safe_load((Path(run_dir) / ".hydra" / "overrides.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(overrides, list):
+        return None
+    return shlex.join(str(o) for o in overrides)
+
+
+def _ago(seconds: float) -> str:
+    """A duration in the largest whole unit (seconds, minutes, hours, days)."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("day", 86400), ("hour", 3600), ("min", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count > 1 and unit != 'min' else ''}"
+    return f"{int(seconds)} s"

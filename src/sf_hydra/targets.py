@@ -25,6 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.config.errors import ConfigError
+from sf_hydra.config.extras import missing_extra
 
 TARGET = "_target_"
 
@@ -41,6 +42,9 @@ def locate(key: str, path: Any) -> Any:
     try:
         obj = _locate(str(path))
     except Exception as e:  # noqa: BLE001  (an import error, or anything a module raises when imported)
+        extra = missing_extra(e)
+        if extra is not None:  # our own code, an optional package of which is not installed
+            raise ConfigError(key, path, f"a dotted path whose packages are installed: {extra}") from None
         cause = " ".join(str(e).split())
         raise ConfigError(key, path, f"an importable dotted path (package.module.name) on sys.path or under the "
                                      f"current directory; importing it failed: {cause}") from None

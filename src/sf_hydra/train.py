@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from sf_hydra import run_dir as rd
 from sf_hydra.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
 from sf_hydra.config import ConfigError
+from sf_hydra.config.aliases import more_workers_than_cores
 from sf_hydra.faults import Fault, NonFiniteTraining, RankFailed
 from sf_hydra.launch import signals
 from sf_hydra.learner.profile import profile_lines
@@ -160,6 +161,8 @@ def _train_in(cfg, run_dir: Path) -> dict:
     if done is not None:
         log.info("%s", done[1])
         return done[0]
+    if ranks.is_zero:
+        warn_more_workers_than_cores(cfg)
     ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
     if not ranks.is_zero:
         return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
@@ -182,6 +185,15 @@ def _train_in(cfg, run_dir: Path) -> dict:
     return summary
 
 
+def warn_more_workers_than_cores(cfg) -> None:
+    """One warning when the run's rollout worker processes outnumber its cores (not in serial mode, where
+    no worker has a process of its own)."""
+    hw = cfg.hardware
+    said = None if hw.serial_mode else more_workers_than_cores(hw.num_workers, hw.num_envs_per_worker, hw.devices)
+    if said is not None:
+        log.warning("%s", said)
+
+
 def _own_fault(e: BaseException) -> bool:
     """Whether rank 0 failed for a reason of its own (its sampler, its training, a signal), not because
     another rank's failure broke a collective: then the other ranks' ends follow from it."""
@@ -195,6 +207,11 @@ def resolved(cfg):
     copy = cfg.copy()
     OmegaConf.resolve(copy)
     return copy
+
+
+def shown_return(value: Optional[float]) -> str:
+    """An average return as the progress lines show it (two decimals), "n/a" before any episode ended."""
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) -> dict:
@@ -257,5 +274,5 @@ def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) 
                  stop.reason, module.env_steps, elapsed, summary["fps"])
     else:
         log.info("stopped (%s): %d env steps, avg return %s, checkpoint %s", stop.reason, module.env_steps,
-                 summary["avg_return"], last)
+                 shown_return(summary["avg_return"]), last)
     return summary

@@ -9,7 +9,7 @@ treats a key that is also a config group as the group, so the presets live in th
 from __future__ import annotations
 
 import os
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 ALIASES = {"+experiment=": "+experiments="}
 # `hardware.num_workers=auto`: as many rollout workers as this machine gives the run cores, counted where
@@ -35,3 +35,16 @@ def apply_aliases(argv: Sequence[str]) -> List[str]:
                 arg = real + arg[len(alias):]
         out.append(AUTO.get(arg.lstrip("+"), arg))
     return out
+
+
+def more_workers_than_cores(num_workers: int, num_envs_per_worker: int, devices: int = 1) -> Optional[str]:
+    """One line for a run whose rollout workers outnumber the cores it may use (`cores`): a command line sized
+    for a bigger machine (Sample Factory's `--num_workers=16 --num_envs_per_worker=10`) starts slowly and
+    leaves the learner little time on such a box, without failing; the line says what
+    `hardware.num_workers=auto` would pick here. None when every worker has a core."""
+    available = cores(devices)
+    if num_workers <= available:
+        return None
+    return (f"hardware.num_workers={num_workers} rollout workers ({num_envs_per_worker} envs each) share "
+            f"{available} core{'s' if available > 1 else ''}: the start is slow and the learner gets little time; "
+            f"hardware.num_workers=auto would pick {available} here")

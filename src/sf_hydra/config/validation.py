@@ -474,11 +474,19 @@ def _check_missing(cfg) -> None:
             raise ConfigError(key, "???", f"a value must be given, e.g. {key}=... on the command line")
 
 
+def check_values(cfg) -> None:
+    """The rules on a value of its own (a range, a finite number, a mandatory value given). A resumed run
+    checks the command line's config with these before its saved config is put under what was typed
+    (sf_hydra.resume_config), so that a value that is invalid is refused as invalid, not as a change the
+    run folder does not take, nor passed over because the run has finished."""
+    _check_missing(cfg)
+    _check_ranges(cfg)
+
+
 def validate(cfg) -> None:
     """Raises ConfigError on the first rule the config breaks. Only the config's own rules: what
     the env family, the sampler and the model parts check runs after this (sf_hydra.train.check_config)."""
-    _check_missing(cfg)
-    _check_ranges(cfg)
+    check_values(cfg)
     _check_checkpoints(cfg)
     _check_losses(cfg)
     _check_input_normalization(cfg)

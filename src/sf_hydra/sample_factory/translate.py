@@ -210,7 +210,9 @@ def _translated(argv: List[str], converted, stage: str = "train") -> Translation
         if pairs is None:
             pairs = {}
         elif not pairs:
-            notes.append(f"--{row.name}={value}: dropped ({_why(row, stage)})")
+            note = f"--{row.name}={value}: dropped ({_why(row, stage)})"
+            if note not in notes:  # a flag given twice (as some of Sample Factory's own lines do): said once
+                notes.append(note)
         out += [f"{k}={v}" for k, v in pairs.items()]
         pos = end
     return Translation(out + argv[pos:], notes)
