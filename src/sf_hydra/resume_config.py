@@ -42,7 +42,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.validation import check_values
 from sf_hydra.faults import Fault
-from sf_hydra.run_dir import finished_run
+from sf_hydra.run_dir import LAST, checkpoint_dir, finished_run, learner_states
 
 log = logging.getLogger("sf_hydra")
 
@@ -369,10 +369,11 @@ def resumed_run(run_dir: Path, prog: str, now: Optional[float] = None) -> str:
     parts = []
     newest = _newest_checkpoint(run_dir)
     if newest is not None:
-        steps, written = newest
+        path, steps, written = newest
         age = (time.time() if now is None else now) - written
-        parts.append(f"{steps} env steps (its newest checkpoint, written "
-                     f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(written))}, {_ago(age)} ago)")
+        what = f"its newest checkpoint {path.name}" if steps is None else f"{steps} env steps (its newest checkpoint"
+        parts.append(f"{what}, written {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(written))}, "
+                     f"{_ago(age)} ago{')' if steps is not None else ''}")
     command = _last_command(run_dir)
     if command is not None:
         parts.append(f"its last session ran: {prog} {command}")
@@ -380,15 +381,16 @@ def resumed_run(run_dir: Path, prog: str, now: Optional[float] = None) -> str:
     return f"resuming the run in {run_dir}{said}. Not the run meant? {START_ANEW}"
 
 
-def _newest_checkpoint(run_dir: Path) -> Optional[Tuple[int, float]]:
-    """(env steps, modification time) of the run's numbered checkpoint with the most env steps (its name holds
-    them: nothing is loaded); None when it has none."""
-    best = None
-    for path in (Path(run_dir) / "checkpoints").glob("checkpoint_*.ckpt"):
-        digits = path.stem[len("checkpoint_"):]
-        if digits.isdigit() and (best is None or int(digits) > best[0]):
-            best = (int(digits), path.stat().st_mtime)
-    return best
+def _newest_checkpoint(run_dir: Path) -> Optional[Tuple[Path, Optional[int], float]]:
+    """(file, env steps, modification time) of the run's most recently written learner state (run_dir's
+    learner_states, the one a resume starts from unless it is damaged); the env steps are read off a numbered
+    file's name (nothing is loaded), None for a best checkpoint. None when the run has none."""
+    states = [p for p in learner_states(checkpoint_dir(Path(run_dir))) if p.name != LAST]
+    if not states:
+        return None
+    path = max(states, key=lambda p: p.stat().st_mtime)
+    digits = path.stem[len("checkpoint_"):] if path.stem.startswith("checkpoint_") else ""
+    return path, int(digits) if digits.isdigit() else None, path.stat().st_mtime
 
 
 def _last_command(run_dir: Path) -> Optional[str]:
