@@ -218,7 +218,7 @@ def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) 
     """Trains this rank's learner with its sampler from `ckpt` (None: a new run); rank 0 writes the summary."""
     from sf_hydra.sampler.sampler import SamplerError  # the sampler's modules: loaded once the checks passed
 
-    # A stop signal from here on stops the run with a checkpoint (after its first learner step at the earliest)
+    # A stop signal from here on stops the run with a checkpoint (during start-up: as training starts)
     signals.catch(lambda signum, frame: signals.take(signal.Signals(signum)))
     try:  # the workers start while this process imports Lightning and builds the learner
         sampler = launch_sampler(plan, hand_out_slots=ckpt is None and not cfg.pbt.with_pbt)

@@ -76,3 +76,19 @@ def test_a_later_repeat_during_a_save_aborts_once_that_save_is_on_disk(tmp_path,
     saved = "best_p0.ckpt" if kind == "best" else f"checkpoint_{signalled_at:012d}.ckpt"
     assert every[saved] == signalled_at, every  # the save the signals landed in is whole
     assert resumed == max(every.values()) == signalled_at, every
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hook, sig", [("setup", "SIGINT"), ("on_fit_start", "SIGTERM")])
+def test_a_stop_signal_before_training_starts_ends_saved_as_training_starts(tmp_path, hook, sig):
+    """Start-up (the sampler's processes, Lightning's setup, a restore) can take a while: a stop signal then is
+    taken, and the run stops as training starts, with a checkpoint of the state it started from."""
+    node = "+callbacks.signal_early"
+    proc = train_py(tmp_path, "train_for_env_steps=100000000",
+                    f"{node}._target_=tests.helpers.signal_in_save.SignalBeforeTraining", f"{node}.hook={hook}",
+                    f"{node}.signal={sig}", timeout=180)
+    assert proc.returncode == 128 + signal.Signals[sig], proc.out[-3000:]
+    assert f"received {sig}: saving a checkpoint and stopping (during start-up: once training starts)" in proc.out
+    assert f"stopped (signal {sig}): " in proc.out, proc.out[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert _steps(tmp_path / "run" / "checkpoints" / "last.ckpt") == summary["env_steps"] == 0

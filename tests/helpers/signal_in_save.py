@@ -55,3 +55,22 @@ class SignalDuringSave(L.Callback):
                 time.sleep(self.gap)
             os.kill(os.getpid(), signal.Signals[self.signal])
         time.sleep(0.05)  # the save goes on after the handler ran
+
+
+class SignalBeforeTraining(L.Callback):
+    """Sends `signal` to this process from Lightning's `hook` before training starts: `setup` (before Lightning
+    takes SIGTERM for itself) or `on_fit_start` (after: its handler and the run's both see it)."""
+
+    def __init__(self, hook: str, signal: str = "SIGTERM"):
+        self.hook, self.signal = hook, signal
+
+    def _send(self, hook: str) -> None:
+        if hook == self.hook:
+            os.kill(os.getpid(), signal.Signals[self.signal])
+            time.sleep(0.05)
+
+    def setup(self, trainer, pl_module, stage):
+        self._send("setup")
+
+    def on_fit_start(self, trainer, pl_module):
+        self._send("on_fit_start")

@@ -135,13 +135,13 @@ def take(sig: signal.Signals, stop: Optional[Callable[[signal.Signals], None]] =
          newest_saved: Callable[[], str] = lambda: "no checkpoint was written by this session") -> None:
     """The stop signals' handler, from the start of a run to its final checkpoint. The first signal is
     recorded and `stop(sig)` asks training to stop after its current step (before training runs, None:
-    it stops after its first step); a repeat is `repeat`'s to judge, and every outcome is said, an abort
+    it stops as training starts); a repeat is `repeat`'s to judge, and every outcome is said, an abort
     with `newest_saved()` (what is on disk)."""
     if _received is None:
         record(sig)
         then = (" (preempted or near the time limit: the job is requeued after it)"
                 if sig == preemption_signal() else "")
-        when = "" if stop is not None else " (during start-up: after the first learner step)"
+        when = "" if stop is not None else " (during start-up: once training starts)"
         log.warning("received %s: saving a checkpoint and stopping%s%s", sig.name, when, then)
         if stop is not None:
             stop(sig)

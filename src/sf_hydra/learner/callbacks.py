@@ -84,7 +84,7 @@ class StopConditions(L.Callback):
         self._last = time.monotonic()
         self.start_env_steps = pl_module.env_steps
         # Training takes the signals from the start-up's handler (train.py), and from Lightning's, which
-        # took SIGTERM when fit began: a signal received meanwhile stops the run after its first step.
+        # took SIGTERM when fit began: a signal received meanwhile stops the run as it starts.
         signals.catch(lambda signum, frame: signals.take(
             signal.Signals(signum), lambda sig: self._stop_for(trainer, sig), newest_saved), new_run=False)
         early = signals.received()
