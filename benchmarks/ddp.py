@@ -75,7 +75,7 @@ def allreduce_seconds(numel: int, repeats: int = 500) -> float:
     """Seconds per all-reduce of `numel` float32 between two local processes over gloo."""
     import multiprocessing as mp
 
-    from sf_hydra.ranks import free_port
+    from sf_hydra.app.ranks import free_port
 
     ctx = mp.get_context("spawn")
     out, port = ctx.Queue(), free_port()

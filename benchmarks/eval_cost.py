@@ -87,7 +87,7 @@ def cpu_per_evaluation(args) -> int:
     import torch
     from omegaconf import OmegaConf
 
-    from sf_hydra.enjoy import load_policy
+    from sf_hydra.app.enjoy import load_policy
     from sf_hydra.envs import make_env
     from sf_hydra.evaluation.process import EvalRequest, EvalSettings, Evaluator
     from sf_hydra.plan import ModelRecipe, plain

@@ -4,7 +4,7 @@ the process started (interpreter start-up included), and the main process's CPU 
     python benchmarks/startup_trace.py                       # CartPole, 2048 steps, 3 runs
     python benchmarks/startup_trace.py --repeats 5 -- env=doom/basic train_for_env_steps=4000
 
-Each run is a fresh process that runs train.py's entry point (sf_hydra.cli.train_main) with
+Each run is a fresh process that runs train.py's entry point (sf_hydra.app.cli.train_main) with
 timestamps around its phases: the command line's compose and checks, the fork server's start,
 Hydra's two composes (`get_mode`, then the run's), the env stage, the sampler's launch, the
 imports of torch, torchmetrics, torch._dynamo and Lightning, the Trainer, fit, the final
@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 # Modules whose import is timed (from its first import to its end, nested imports included).
-TIMED_IMPORTS = ("hydra", "numpy", "gymnasium", "torch", "sf_hydra.sampler.sampler", "sf_hydra.train", "lightning",
+TIMED_IMPORTS = ("hydra", "numpy", "gymnasium", "torch", "sf_hydra.sampler.sampler", "sf_hydra.app.train", "lightning",
                  "sf_hydra.learner.ppo_learner", "torchmetrics", "scipy.signal", "matplotlib", "torch._dynamo",
                  "tensorboard", "lightning.pytorch.trainer.trainer")
 
@@ -111,7 +111,7 @@ def traced_run(out: str, argv) -> None:
     tracer.mark("tracer starts")
     t = tracer.wrap
     hooks = {
-        "sf_hydra.train": lambda m: [t(m, n) for n in ("check_before_start", "check_config_against_env",
+        "sf_hydra.app.train": lambda m: [t(m, n) for n in ("check_before_start", "check_config_against_env",
                                                        "launch_sampler", "build_trainer", "write_summary")],
         "sf_hydra.sampler.sampler": lambda m: (t(m.Sampler, "__init__", "Sampler()"),
                                                t(m.Sampler, "_allocate", "Sampler._allocate (shared memory)"),
@@ -126,8 +126,8 @@ def traced_run(out: str, argv) -> None:
     import hydra
     from hydra._internal.hydra import Hydra
 
-    import sf_hydra.checks as checks
-    import sf_hydra.cli as cli
+    import sf_hydra.app.checks as checks
+    import sf_hydra.app.cli as cli
     from sf_hydra.sampler import mp
 
     tracer.mark("cli imported")

@@ -98,7 +98,7 @@ def short_cartpole_run(tmp_path_factory):
     scalars, log, checkpoint) or play it. Such a test must not change what others read."""
     import logging
 
-    from sf_hydra.train import train
+    from sf_hydra.app.train import train
 
     class Collect(logging.Handler):
         def __init__(self):

@@ -27,12 +27,12 @@ from omegaconf import OmegaConf
 
 from sf_hydra.config.choices import PBT_HYPERPARAMS
 from sf_hydra.config.schema import AlgoConfig
+from sf_hydra.core.seeding import rank_seed
+from sf_hydra.core.spaces import obs_shapes
+from sf_hydra.core.targets import build
+from sf_hydra.core.trajectory import TrajectorySpec, model_trajectory_spec
 from sf_hydra.envs import episode_stats, reward_shaping
 from sf_hydra.models import build_model
-from sf_hydra.seeding import rank_seed
-from sf_hydra.spaces import obs_shapes
-from sf_hydra.targets import build
-from sf_hydra.trajectory import TrajectorySpec, model_trajectory_spec
 
 
 def initial_hyperparams(algo) -> Dict[str, float]:

@@ -1,7 +1,7 @@
 """A list of bad command lines, each refused before any process starts, with the key named in one message shape:
 `bad config: key=value is not allowed: ...`.
 
-Most run in this process through what train.py runs first (sf_hydra.checks.check_command_line, which composes
+Most run in this process through what train.py runs first (sf_hydra.app.checks.check_command_line, which composes
 the config as hydra.main will); a handful run `python train.py ...` for real: exit code 2, the message on stderr,
 and nothing written into train_dir.
 """
@@ -17,7 +17,7 @@ import psutil
 import pytest
 import torch
 
-from sf_hydra.checks import check_command_line
+from sf_hydra.app.checks import check_command_line
 from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import apply_aliases
 from tests.conftest import CONF_DIR, REPO_ROOT

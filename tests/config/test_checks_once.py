@@ -1,4 +1,4 @@
-"""Each stage of sf_hydra.checks runs once per launch: `python train.py` runs schema to run folder before
+"""Each stage of sf_hydra.app.checks runs once per launch: `python train.py` runs schema to run folder before
 Hydra, Hydra composes the same command line again, and train() runs only the env stage; train(cfg) called
 with a composed config runs every stage but the schema."""
 
@@ -12,17 +12,17 @@ from collections import Counter
 
 import pytest
 
-import sf_hydra.checks as checks
-import sf_hydra.train as train_module
-from sf_hydra.checks import BEFORE_START, check_command_line
+import sf_hydra.app.checks as checks
+import sf_hydra.app.train as train_module
+from sf_hydra.app.checks import BEFORE_START, check_command_line
 from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg, make_cfg
 
 # train.py with each stage counted, and the launch itself (sampler, learner) replaced by the env stage alone.
 LAUNCH = r"""
 import atexit, collections, dataclasses, json, sys
-import sf_hydra.checks as checks
-import sf_hydra.train as train_module
-from sf_hydra.cli import train_main
+import sf_hydra.app.checks as checks
+import sf_hydra.app.train as train_module
+from sf_hydra.app.cli import train_main
 
 calls = collections.Counter()
 

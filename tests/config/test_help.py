@@ -10,11 +10,11 @@ from dataclasses import dataclass, fields, is_dataclass
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from sf_hydra.cli import CONFIG_DIR
+from sf_hydra.app.cli import CONFIG_DIR
+from sf_hydra.app.help import help_request, print_help
 from sf_hydra.config import schema
-from sf_hydra.config.docs import field_docs
+from sf_hydra.config.field_docs import field_docs
 from sf_hydra.config.store import env_schemas
-from sf_hydra.help import help_request, print_help
 from tests.conftest import REPO_ROOT, compose_cfg
 
 

@@ -6,7 +6,7 @@ import sys
 
 from tests.conftest import REPO_ROOT
 
-ABOVE_CONFIG = ("sf_hydra.envs", "sf_hydra.sampler", "sf_hydra.models", "sf_hydra.learner", "sf_hydra.targets")
+ABOVE_CONFIG = ("sf_hydra.envs", "sf_hydra.sampler", "sf_hydra.models", "sf_hydra.learner", "sf_hydra.core.targets")
 
 
 def test_importing_config_imports_nothing_above_it():

@@ -11,8 +11,8 @@ import sys
 import pytest
 import tomllib
 
-from sf_hydra.config.extras import EXTRA_OF_MODULE
-from sf_hydra.faults import EXIT_BAD_CONFIG
+from sf_hydra.core.extras import EXTRA_OF_MODULE
+from sf_hydra.core.faults import EXIT_BAD_CONFIG
 from tests.faults.runs import REPO, env_with_repo
 
 CASES = [  # (hidden module, train.py's arguments, the extra, a module the case needs installed to get that far)

@@ -16,6 +16,6 @@ def test_refused_without_importing_torch(tmp_path, override):
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "bad config:" in result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
-    assert "sf_hydra.cli" in imported
+    assert "sf_hydra.app.cli" in imported
     assert not {"torch", "lightning"} & imported
     assert not any(tmp_path.iterdir()), "nothing is written for a refused run"

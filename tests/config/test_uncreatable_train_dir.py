@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sf_hydra.faults import EXIT_BAD_CONFIG
+from sf_hydra.core.faults import EXIT_BAD_CONFIG
 from tests.faults.runs import REPO, env_with_repo
 
 

@@ -18,11 +18,11 @@ import torch
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
+from sf_hydra.app.train import check_config
 from sf_hydra.config import ConfigError, validate, validation
 from sf_hydra.config.choices import Choice
 from sf_hydra.config.schema import TrainConfig
 from sf_hydra.config.validation import AT_LEAST_ONE, HALF_OPEN_UNIT_INTERVAL, NON_NEGATIVE, POSITIVE, UNIT_INTERVAL
-from sf_hydra.train import check_config
 from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg
 
 needs_vizdoom = pytest.mark.skipif(importlib.util.find_spec("vizdoom") is None,
@@ -125,7 +125,7 @@ def test_hydra_rejects_unknown_env_config():
 
 
 def test_unknown_env_config_lists_near_matches_first():
-    from sf_hydra.env_names import check_env_overrides
+    from sf_hydra.app.env_choices import check_env_overrides
 
     with pytest.raises(ConfigError) as info:
         check_env_overrides(["seed=1", "env=gym/cartpole,doom/batle"], CONF_DIR)

@@ -3,8 +3,8 @@ part of the plan is the same on every rank."""
 
 import gymnasium as gym
 
+from sf_hydra.core.seeding import env_seed, rank_seed
 from sf_hydra.plan import plan_for_rank
-from sf_hydra.seeding import env_seed, rank_seed
 from tests.conftest import make_cfg
 from tests.helpers.plans import plan_for
 

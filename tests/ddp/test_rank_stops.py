@@ -11,8 +11,8 @@ import psutil
 import pytest
 import torch
 
-from sf_hydra.faults import RankFailed
-from sf_hydra.train import train
+from sf_hydra.app.train import train
+from sf_hydra.core.faults import RankFailed
 from tests.conftest import make_cfg
 from tests.ddp.test_two_ranks import STATE, _same
 from tests.faults.runs import REPO, env_with_repo
@@ -25,7 +25,7 @@ def _rank_1():
     """The process of learner rank 1, a child of this (rank 0's) process."""
     for proc in psutil.Process().children():
         try:
-            if "sf_hydra.ddp_rank" in " ".join(proc.cmdline()):
+            if "sf_hydra.app.ddp_rank" in " ".join(proc.cmdline()):
                 return proc
         except psutil.Error:
             continue
@@ -132,7 +132,7 @@ def test_killing_rank_0_of_python_train_py_leaves_no_process(tmp_path):
             time.sleep(0.2)
         time.sleep(2.5)  # a periodic checkpoint or two
         tree = psutil.Process(proc.pid).children(recursive=True)
-        assert any("sf_hydra.ddp_rank" in " ".join(p.cmdline()) for p in tree)
+        assert any("sf_hydra.app.ddp_rank" in " ".join(p.cmdline()) for p in tree)
         proc.kill()
         proc.wait()
         _, alive = psutil.wait_procs(tree, timeout=45)  # rank 1: the collective fails at once or times out (20 s)

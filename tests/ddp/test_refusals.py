@@ -2,8 +2,8 @@
 
 import pytest
 
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError, validate
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 
 

@@ -4,8 +4,8 @@
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import compose_cfg
 
 STATE = "tests.helpers.rank_state.WriteRankState"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from sf_hydra.train import train
+from sf_hydra.app.train import train
 from tests.conftest import REPO_ROOT, make_cfg
 
 

@@ -9,12 +9,12 @@ pytest.importorskip("cv2", reason="gymnasium's AtariPreprocessing needs OpenCV (
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from sf_hydra.app.train import check_config  # noqa: E402
 from sf_hydra.config import ConfigError  # noqa: E402
 from sf_hydra.envs.atari.family import make_atari_env  # noqa: E402
 from sf_hydra.envs.atari.games import check_game, game_ids  # noqa: E402
 from sf_hydra.envs.atari.schema import AtariEnvConfig  # noqa: E402
 from sf_hydra.envs.atari.wrappers import GAME_CONTINUES  # noqa: E402
-from sf_hydra.train import check_config  # noqa: E402
 from tests.conftest import compose_cfg  # noqa: E402
 
 NOOP = 0
@@ -190,7 +190,7 @@ def test_every_game_of_the_table_composes():
 
 
 def test_served_games_pass_the_env_name_check():
-    from sf_hydra.env_names import check_env_overrides
+    from sf_hydra.app.env_choices import check_env_overrides
     from tests.conftest import CONF_DIR
 
     check_env_overrides(["env=atari/pong,atari/breakout,atari/space_invaders"], CONF_DIR)

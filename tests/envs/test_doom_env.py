@@ -167,7 +167,7 @@ def test_resize_keeps_the_pixel_nearest_neighbour_picks_as_sample_factory_does()
 
 @pytest.mark.parametrize("bad", [[128], [0, 72], [128, 72, 3]])
 def test_a_bad_resize_names_the_key_and_what_is_allowed(bad):
-    from sf_hydra.config.errors import ConfigError
+    from sf_hydra.core.errors import ConfigError
     from sf_hydra.envs.doom.frames import check_resize
 
     with pytest.raises(ConfigError, match=r"env\.resize.*\[width, height\], two integers >= 1"):

@@ -14,14 +14,14 @@ pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco pac
 from omegaconf import OmegaConf  # noqa: E402
 from torch.distributions import AffineTransform, Independent, Normal, TanhTransform, TransformedDistribution  # noqa: E402
 
-from sf_hydra.config.errors import ConfigError  # noqa: E402
+from sf_hydra.app.train import check_config  # noqa: E402
 from sf_hydra.config.schema import ModelConfig  # noqa: E402
+from sf_hydra.core.errors import ConfigError  # noqa: E402
+from sf_hydra.core.spaces import to_env_action  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.mujoco.family import known_ids, make_mujoco_env, validate_env  # noqa: E402
 from sf_hydra.envs.mujoco.schema import MujocoEnvConfig  # noqa: E402
 from sf_hydra.models.action_heads import TanhDiagGaussian, make_action_head  # noqa: E402
-from sf_hydra.spaces import to_env_action  # noqa: E402
-from sf_hydra.train import check_config  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
 
 # id -> (observation size, action size, action bound)

@@ -3,7 +3,7 @@ stages), each naming the key, the value and what is allowed."""
 
 import pytest
 
-from sf_hydra.checks import check_config, check_config_against_env
+from sf_hydra.app.checks import check_config, check_config_against_env
 from sf_hydra.config import ConfigError
 from tests.conftest import compose_cfg
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from sf_hydra.enjoy import load_policy
+from sf_hydra.app.enjoy import load_policy
+from sf_hydra.app.train import train
+from sf_hydra.core.seeding import env_seed
 from sf_hydra.envs import make_env
 from sf_hydra.evaluation.episodes import as_multi_agent, episode_record, play_episodes
 from sf_hydra.report.__main__ import main as report
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.seeding import env_seed
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 
 EVERY = 20_000

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from sf_hydra.train import train
+from sf_hydra.app.train import train
 from tests.conftest import make_cfg
 
 

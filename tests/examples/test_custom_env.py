@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
+from sf_hydra.app.train import check_config
 from sf_hydra.config import ConfigError
-from sf_hydra.train import check_config
 from tests.conftest import REPO_ROOT, make_cfg
 
 EXAMPLE_CONF = REPO_ROOT / "examples" / "custom_env" / "conf"

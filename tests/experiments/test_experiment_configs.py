@@ -5,8 +5,8 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
+from sf_hydra.app.train import check_config
 from sf_hydra.config import ConfigError
-from sf_hydra.train import check_config
 from tests.conftest import REPO_ROOT, compose_cfg
 
 EXPERIMENTS = sorted(p.stem for p in (REPO_ROOT / "experiments").glob("*.yaml"))
@@ -80,7 +80,7 @@ def test_self_play_presets_run_scaled_down(tmp_path, name):
     game go to several of the 8 policies (pbt.mix_policies_in_one_env), each given its seat's steps."""
     import json
 
-    from sf_hydra.train import train
+    from sf_hydra.app.train import train
 
     skip_without_extra(name)
     cfg = compose_cfg(f"+experiment={name}", f"train_dir={tmp_path}", "hardware.num_workers=1",

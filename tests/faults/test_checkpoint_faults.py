@@ -8,9 +8,9 @@ import subprocess
 import pytest
 import torch
 
-from sf_hydra.faults import CheckpointError, CheckpointSaveError
-from sf_hydra.run_dir import resume_checkpoint
-from sf_hydra.train import train
+from sf_hydra.app.train import train
+from sf_hydra.core.faults import CheckpointError, CheckpointSaveError
+from sf_hydra.core.run_dir import resume_checkpoint
 from tests.conftest import make_cfg
 from tests.faults.runs import train_py
 

@@ -111,9 +111,9 @@ def test_a_signal_during_the_final_save_does_not_lose_it(tmp_path, monkeypatch, 
     save off."""
     import torch
 
-    from sf_hydra.launch import signals
+    from sf_hydra.app.train import train
+    from sf_hydra.core import signals
     from sf_hydra.learner.checkpointing import PeriodicCheckpoint
-    from sf_hydra.train import train
     from tests.conftest import make_cfg
 
     save = PeriodicCheckpoint.save

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from sf_hydra.faults import NonFiniteTraining
+from sf_hydra.app.train import train
+from sf_hydra.core.faults import NonFiniteTraining
 from sf_hydra.report.tensorboard import read_scalars
 from sf_hydra.sampler.sampler import SamplerError
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 
 ENV = ("env=gym/any", "env.id=tests.helpers.nonfinite_envs:NonFiniteCartPole-v0")

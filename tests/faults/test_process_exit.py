@@ -14,7 +14,7 @@ from tests.faults.runs import REPO, TINY, env_with_repo
 
 SCRIPT = textwrap.dedent('''
     import atexit, sys, threading, time
-    from sf_hydra.cli import ends_process
+    from sf_hydra.app.cli import ends_process
 
     @ends_process
     def main():

@@ -1,4 +1,4 @@
-"""What a stop signal after the first means (sf_hydra.launch.signals): the same request delivered twice, an
+"""What a stop signal after the first means (sf_hydra.core.signals): the same request delivered twice, an
 abort that waits for the save under way, a note while the final checkpoint is written, or an abort now."""
 
 import signal
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sf_hydra.launch import signals
+from sf_hydra.core import signals
 
 
 @pytest.fixture

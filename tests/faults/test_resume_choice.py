@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-from sf_hydra.faults import CheckpointError
-from sf_hydra.run_dir import SAVED_AT_KEY, resume_checkpoint
+from sf_hydra.core.faults import CheckpointError
+from sf_hydra.core.run_dir import SAVED_AT_KEY, resume_checkpoint
 
 
 def _state(path, env_steps: int, saved_at=None, mtime=None):

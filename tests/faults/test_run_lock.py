@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from sf_hydra.faults import EXIT_BUSY, RunFolderBusy
-from sf_hydra.run_dir import RunLock
+from sf_hydra.core.faults import EXIT_BUSY, RunFolderBusy
+from sf_hydra.core.run_dir import RunLock
 from tests.faults.runs import REPO, TINY, env_with_repo, train_py
 
-HOLD = ("import sys, time; from pathlib import Path; from sf_hydra.run_dir import RunLock; "
+HOLD = ("import sys, time; from pathlib import Path; from sf_hydra.core.run_dir import RunLock; "
         "RunLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(600)")
 
 

@@ -10,7 +10,7 @@ import signal
 import pytest
 import torch
 
-from sf_hydra.run_dir import learner_states, resume_checkpoint
+from sf_hydra.core.run_dir import learner_states, resume_checkpoint
 from tests.faults.runs import train_py
 
 CALLBACK = "+callbacks.signal_in_save"

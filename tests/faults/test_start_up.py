@@ -32,7 +32,7 @@ def test_an_env_key_the_envs_own_check_refuses_is_a_bad_config_not_a_crash(tmp_p
     """DoomEnv checks env.downsample and env.resize when the probe env is built: that is still before any
     process starts, and it reads as every other bad config (one line naming key, value and what is allowed)."""
     pytest.importorskip("vizdoom", reason="the doom extra (vizdoom) is not installed")
-    from sf_hydra.faults import EXIT_BAD_CONFIG
+    from sf_hydra.core.faults import EXIT_BAD_CONFIG
 
     refusals = [("env.downsample=0", "bad config: env.downsample=0 is not allowed: an integer >= 1"),
                 ("env.resize=[0,72]", "bad config: env.resize=[0, 72] is not allowed: null or [width, height], two")]

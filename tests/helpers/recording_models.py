@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
+from sf_hydra.core.spaces import discrete_sizes
+from sf_hydra.core.trajectory import Field
 from sf_hydra.models import ActorCritic
 from sf_hydra.models.actor_critic import StepOutput
-from sf_hydra.spaces import discrete_sizes
-from sf_hydra.trajectory import Field
 
 
 class LogitsActorCritic(ActorCritic):

@@ -7,12 +7,12 @@ from __future__ import annotations
 import multiprocess
 import torch
 
+from sf_hydra.core.trajectory import model_trajectory_spec
 from sf_hydra.models import build_model
 from sf_hydra.plan import worker_settings
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.trajectory import model_trajectory_spec
 
 SERVER = ("hardware.inference=server", "hardware.worker_num_splits=2", "hardware.num_envs_per_worker=4")
 GRU = ("model.use_rnn=true", "model.rnn_size=16", "algo.recurrence=8", "algo.rollout=8", "algo.batch_size=64")

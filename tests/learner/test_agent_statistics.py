@@ -5,8 +5,8 @@ episodes differ on purpose: agent 0 has 8 active steps per episode, agents 1 and
 
 import pytest
 
+from sf_hydra.app.train import train
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 from tests.sampler.collect import collect
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from sf_hydra.core.trajectory import TrajectoryBuffers, model_trajectory_spec, trajectory_spec
 from sf_hydra.learner.ppo_learner import PPOLearner
-from sf_hydra.trajectory import TrajectoryBuffers, model_trajectory_spec, trajectory_spec
 from tests.helpers.plans import learner_for, with_trainer
 
 ROWS, T = 8, 8

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from sf_hydra.config import ConfigError, validate
+from sf_hydra.core.spaces import discrete_sizes
+from sf_hydra.core.trajectory import ACTION_DIST_PARAMS
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.models.action_heads import CategoricalHead
 from sf_hydra.models.kl import categorical_kl, symmetric_kl_with_uniform
-from sf_hydra.spaces import discrete_sizes
-from sf_hydra.trajectory import ACTION_DIST_PARAMS
 from tests.helpers.plans import learner_for
 from tests.learner.test_vtrace_loss import vtrace_reference
 
@@ -208,7 +208,7 @@ def test_symmetric_kl_exploration_loss_replaces_the_entropy(tmp_cfg):
 
 def test_symmetric_kl_with_continuous_actions_is_refused(tmp_cfg):
     """Refused by the env-dependent rules (learner/loss_rules.py), before any process starts."""
-    from sf_hydra.train import train
+    from sf_hydra.app.train import train
 
     cfg = tmp_cfg("env=gym/any", "env.id=Pendulum-v1", "algo.exploration_loss=symmetric_kl")
     with pytest.raises(ConfigError, match=r"^algo.exploration_loss='symmetric_kl' is not allowed: entropy"):

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from sf_hydra.games import Game
+from sf_hydra.core.games import Game
 from sf_hydra.learner.league import priority, win_rate
 from sf_hydra.learner.opponent_pool import OpponentPool
-from sf_hydra.sampler.door import Door
 from sf_hydra.sampler.env_info import describe_env
+from sf_hydra.sampler.sampler_door import Door
 from tests.helpers.plans import learner_for, sampler_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

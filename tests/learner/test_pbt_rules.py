@@ -275,8 +275,8 @@ def test_the_reference_is_never_mutated_at_a_look_but_may_take_a_donor_as_it_is(
 def test_the_true_objective_is_the_unshaped_return_unless_the_env_reports_its_own():
     """Sample Factory ranks by `true_objective`: the env's own statistic of that name when it
     reports one, else the raw return; never what a policy's own (mutated) shaping weights paid."""
+    from sf_hydra.core.metric_names import TRUE_OBJECTIVE, metric_value
     from sf_hydra.learner.statistics import PolicyStats
-    from sf_hydra.metric_names import TRUE_OBJECTIVE, metric_value
 
     stats = PolicyStats(10)
     assert stats.true_objective() is None

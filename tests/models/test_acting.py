@@ -9,11 +9,11 @@ import pytest
 import torch
 from scipy.stats import chi2
 
+from sf_hydra.core.spaces import ACTION_MASK
 from sf_hydra.models import build_model
 from sf_hydra.models.action_heads import CategoricalHead, MultiCategorical, gumbel_argmax
 from sf_hydra.models.actor_critic import FusedPolicies, act_per_policy, policies_act
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.spaces import ACTION_MASK
 from tests.conftest import make_cfg
 
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
 from sf_hydra.models import build_model
 from sf_hydra.models.action_heads import CategoricalHead, MultiCategorical, masked_logits
 from sf_hydra.models.actor_critic import check_model_for_env
-from sf_hydra.train import train
 from tests.helpers.masked_envs import BoxMaskedEnv, MaskedEnv, WrongSizeMaskEnv
 
 MASK = torch.tensor([[1, 0, 1, 0], [0, 0, 0, 1], [1, 1, 1, 1]], dtype=torch.int8)

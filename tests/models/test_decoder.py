@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.models import build_model
-from sf_hydra.train import train
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch.distributions import Categorical, Normal, kl_divergence
 
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
+from sf_hydra.core.spaces import action_spec, is_mixed_tuple, num_discrete_actions, to_env_action
 from sf_hydra.models import build_model
 from sf_hydra.models.action_heads import TupleHead
-from sf_hydra.spaces import action_spec, is_mixed_tuple, num_discrete_actions, to_env_action
-from sf_hydra.train import train
 from tests.helpers.mixed_action_envs import MixedActionEnv
 
 SPACE = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,), np.float32),

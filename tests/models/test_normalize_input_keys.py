@@ -4,11 +4,11 @@ normalization (None: all); the others are only scaled."""
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
 from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import check_model_for_env
 from sf_hydra.models.normalizer import ObservationPreprocessor
-from sf_hydra.train import train
 from tests.helpers.space_envs import DictObsEnv
 
 SHAPES = {"image": (3, 4, 4), "vec": (2,)}

@@ -94,7 +94,7 @@ def test_unrolled_evaluate_matches_stepwise_act(tmp_cfg):
 
 @pytest.mark.slow
 def test_cartpole_trains_with_separate_towers_and_replays_in_enjoy(tmp_path):
-    from sf_hydra.train import train
+    from sf_hydra.app.train import train
     from tests.conftest import make_cfg
 
     summary = train(make_cfg(tmp_path, *SEPARATE[:3], "model.rnn_size=16", "train_for_env_steps=3000"))

@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from sf_hydra.bad_input import compose_command_line
-from sf_hydra.checks import check_command_line
+from sf_hydra.app.bad_input import compose_command_line
+from sf_hydra.app.checks import check_command_line
 from sf_hydra.config.aliases import apply_aliases
 from tests.faults.runs import env_with_repo
 

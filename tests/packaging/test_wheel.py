@@ -88,7 +88,7 @@ def venv(request, wheel, tmp_path_factory) -> Path:
 
 def test_installed_package_is_the_wheel(venv, tmp_path):
     """sf_hydra, its Hydra plugins and its configs are imported from the venv, not from this checkout."""
-    code = ("import json, sf_hydra, sf_hydra_conf, hydra_plugins.sf_hydra_plugins as p, sf_hydra.cli as c;"
+    code = ("import json, sf_hydra, sf_hydra_conf, hydra_plugins.sf_hydra_plugins as p, sf_hydra.app.cli as c;"
             "print(json.dumps([sf_hydra.__file__, sf_hydra_conf.__file__, p.__file__, c.CONFIG_PATH, c.CONFIG_DIR]))")
     out = _run([venv / "bin" / "python", "-c", code], cwd=tmp_path, env=clean_env()).stdout
     code_file, conf_file, plugin_file, config_path, config_dir = json.loads(out.strip().splitlines()[-1])

@@ -7,8 +7,8 @@ import sys
 import pytest
 import yaml
 
-from sf_hydra.checks import check_command_line
-from sf_hydra.sample_factory.translate import sf_defaults, sf_flags_in, translate_argv
+from sf_hydra.app.checks import check_command_line
+from sf_hydra.app.sample_factory.translate import sf_defaults, sf_flags_in, translate_argv
 from tests.conftest import CONF_DIR, REPO_ROOT
 
 CONF = str(CONF_DIR)

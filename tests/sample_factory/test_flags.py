@@ -1,4 +1,4 @@
-"""The Sample Factory flag table (sf_hydra/sample_factory/flags.py): complete against the v2
+"""The Sample Factory flag table (sf_hydra/app/sample_factory/flags.py): complete against the v2
 reference (tests/data, a copy of its --help), every key it maps exists, converters round-trip,
 and docs/parameters.md is the generator's output."""
 
@@ -8,10 +8,8 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.config.schema import EnjoyConfig
-from sf_hydra.sample_factory import env_names
-from sf_hydra.sample_factory.flags import (
+from sf_hydra.app.sample_factory import env_names
+from sf_hydra.app.sample_factory.flags import (
     BY_NAME,
     ENJOY_KEYS,
     ENV_FLAGS,
@@ -24,6 +22,8 @@ from sf_hydra.sample_factory.flags import (
     parse,
     with_env_converter,
 )
+from sf_hydra.config.schema import EnjoyConfig
+from sf_hydra.core.errors import ConfigError
 from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg
 
 REFERENCE = REPO_ROOT / "tests" / "data" / "sample-factory-v2-parameter-reference.txt"
@@ -142,8 +142,9 @@ def test_bad_values_name_the_flag(name, raw):
 
 def test_docs_are_the_generators_output():
     pytest.importorskip("ale_py", reason="the atari extra: docs/parameters.md lists the names of ale_py's games")
-    from sf_hydra.sample_factory.docs import render
+    from sf_hydra.app.sample_factory.parameter_reference import render
 
     committed = (REPO_ROOT / "docs" / "parameters.md").read_text()
-    assert committed == render(), "regenerate: python -m sf_hydra.sample_factory.docs > docs/parameters.md"
+    assert committed == render(), \
+        "regenerate: python -m sf_hydra.app.sample_factory.parameter_reference > docs/parameters.md"
     assert all(f"| `--{row.name}` |" in committed for row in FLAGS + ENV_FLAGS)

@@ -1,4 +1,4 @@
-"""`python -m sf_hydra.import_sf_config`: a Sample Factory run's saved config.json (real ones,
+"""`python -m sf_hydra.app.import_sf_config`: a Sample Factory run's saved config.json (real ones,
 tests/data/sf_cartpole_config.json: train_gym_env CartPole-v1, 2000 steps; sf_doom_my_way_home_config.json:
 train_vizdoom doom_my_way_home, 1M frames, with its Doom flags) -> a preset of ours."""
 
@@ -8,9 +8,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from sf_hydra.app.import_sf_config import main
 from sf_hydra.config import register_configs, validate
 from sf_hydra.config.aliases import apply_aliases
-from sf_hydra.import_sf_config import main
 from tests.conftest import CONF_DIR, REPO_ROOT
 
 SF_CONFIG = REPO_ROOT / "tests" / "data" / "sf_cartpole_config.json"

@@ -10,10 +10,10 @@ import shlex
 
 import pytest
 
-from sf_hydra.checks import check_command_line
+from sf_hydra.app.checks import check_command_line
+from sf_hydra.app.sample_factory.translate import translate_argv
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
-from sf_hydra.sample_factory.translate import translate_argv
-from sf_hydra.train import train
 from tests.conftest import CONF_DIR, REPO_ROOT
 
 V1_README = REPO_ROOT / "tests" / "data" / "sample-factory-v1-README.md"

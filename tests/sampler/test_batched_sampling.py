@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.app.train import train
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.sampler.vector_envs import check_batched_sampling, make_vector_env
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 from tests.sampler.collect import collect
 

@@ -10,12 +10,12 @@ import torch
 pytest.importorskip("ale_py", reason="the atari env family needs ale-py (pip install 'sf_hydra[atari]')")
 pytest.importorskip("cv2", reason="gymnasium's AtariPreprocessing needs OpenCV (pip install opencv-python-headless)")
 
-from sf_hydra.enjoy import Seat, SingleAgent, obs_batch, play_episode  # noqa: E402
+from sf_hydra.app.enjoy import Seat, SingleAgent, obs_batch, play_episode  # noqa: E402
+from sf_hydra.core.seeding import env_seed  # noqa: E402
+from sf_hydra.core.spaces import obs_specs, to_env_action  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.episode_info import GAME_CONTINUES  # noqa: E402
 from sf_hydra.models import build_model  # noqa: E402
-from sf_hydra.seeding import env_seed  # noqa: E402
-from sf_hydra.spaces import obs_specs, to_env_action  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
 from tests.sampler.collect import collect  # noqa: E402
 

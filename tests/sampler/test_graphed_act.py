@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from sf_hydra.config import validate
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.models import build_model
 from sf_hydra.models.actor_critic import policies_act
 from sf_hydra.sampler.env_info import describe_env

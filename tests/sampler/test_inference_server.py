@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from sf_hydra.config import validate
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.models.actor_critic import act_per_policy
 from sf_hydra.sampler.inference_server import decode_rows, encode_rows
 from sf_hydra.sampler.policy_store import DEVICE

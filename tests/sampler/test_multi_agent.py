@@ -10,9 +10,9 @@ training learns the cue."""
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.envs.multi_agent.toy import MultiAgentToyEnv
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 from tests.sampler.collect import collect
 

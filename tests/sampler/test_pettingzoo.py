@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("pettingzoo.butterfly", reason="the multiagent extra (pettingzoo[butterfly]) is not installed")
 
+from sf_hydra.app.train import train  # noqa: E402
 from sf_hydra.envs.multi_agent.pettingzoo import make_pettingzoo_env  # noqa: E402
-from sf_hydra.train import train  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
 from tests.sampler.collect import collect  # noqa: E402
 

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.app.train import check_config
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.seeding import env_seed
+from sf_hydra.core.trajectory import obs_field_name
 from sf_hydra.envs import episode_stats, make_env
 from sf_hydra.plan import worker_settings
 from sf_hydra.sampler.env_info import env_info, env_info_cache_file
 from sf_hydra.sampler.rollout_worker import decorrelation_delay
-from sf_hydra.seeding import env_seed
-from sf_hydra.train import check_config
-from sf_hydra.trajectory import obs_field_name
 from tests.conftest import make_cfg
 from tests.helpers.probe_envs import hwc_frame, read_log
 from tests.sampler.collect import collect, running_sampler

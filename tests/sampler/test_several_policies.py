@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.games import pool_outcome
+from sf_hydra.core.games import pool_outcome
 from tests.helpers.plans import plan_for, sampler_for
 
 TAGGED = "model._target_=tests.helpers.recording_models.TaggedActorCritic"
@@ -158,7 +158,7 @@ def test_opponent_odds_reach_the_workers(tmp_cfg, mode):
     def two_snapshots(sampler, learner):
         import copy
 
-        from sf_hydra.sampler.door import Door
+        from sf_hydra.sampler.sampler_door import Door
 
         for slot in (0, 1):
             frozen = copy.deepcopy(learner.policies[0])

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sf_hydra.core.seeding import env_seed
+from sf_hydra.core.trajectory import obs_field_name
 from sf_hydra.envs import make_env
 from sf_hydra.sampler.env_groups import random_steps
-from sf_hydra.seeding import env_seed
-from sf_hydra.trajectory import obs_field_name
 from tests.conftest import make_cfg
 from tests.sampler.collect import running_sampler
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.trajectory import Field, RolloutStaging, TrajectoryBuffers, TrajectoryWriter, trajectory_spec
+from sf_hydra.core.trajectory import Field, RolloutStaging, TrajectoryBuffers, TrajectoryWriter, trajectory_spec
 from tests.helpers.plans import plan_for, sampler_for
 
 
@@ -133,9 +133,9 @@ def test_agent_rows_worker_steps_single_agent_envs_like_the_single_agent_loop(tm
     """`SingleEnvGroup` lets the agent-rows worker step plain gymnasium envs (what
     benchmarks/sampler_throughput.py's `rows` variant measures): whole CartPole episodes
     (reward 1 per step, a done at each end) in its slots, log-probs those of the policy."""
+    from sf_hydra.core.trajectory import obs_fields_of
     from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
     from sf_hydra.sampler.env_info import describe_env
-    from sf_hydra.trajectory import obs_fields_of
 
     cfg = tmp_cfg("hardware.serial_mode=true", "hardware.num_workers=1")
     info = describe_env(cfg.env, seed=cfg.seed)

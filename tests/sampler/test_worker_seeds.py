@@ -1,11 +1,11 @@
-"""Every sampler process draws its own random numbers (sf_hydra/seeding.py): without that, a
+"""Every sampler process draws its own random numbers (sf_hydra/core/seeding.py): without that, a
 forked or spawned worker starts from the same torch state as its siblings and every worker
 samples the same actions."""
 
 import numpy as np
 import torch
 
-from sf_hydra.seeding import INFERENCE_SERVER, ROLLOUT_WORKER, process_seed
+from sf_hydra.core.seeding import INFERENCE_SERVER, ROLLOUT_WORKER, process_seed
 from tests.conftest import make_cfg
 from tests.sampler.collect import collect
 

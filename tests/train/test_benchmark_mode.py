@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from sf_hydra.app.train import train
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 from tests.faults.runs import train_py
 from tests.helpers.probe_envs import read_log

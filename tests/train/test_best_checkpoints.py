@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from sf_hydra.app.train import check_config, train
 from sf_hydra.config import ConfigError
-from sf_hydra.train import check_config, train
 from tests.conftest import REPO_ROOT, make_cfg
 
 BEST = ("save_best_every_sec=0.3", "save_best_after=2000", "save_every_sec=0.5", "keep_checkpoints=1",

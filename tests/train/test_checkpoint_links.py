@@ -8,8 +8,8 @@ import os
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.learner.checkpointing import link_last
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 
 SMALL = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=32", "keep_checkpoints=1")

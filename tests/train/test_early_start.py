@@ -9,12 +9,12 @@ from contextlib import contextmanager
 import pytest
 import torch
 
+from sf_hydra.app.train import launch_sampler
 from sf_hydra.config import validate
+from sf_hydra.core.seeding import seed_everything
 from sf_hydra.learner.ppo_learner import PPOLearner
 from sf_hydra.plan import plan_run
 from sf_hydra.sampler.env_info import describe_env
-from sf_hydra.seeding import seed_everything
-from sf_hydra.train import launch_sampler
 from tests.helpers.plans import sampler_for
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
-from sf_hydra.train import train
 
 # (overrides, the key the message names, a text the message holds)
 NEEDS_THE_ENV = [

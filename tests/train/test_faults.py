@@ -11,8 +11,8 @@ import psutil
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.sampler.sampler import SamplerError
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 from tests.helpers.processes import sampler_processes
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sf_hydra.train import check_config, train
+from sf_hydra.app.train import check_config, train
 from tests.conftest import REPO_ROOT, compose_cfg, make_cfg
 
 HAS_BOX2D = importlib.util.find_spec("Box2D") is not None
@@ -46,8 +46,8 @@ def test_missing_box2d_is_a_config_error():
     """In a fresh interpreter where importing Box2D fails, as on a machine without it."""
     code = (
         "import sys; sys.modules['Box2D'] = None\n"
-        "from sf_hydra.train import check_config\n"
-        "from sf_hydra.config.errors import ConfigError\n"
+        "from sf_hydra.app.train import check_config\n"
+        "from sf_hydra.core.errors import ConfigError\n"
         "from tests.conftest import compose_cfg\n"
         "try:\n"
         "    check_config(compose_cfg('env=gym/lunar_lander'))\n"

@@ -5,8 +5,8 @@ ends near there. Marked slow (under a minute here); it runs in CI with the rest.
 
 import pytest
 
+from sf_hydra.app.train import train
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import compose_cfg
 
 

@@ -10,10 +10,10 @@ import sys
 import pytest
 import torch
 
+from sf_hydra.app.train import check_config, train
 from sf_hydra.config import ConfigError
 from sf_hydra.learner.pbt_rules import BELOW_ONE
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import check_config, train
 from tests.conftest import REPO_ROOT, make_cfg
 
 USELESS = "+pbt.initial_hyperparams={2:{learning_rate:1e-7},3:{learning_rate:1e-7}}"

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
+from sf_hydra.app.train import train
 from sf_hydra.learner.callbacks import Summaries
 from sf_hydra.learner.progress import FpsMeter, format_duration
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 from tests.faults.runs import REPO, TINY, env_with_repo, train_py
 from tests.helpers.terminal import run_on_terminal

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.checks import check_config
+from sf_hydra.app.checks import check_config
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
 from sf_hydra.envs import make_env
-from sf_hydra.train import train
 from tests.conftest import compose_cfg, make_cfg
 
 SERIAL = ("hardware.serial_mode=true", "hardware.reproducible=true", "seed=3", "save_every_sec=1000")

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from sf_hydra.checks import check_command_line
+from sf_hydra.app.checks import check_command_line
+from sf_hydra.app.resume_config import check_resume_config, config_differences
+from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
-from sf_hydra.resume_config import check_resume_config, config_differences
-from sf_hydra.train import train
 from tests.conftest import CONF_DIR, FAST_OVERRIDES, REPO_ROOT, make_cfg
 
 ONE = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=32")
@@ -156,7 +156,7 @@ def test_a_resume_conflict_is_refused_before_anything_heavy_is_imported(tmp_path
     assert line.startswith("bad config: algo.gamma=0.9 is not allowed: 0.99, as saved in"), line
     assert "model.encoder_mlp_layers=[32] (saved: [64, 64])" in line, line
     imported = {x.split("|")[-1].strip() for x in result.stderr.splitlines() if x.startswith("import time:")}
-    assert "sf_hydra.cli" in imported and not {"torch", "lightning"} & imported
+    assert "sf_hydra.app.cli" in imported and not {"torch", "lightning"} & imported
 
 
 def _train_py(tmp_path, *overrides):

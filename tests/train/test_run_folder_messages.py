@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from sf_hydra.faults import EXIT_BAD_CONFIG
+from sf_hydra.core.faults import EXIT_BAD_CONFIG
 from tests.faults.runs import REPO, TINY, env_with_repo, train_py
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from sf_hydra.launch.clock import seconds_since_launch
+from sf_hydra.core.clock import seconds_since_launch
 from sf_hydra.learner.profile import LEARNER_PARTS, WORKER_PARTS, RunProfile, profile_lines
 from sf_hydra.sampler.training_batches import timing_since
 
@@ -69,7 +69,7 @@ def test_a_rollouts_seconds_before_the_session_come_out_of_its_wait_first_then_i
 
 
 def test_seconds_since_launch_counts_from_the_process_start_not_from_the_import():
-    code = ("import time; time.sleep(1.5); from sf_hydra.launch.clock import seconds_since_launch; "
+    code = ("import time; time.sleep(1.5); from sf_hydra.core.clock import seconds_since_launch; "
             "print(seconds_since_launch())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert 1.5 <= float(out) < 1.5 + 10.0, out

@@ -15,8 +15,8 @@ PRESET = "doom_duel_selfplay_small"
 
 @pytest.mark.slow
 def test_small_duel_selfplay_fills_the_pool_and_plays_it(tmp_path):
-    from sf_hydra.metric_names import OUTCOME_RATES
-    from sf_hydra.train import train
+    from sf_hydra.app.train import train
+    from sf_hydra.core.metric_names import OUTCOME_RATES
 
     skip_without_extra(PRESET)
     # The preset as shipped, with shorter matches (12 s of game), an earlier snapshot, a shorter budget, and every

@@ -6,10 +6,10 @@ for answers as inference."""
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.config import validate
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 
 SERVER = ("hardware.inference=server", "hardware.worker_num_splits=2", "hardware.num_envs_per_worker=4")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from sf_hydra.app.train import check_config, train
 from sf_hydra.config import ConfigError
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import check_config, train
 from tests.conftest import make_cfg
 
 TOY_2 = ("env=gym/multi_agent_toy", "env.kwargs.num_agents=2")

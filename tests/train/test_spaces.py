@@ -3,7 +3,7 @@ vector key, MultiDiscrete and Box actions, through a real (serial) training."""
 
 import pytest
 
-from sf_hydra.train import train
+from sf_hydra.app.train import train
 from tests.conftest import make_cfg
 
 

@@ -2,8 +2,8 @@
 (Sample Factory's flush_summaries_interval): by the Summaries callback's writes and by the
 writer's own flush thread (flush_secs)."""
 
+from sf_hydra.app.loggers import build_loggers
 from sf_hydra.learner.callbacks import send_scalars
-from sf_hydra.loggers import build_loggers
 from sf_hydra.report.tensorboard import read_scalars
 from tests.conftest import make_cfg
 

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("ale_py", reason="ale-py is not installed (pip install -e '.[atari]')")
 pytest.importorskip("cv2", reason="OpenCV is not installed (pip install -e '.[atari]')")
 
-from sf_hydra.train import train  # noqa: E402
+from sf_hydra.app.train import train  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
 
 FRAMESKIP = 4

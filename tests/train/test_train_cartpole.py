@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
+from sf_hydra.app.train import train
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 
 REQUIRED_SCALARS = {

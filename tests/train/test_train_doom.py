@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("vizdoom", reason="vizdoom is not installed (pip install -e '.[doom]')")
 
-from sf_hydra.metric_names import OUTCOME_RATES  # noqa: E402
+from sf_hydra.app.train import train  # noqa: E402
+from sf_hydra.core.metric_names import OUTCOME_RATES  # noqa: E402
 from sf_hydra.report.tensorboard import read_scalars  # noqa: E402
-from sf_hydra.train import train  # noqa: E402
 from tests.conftest import compose_cfg, make_cfg  # noqa: E402
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from sf_hydra.app.train import train
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import make_cfg
 
 # Measured on 2 cores, two runs side by side: each case reaches 150 in 18k-29k env steps (median ~22k, 8-26

@@ -12,12 +12,12 @@ import torch
 
 pytest.importorskip("mujoco", reason="the mujoco env family needs the mujoco package (pip install -e '.[mujoco]')")
 
-from sf_hydra.env_names import env_configs  # noqa: E402
+from sf_hydra.app.env_choices import env_configs  # noqa: E402
+from sf_hydra.app.train import check_config, train  # noqa: E402
+from sf_hydra.core.trajectory import obs_fields_of  # noqa: E402
 from sf_hydra.plan import plan_run  # noqa: E402
 from sf_hydra.sampler.env_info import describe_env  # noqa: E402
 from sf_hydra.sampler.sampler import Sampler  # noqa: E402
-from sf_hydra.train import check_config, train  # noqa: E402
-from sf_hydra.trajectory import obs_fields_of  # noqa: E402
 from tests.conftest import CONF_DIR, make_cfg  # noqa: E402
 
 MUJOCO_CONFIGS = [name for name in env_configs(CONF_DIR) if name.startswith("mujoco/")]

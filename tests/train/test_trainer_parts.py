@@ -1,5 +1,5 @@
 """The Trainer, its callbacks and extra loggers come from config groups (conf/trainer/, conf/callbacks/,
-`logger.extra`) built with Hydra's instantiate (sf_hydra.trainer_parts): the defaults build what
+`logger.extra`) built with Hydra's instantiate (sf_hydra.app.trainer_parts): the defaults build what
 train.py built by hand, a user adds a callback or a logger from the command line or a YAML file of
 their own, and a bad node is refused with its key named (a bad `_target_` before any process starts)."""
 
@@ -13,10 +13,10 @@ import sys
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from sf_hydra.checks import check_command_line
+from sf_hydra.app.checks import check_command_line
+from sf_hydra.app.resume_config import config_differences
+from sf_hydra.app.train import build_trainer, train
 from sf_hydra.config import ConfigError
-from sf_hydra.resume_config import config_differences
-from sf_hydra.train import build_trainer, train
 from tests.conftest import CONF_DIR, REPO_ROOT, make_cfg
 
 USER_CALLBACK = "tests.helpers.user_callbacks.WriteOnTrainEnd"
@@ -142,7 +142,7 @@ def test_a_bad_node_is_refused_before_any_process_starts(tmp_path, line, key, sa
     ("nomodule.Mine", "No module named 'nomodule'"),
 ])
 def test_targets_are_found_in_the_files_without_importing_them(path, problem):
-    code = ("import sys\nfrom sf_hydra.trainer_parts import missing_without_import\n"
+    code = ("import sys\nfrom sf_hydra.app.trainer_parts import missing_without_import\n"
             f"print(repr(missing_without_import({path!r})), 'lightning' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sf_hydra.loggers import finish_wandb, start_wandb, wandb_group
+from sf_hydra.app.loggers import finish_wandb, start_wandb, wandb_group
+from sf_hydra.app.train import train
 from sf_hydra.report.tensorboard import read_scalars
-from sf_hydra.train import train
 from tests.conftest import FAST_OVERRIDES, REPO_ROOT, make_cfg
 from tests.helpers.wandb_records import read_run, run_files
 

@@ -59,7 +59,7 @@ def gpu_for_slot(slot: int, experiments_per_gpu: int, num_gpus: int) -> Optional
 class LocalParallelLauncher(LocalLauncher or object):
     def __init__(self, max_parallel: int = 2, experiments_per_gpu: int = 1, num_gpus: int = 0,
                  pin_cpus: bool = True, poll_sec: float = 0.5, **params: Any) -> None:
-        from sf_hydra.config.errors import ConfigError  # a cycle: sf_hydra.config.store imports this module
+        from sf_hydra.core.errors import ConfigError  # a cycle: sf_hydra.config.store imports this module
 
         for key, value in (("max_parallel", max_parallel), ("experiments_per_gpu", experiments_per_gpu)):
             if value < 1:

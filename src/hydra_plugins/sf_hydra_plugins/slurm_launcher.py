@@ -1,6 +1,6 @@
 """The launcher of `hydra/launcher=slurm` (conf/hydra/launcher/slurm.yaml)."""
 
-from sf_hydra.launch.requeue import RequeueAfterCheckpoint
+from sf_hydra.app.requeue import RequeueAfterCheckpoint
 
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
@@ -11,4 +11,4 @@ if SubmititSlurmLauncher is not None:
 
     class SlurmLauncher(RequeueAfterCheckpoint, SubmititSlurmLauncher):
         """hydra-submitit-launcher's Slurm launcher; a preempted or timed-out run saves its
-        checkpoint before submitit requeues the job (sf_hydra/launch/requeue.py)."""
+        checkpoint before submitit requeues the job (sf_hydra/app/requeue.py)."""

@@ -42,7 +42,7 @@ class OpponentSampling(Choice):
 
 
 class RestartBehavior(Choice):
-    """What a run does with an existing run folder (see sf_hydra.run_dir.prepare)."""
+    """What a run does with an existing run folder (see sf_hydra.core.run_dir.prepare)."""
 
     resume = "resume"
     restart = "restart"

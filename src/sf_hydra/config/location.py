@@ -1,6 +1,6 @@
 """Where the configs are: the checkout's conf/ or the installed package's copy. The entry
-points (cli.py) and the tools that read the config files (sample_factory/docs.py,
-import_sf_config.py) all ask here, so they read the same folder."""
+points (cli.py) and the tools that read the config files (app/sample_factory/parameter_reference.py,
+app/import_sf_config.py) all ask here, so they read the same folder."""
 
 from __future__ import annotations
 

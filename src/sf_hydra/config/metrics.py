@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.metric_names import BEST_METRIC_KEY, OBJECTIVE_KEY, OUTCOME_RATES, is_eval_metric, metric_choices
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.metric_names import BEST_METRIC_KEY, OBJECTIVE_KEY, OUTCOME_RATES, is_eval_metric, metric_choices
 
 
 def _value(cfg, key: str):

@@ -64,7 +64,7 @@ class EnvConfig:
 
 @dataclass
 class ModelConfig:
-    """Parts are `_target_` nodes (dotted paths, see sf_hydra/targets.py), called with run-time
+    """Parts are `_target_` nodes (dotted paths, see sf_hydra/core/targets.py), called with run-time
     arguments after the node's own keys: the network `_target_(obs_shapes, action_space,
     model_cfg, env_cfg, algo_cfg)`, `encoder(obs_shapes, model_cfg)`, `core(in_size,
     model_cfg)` (when use_rnn) and `action_head(in_size, action_space, model_cfg)`."""
@@ -323,7 +323,7 @@ class SelfPlayConfig:
 class EvalConfig:
     """Evaluation during training (sf_hydra.evaluation, beyond Sample Factory): every `every_env_steps` env
     steps and/or every `every_sec` seconds a process of its own plays `episodes` games with each trained
-    policy's current weights, on envs seeded apart from the training ones (sf_hydra.seeding), and writes
+    policy's current weights, on envs seeded apart from the training ones (sf_hydra.core.seeding), and writes
     eval/* scalars (TensorBoard, W&B) and <run_dir>/eval/evaluations.jsonl. Off while both are 0."""
 
     every_env_steps: int = 0  # the run's env steps (frames) between two evaluations; 0: not by env steps

@@ -11,10 +11,10 @@ import math
 from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.config.choices import OPTIMIZER_TARGETS, PBT_HYPERPARAMS
-from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.metrics import check_metric
 from sf_hydra.config.schema import TrainConfig as TrainDefaults
-from sf_hydra.metric_names import is_eval_metric
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.metric_names import is_eval_metric
 
 AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
@@ -477,7 +477,7 @@ def _check_missing(cfg) -> None:
 def check_values(cfg) -> None:
     """The rules on a value of its own (a range, a finite number, a mandatory value given). A resumed run
     checks the command line's config with these before its saved config is put under what was typed
-    (sf_hydra.resume_config), so that a value that is invalid is refused as invalid, not as a change the
+    (sf_hydra.app.resume_config), so that a value that is invalid is refused as invalid, not as a change the
     run folder does not take, nor passed over because the run has finished."""
     _check_missing(cfg)
     _check_ranges(cfg)
@@ -485,7 +485,7 @@ def check_values(cfg) -> None:
 
 def validate(cfg) -> None:
     """Raises ConfigError on the first rule the config breaks. Only the config's own rules: what
-    the env family, the sampler and the model parts check runs after this (sf_hydra.train.check_config)."""
+    the env family, the sampler and the model parts check runs after this (sf_hydra.app.train.check_config)."""
     check_values(cfg)
     _check_checkpoints(cfg)
     _check_losses(cfg)

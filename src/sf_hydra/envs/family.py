@@ -15,10 +15,10 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 import gymnasium as gym
 from omegaconf import DictConfig, OmegaConf
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.targets import build
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
 from sf_hydra.envs.wrappers import ChannelsFirst, EpisodeCounter
-from sf_hydra.targets import build
 
 
 class VectorEnv(NamedTuple):

@@ -31,12 +31,12 @@ from typing import Any, Dict, List, Optional
 import lightning as L
 from omegaconf import OmegaConf
 
+from sf_hydra.core.metric_names import EVAL_LENGTH, EVAL_RETURN
 from sf_hydra.evaluation.episodes import eval_video_format
 from sf_hydra.evaluation.process import EvalFailed, EvalRequest, EvalSettings, eval_process_main
 from sf_hydra.learner.callbacks import StopConditions, send_scalars
 from sf_hydra.learner.checkpointing import PeriodicCheckpoint
 from sf_hydra.learner.pbt import PopulationBasedTraining
-from sf_hydra.metric_names import EVAL_LENGTH, EVAL_RETURN
 from sf_hydra.plan import ModelRecipe, plain
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.policy_store import PolicyStore

@@ -17,10 +17,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.spaces import obs_specs, to_env_action
 from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
-from sf_hydra.spaces import obs_specs, to_env_action
 
 log = logging.getLogger("sf_hydra")
 

@@ -29,11 +29,11 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 
+from sf_hydra.core.seeding import EVALUATION, eval_env_seed, process_seed, seed_process
 from sf_hydra.envs import make_env
 from sf_hydra.evaluation.episodes import as_multi_agent, episode_record, play_episodes, render_fps, save_video
 from sf_hydra.plan import ModelRecipe
 from sf_hydra.sampler import mp
-from sf_hydra.seeding import EVALUATION, eval_env_seed, process_seed, seed_process
 
 log = logging.getLogger("sf_hydra")
 

@@ -12,8 +12,8 @@ from typing import Optional
 import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from sf_hydra.door import door_of
-from sf_hydra.launch import signals
+from sf_hydra.core import signals
+from sf_hydra.core.door import door_of
 from sf_hydra.learner import ddp
 from sf_hydra.learner.checkpointing import newest_saved
 from sf_hydra.learner.progress import (
@@ -50,9 +50,9 @@ class PublishPolicy(L.Callback):
 
 class StopConditions(L.Callback):
     """Ends training on the env-step or time budget, or on a stop signal: SIGINT/SIGTERM and,
-    in a Slurm job, submitit's preemption signal (launch/signals.py). A signal only asks for a
+    in a Slurm job, submitit's preemption signal (core/signals.py). A signal only asks for a
     stop, so the run ends after a whole learner step with a checkpoint; a later one aborts at
-    once, except where that would lose work (launch/signals.py: a duplicate delivery, a save
+    once, except where that would lose work (core/signals.py: a duplicate delivery, a save
     under way). The signals stay caught until the run's final checkpoint is saved (train.py
     calls `signals.release()`). Training time accumulates across resumes. With several policies,
     the budget and the target return hold for each policy (its own env steps and episodes), as Sample

@@ -5,7 +5,7 @@ optimization): periodic ones (`checkpoint_<env steps>.ckpt`, the newest `keep_ch
 (`best_p<k>.ckpt`, by `save_best_metric`). Every file is written to a temporary name and renamed, so a crash
 while saving never destroys the previous checkpoint. A save that fails (disk full, no permission) ends the run
 with CheckpointSaveError: the path and the cause, no traceback. A repeated stop signal that lands during a save
-aborts the run only once the save is done (launch/signals.py `shielded`), and `newest_saved` says what is on
+aborts the run only once the save is done (core/signals.py `shielded`), and `newest_saved` says what is on
 disk when it does."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import lightning as L
 
-from sf_hydra.faults import CheckpointSaveError
-from sf_hydra.files import link_atomically, write_atomically
-from sf_hydra.launch import signals
+from sf_hydra.core import signals
+from sf_hydra.core.faults import CheckpointSaveError
+from sf_hydra.core.files import link_atomically, write_atomically
+from sf_hydra.core.metric_names import is_eval_metric, metric_value
+from sf_hydra.core.run_dir import BEST_KEY, LAST, MILESTONES, SAVED_AT_KEY, best_checkpoint_name, read_best
 from sf_hydra.learner import ddp
-from sf_hydra.metric_names import is_eval_metric, metric_value
-from sf_hydra.run_dir import BEST_KEY, LAST, MILESTONES, SAVED_AT_KEY, best_checkpoint_name, read_best
 
 log = logging.getLogger("sf_hydra")
 _COPYING: Set[Path] = set()  # checkpoint folders whose file system refused a hard link (last.ckpt is copied there)
@@ -40,7 +40,7 @@ def newest_saved() -> str:
 
 
 def save_atomically(trainer, path: Path) -> None:
-    """The trainer's checkpoint at `path`, written atomically (sf_hydra.files); an OSError (disk full, no
+    """The trainer's checkpoint at `path`, written atomically (sf_hydra.core.files); an OSError (disk full, no
     permission) becomes CheckpointSaveError naming `path`, and leaves no temporary file behind."""
     global _NEWEST
     with signals.shielded():  # a repeated stop signal aborts once the file is written, not halfway
@@ -74,7 +74,7 @@ def link_last(numbered: Path, last: Path) -> None:
 
 class BestCheckpoint:
     """Each trained policy's best checkpoint, `best_p<k>.ckpt`: the whole learner state when policy k's
-    `metric` (sf_hydra.metric_names, over its last logger.stats_avg episodes) was the highest yet,
+    `metric` (sf_hydra.core.metric_names, over its last logger.stats_avg episodes) was the highest yet,
     checked every `every_sec` and before every other save, once the policy has trained `after_env_steps`
     of its own env steps. The file records the metric, its value and the env steps (BEST_KEY), and the best
     value so far is read back from the files when a run resumes."""

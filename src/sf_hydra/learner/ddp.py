@@ -98,7 +98,7 @@ def first_reason(reasons: Sequence[Optional[str]]) -> Optional[str]:
 
 def data_parallel_strategy(timeout_sec: float, via_slurm: bool) -> AllReduceDDP:
     """The strategy of a data-parallel run: ranks read from Slurm's task variables (`via_slurm`; Slurm's
-    requeue is the launcher's, not Lightning's) or from the variables rank 0 set (sf_hydra.ranks); every
+    requeue is the launcher's, not Lightning's) or from the variables rank 0 set (sf_hydra.app.ranks); every
     collective gives up after `timeout_sec`."""
     from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEnvironment
 

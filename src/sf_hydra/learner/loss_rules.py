@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.spaces import ACTION_MASK, is_mixed_tuple
-from sf_hydra.trajectory import ACTION_DIST_PARAMS, obs_field_name
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.spaces import ACTION_MASK, is_mixed_tuple
+from sf_hydra.core.trajectory import ACTION_DIST_PARAMS, obs_field_name
 
 
 def check_losses_apply(algo, action_space, spec) -> None:

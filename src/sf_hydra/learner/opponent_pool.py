@@ -28,9 +28,9 @@ from typing import Dict, List, Optional
 import lightning as L
 import torch
 
-from sf_hydra.door import door_of
-from sf_hydra.files import write_atomically
-from sf_hydra.games import snapshot
+from sf_hydra.core.door import door_of
+from sf_hydra.core.files import write_atomically
+from sf_hydra.core.games import snapshot
 from sf_hydra.learner.callbacks import send_scalars
 from sf_hydra.learner.league import League
 

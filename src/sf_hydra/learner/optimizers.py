@@ -9,7 +9,7 @@ from typing import Dict, List
 
 import torch
 
-from sf_hydra.metric_names import TRUE_OBJECTIVE
+from sf_hydra.core.metric_names import TRUE_OBJECTIVE
 from sf_hydra.plan import initial_hyperparams
 
 

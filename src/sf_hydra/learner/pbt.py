@@ -40,7 +40,8 @@ from typing import Callable, Dict, Optional
 
 import lightning as L
 
-from sf_hydra.door import door_of
+from sf_hydra.core.door import door_of
+from sf_hydra.core.metric_names import is_eval_metric
 from sf_hydra.learner.pbt_rules import (
     Decision,
     append_jsonl,
@@ -52,7 +53,6 @@ from sf_hydra.learner.pbt_rules import (
     weights_digest,
 )
 from sf_hydra.learner.pbt_workspace import Workspace
-from sf_hydra.metric_names import is_eval_metric
 from sf_hydra.plan import initial_hyperparams, shaping_difference, shaping_hyperparams
 
 log = logging.getLogger("sf_hydra")

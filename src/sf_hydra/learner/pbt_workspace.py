@@ -21,7 +21,7 @@ from typing import Dict, Optional
 
 import torch
 
-from sf_hydra.files import write_atomically
+from sf_hydra.core.files import write_atomically
 from sf_hydra.learner.pbt_rules import weights_digest
 
 log = logging.getLogger("sf_hydra")

@@ -16,8 +16,9 @@ from typing import Dict, List, Sequence, Tuple
 import lightning as L
 import torch
 
-from sf_hydra.faults import NonFiniteTraining
-from sf_hydra.launch.clock import seconds_since_launch
+from sf_hydra.core.clock import seconds_since_launch
+from sf_hydra.core.faults import NonFiniteTraining
+from sf_hydra.core.trajectory import ACTION_DIST_PARAMS, TrajectorySpec, obs_fields_of
 from sf_hydra.learner import ddp
 from sf_hydra.learner.advantages import gae
 from sf_hydra.learner.losses import (
@@ -34,7 +35,6 @@ from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.statistics import LearnerStatistics, PolicyStats
 from sf_hydra.learner.vtrace import vtrace
 from sf_hydra.plan import LearnerSettings
-from sf_hydra.trajectory import ACTION_DIST_PARAMS, TrajectorySpec, obs_fields_of
 
 # Trajectory fields the minibatches do without: what they say is in the advantages, targets and `valids` already.
 NOT_TRAINED_ON = frozenset({"rewards", "time_outs", "policy_versions", "policy_ids"})

@@ -1,5 +1,5 @@
 """What a resumed run needs beyond the weights to go on as the run that never stopped would have: the learner
-process's random generators (torch's, numpy's, Python's: sf_hydra.seeding.random_states) and, with
+process's random generators (torch's, numpy's, Python's: sf_hydra.core.seeding.random_states) and, with
 hardware.serial_mode, the rollout workers' state (their envs mid-episode with their generators, observations,
 episodes in progress: the door's `serial_state`), in every checkpoint, put back when a run resumes.
 
@@ -15,8 +15,8 @@ import logging
 
 import lightning as L
 
-from sf_hydra.door import door_of
-from sf_hydra.seeding import random_states, restore_random_states
+from sf_hydra.core.door import door_of
+from sf_hydra.core.seeding import random_states, restore_random_states
 
 log = logging.getLogger("sf_hydra")
 

@@ -19,9 +19,9 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.spaces import discrete_sizes, is_mixed_tuple, tuple_action_widths
 from sf_hydra.models.kl import categorical_kl, gaussian_kl, symmetric_kl_with_uniform
-from sf_hydra.spaces import discrete_sizes, is_mixed_tuple, tuple_action_widths
 
 # Argument validation costs more than the sampling itself for small batches, on every step.
 Distribution.set_default_validate_args(False)

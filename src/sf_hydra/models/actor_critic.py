@@ -13,13 +13,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.schema import ModelConfig
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.spaces import ACTION_MASK, num_discrete_actions, obs_shapes
+from sf_hydra.core.targets import build, locate
+from sf_hydra.core.trajectory import ACTION_DIST_PARAMS, Field
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd, check_normalize_input_keys
-from sf_hydra.spaces import ACTION_MASK, num_discrete_actions, obs_shapes
-from sf_hydra.targets import build, locate
-from sf_hydra.trajectory import ACTION_DIST_PARAMS, Field
 
 
 class StepOutput(NamedTuple):
@@ -291,7 +291,7 @@ class ActorCritic(nn.Module):
         return self.core.state_size + (self.critic_core.state_size if self.separate_critic else 0)
 
     def extra_trajectory_fields(self) -> List[Field]:
-        """Fields beyond the standard ones (sf_hydra.trajectory) that `act` fills through
+        """Fields beyond the standard ones (sf_hydra.core.trajectory) that `act` fills through
         `StepOutput.extras`; the learner's batch then holds them under the same names."""
         return []
 

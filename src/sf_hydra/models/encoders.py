@@ -12,7 +12,7 @@ from typing import Dict, List, Sequence
 import torch
 from torch import nn
 
-from sf_hydra.targets import build
+from sf_hydra.core.targets import build
 
 ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 

@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 
 
 class RunningMeanStd(nn.Module):

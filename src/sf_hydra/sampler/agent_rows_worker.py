@@ -40,6 +40,8 @@ from typing import List
 import numpy as np
 import torch
 
+from sf_hydra.core.seeding import env_seed
+from sf_hydra.core.trajectory import TrajectoryWriter
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
 from sf_hydra.plan import WorkerSettings
@@ -48,8 +50,6 @@ from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all
 from sf_hydra.sampler.vector_envs import make_vector_env
-from sf_hydra.seeding import env_seed
-from sf_hydra.trajectory import TrajectoryWriter
 
 
 def make_groups(settings: WorkerSettings, env_cfg, worker_id: int) -> list:

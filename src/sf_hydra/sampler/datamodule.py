@@ -1,6 +1,6 @@
 """The sampler as a LightningDataModule: Lightning asks it for batches and tears it down;
 the LightningModule never sees a process. The learner's side reaches the sampler only through
-`door` (sf_hydra/door.py)."""
+`door` (sf_hydra/core/door.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from sf_hydra.plan import BatchSettings
-from sf_hydra.sampler.door import Door
 from sf_hydra.sampler.sampler import Sampler
+from sf_hydra.sampler.sampler_door import Door
 from sf_hydra.sampler.training_batches import TrainingBatches
 
 

@@ -11,10 +11,10 @@ from typing import Dict, NamedTuple, Optional
 import gymnasium as gym
 import numpy as np
 
+from sf_hydra.core.spaces import to_env_action
 from sf_hydra.envs.episode_info import GAME_CONTINUES, SHAPING_UNITS, episode_stats, game_continues
 from sf_hydra.envs.multi_agent.protocol import is_active, num_agents
 from sf_hydra.sampler.vector_envs import VectorEnv
-from sf_hydra.spaces import to_env_action
 
 
 class StepBatch(NamedTuple):

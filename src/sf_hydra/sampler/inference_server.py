@@ -31,14 +31,14 @@ import numpy as np
 import torch
 from multiprocess.connection import wait
 
+from sf_hydra.core.seeding import INFERENCE_SERVER, seed_process
+from sf_hydra.core.spaces import obs_specs
+from sf_hydra.core.trajectory import TrajectorySpec
 from sf_hydra.models.actor_critic import StepOutput, policies_act
 from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.graphed_act import BucketedAct, record_cuda_graph
 from sf_hydra.sampler.messages import ServerFailed
-from sf_hydra.seeding import INFERENCE_SERVER, seed_process
-from sf_hydra.spaces import obs_specs
-from sf_hydra.trajectory import TrajectorySpec
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ Policies therefore change only at episode ends, right after a done. The rules:
   for all seats of the env.
 
 A game whose seats all ended their episode, played by at least two distinct players (trained
-policies or snapshots), is reported whole (sf_hydra/games.py Game): the learner derives each
+policies or snapshots), is reported whole (sf_hydra/core/games.py Game): the learner derives each
 trained policy's outcome against the pool from it and rates every player.
 """
 
@@ -31,7 +31,7 @@ from typing import List, Optional, Protocol, Sequence
 
 import numpy as np
 
-from sf_hydra.games import Game
+from sf_hydra.core.games import Game
 
 
 class PoolView(Protocol):

@@ -25,6 +25,9 @@ import torch
 from omegaconf import OmegaConf
 from threadpoolctl import threadpool_limits
 
+from sf_hydra.core.seeding import ROLLOUT_WORKER, env_seed, seed_process
+from sf_hydra.core.spaces import obs_specs
+from sf_hydra.core.trajectory import TrajectoryBuffers, obs_field_name
 from sf_hydra.models.actor_critic import policies_act
 from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
@@ -33,9 +36,6 @@ from sf_hydra.sampler.inference_server import InferenceClient
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_mapping import PolicyMapping
 from sf_hydra.sampler.policy_store import PolicyStore
-from sf_hydra.seeding import ROLLOUT_WORKER, env_seed, seed_process
-from sf_hydra.spaces import obs_specs
-from sf_hydra.trajectory import TrajectoryBuffers, obs_field_name
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,10 @@ from typing import Dict, List, Optional, Union
 
 import torch
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.door import SamplerHealth
+from sf_hydra.core.door import SamplerHealth
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.seeding import restore_random_states
+from sf_hydra.core.trajectory import TrajectoryBuffers, TrajectorySpec
 from sf_hydra.plan import SamplerSettings, Spaces
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
@@ -30,8 +32,6 @@ from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import BEAT_TIME, BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
 from sf_hydra.sampler.vector_envs import check_batched_sampling
-from sf_hydra.seeding import restore_random_states
-from sf_hydra.trajectory import TrajectoryBuffers, TrajectorySpec
 
 log = logging.getLogger(__name__)
 

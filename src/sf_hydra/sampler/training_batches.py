@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 from torch.utils.data import IterableDataset
 
-from sf_hydra.launch.clock import seconds_since_launch
+from sf_hydra.core.clock import seconds_since_launch
 from sf_hydra.plan import BatchSettings
 from sf_hydra.sampler.sampler import Sampler, SamplerError
 

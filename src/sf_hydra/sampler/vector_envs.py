@@ -18,7 +18,7 @@ from functools import partial
 
 import gymnasium as gym
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs import VectorEnv, env_family, make_env
 
 GENERIC_BACKENDS = ("auto", "sync")  # every family has these; a family may offer more

@@ -8,11 +8,11 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 
 import gymnasium as gym  # noqa: E402
 
-from sf_hydra.config.errors import ConfigError  # noqa: E402
+from sf_hydra.core.errors import ConfigError  # noqa: E402
+from sf_hydra.core.spaces import action_spec, discrete_sizes, to_env_action  # noqa: E402
 from sf_hydra.envs.doom.actions import ButtonGroupActions, OneButtonActions, make_action_mapping  # noqa: E402
 from sf_hydra.envs.doom.env import DoomEnv  # noqa: E402
 from sf_hydra.envs.doom.family import validate_doom_config  # noqa: E402
-from sf_hydra.spaces import action_spec, discrete_sizes, to_env_action  # noqa: E402
 from tests.conftest import compose_cfg  # noqa: E402
 
 B = vzd.Button

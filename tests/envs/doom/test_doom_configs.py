@@ -12,10 +12,10 @@ vzd = pytest.importorskip("vizdoom", reason="the doom env family needs the vizdo
 
 import gymnasium as gym  # noqa: E402
 
+from sf_hydra.app.train import check_config  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.doom.game import shipped_scenarios  # noqa: E402
 from sf_hydra.envs.doom.maps.build import BATTLE_SPECS  # noqa: E402
-from sf_hydra.train import check_config  # noqa: E402
 from tests.conftest import CONF_DIR, compose_cfg  # noqa: E402
 
 CONFIGS = sorted(p.stem for p in Path(CONF_DIR, "env", "doom").glob("*.yaml"))

@@ -8,7 +8,7 @@ from typing import Tuple
 
 import gymnasium as gym
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 
 
 def game_ids() -> list:

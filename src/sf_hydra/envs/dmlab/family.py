@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs.family import EnvFamily
 
 

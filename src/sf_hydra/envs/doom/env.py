@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA, make_action_mapping
 from sf_hydra.envs.doom.frames import NearestResize, as_chw, check_resize, downsample, obs_shape
 from sf_hydra.envs.doom.game import build_game, parse_buttons, parse_game_variables, to_vizdoom_seed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs.doom.actions import TURN_DELTA
 from sf_hydra.envs.doom.env import DoomEnv
 from sf_hydra.envs.doom.game import (

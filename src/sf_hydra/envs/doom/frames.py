@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 
 
 def as_chw(frame: np.ndarray) -> np.ndarray:

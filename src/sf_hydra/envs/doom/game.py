@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import vizdoom as vzd
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs.doom.maps.build import BATTLE_SPECS, build_scenario
 
 # Shipped .cfg files made for multiplayer games (deathmatch maps, CIG competition set-up).

@@ -16,7 +16,7 @@ from typing import Optional
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs.family import EnvFamily, VectorEnv
 
 

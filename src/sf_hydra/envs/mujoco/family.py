@@ -16,7 +16,7 @@ import mujoco  # at import: a missing package becomes a clear config error (env.
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.envs.registration import load_env_creator
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs.family import EnvFamily
 from sf_hydra.envs.wrappers import ActionRepeat, float32_observations
 

@@ -17,12 +17,12 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from sf_hydra.core.files import write_atomically
 from sf_hydra.envs.doom.maps import decorate
 from sf_hydra.envs.doom.maps.grid import spot_areas
 from sf_hydra.envs.doom.maps.layouts import Layout, open_arena, room_maze
 from sf_hydra.envs.doom.maps.udmf import Thing, textmap
 from sf_hydra.envs.doom.maps.wad import map_lumps, write_wad
-from sf_hydra.files import write_atomically
 
 CACHE_ENV = "SF_HYDRA_CACHE_DIR"
 PLAYER1_START = 1

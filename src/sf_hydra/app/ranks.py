@@ -7,7 +7,7 @@ checking it again in every rank. We start the ranks ourselves instead and let Li
 
 - locally (`python train.py hardware.devices=2`), the Hydra process is rank 0: it owns the run folder
   (lock, config, logs, checkpoints, summary), writes the composed config, resolved, to
-  `<run_dir>/ranks/config.pkl` and starts ranks 1.. as `python -m sf_hydra.ddp_rank <that file>`, each
+  `<run_dir>/ranks/config.pkl` and starts ranks 1.. as `python -m sf_hydra.app.ddp_rank <that file>`, each
   logging to `<run_dir>/ranks/rank_<r>.log` (Lightning's LightningEnvironment: MASTER_ADDR, MASTER_PORT,
   WORLD_SIZE, NODE_RANK, LOCAL_RANK);
 - in a Slurm job whose step runs one task per rank (`hydra/launcher=slurm` with
@@ -170,7 +170,7 @@ def last_error(log: Path) -> Optional[str]:
 
 
 def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> LocalRanks:
-    """Rank 0 (this process) starts ranks 1..world_size-1 on this machine, each `python -m sf_hydra.ddp_rank`
+    """Rank 0 (this process) starts ranks 1..world_size-1 on this machine, each `python -m sf_hydra.app.ddp_rank`
     reading the run's composed config (`config_bytes`, pickled and resolved) from <run_dir>/ranks/; sets this
     process's rendezvous variables (Lightning's LightningEnvironment reads them in every rank)."""
     folder = run_dir / RANKS_DIR
@@ -186,7 +186,7 @@ def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> Local
         log = folder / f"rank_{r}.log"
         env = dict(os.environ, LOCAL_RANK=str(r))
         with open(log, "ab") as out:
-            processes.append(subprocess.Popen([sys.executable, "-m", "sf_hydra.ddp_rank", str(config)], env=env,
+            processes.append(subprocess.Popen([sys.executable, "-m", "sf_hydra.app.ddp_rank", str(config)], env=env,
                                               stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         logs.append(log)
     return LocalRanks(processes, logs, saved)

@@ -11,7 +11,7 @@ A row is one of three kinds:
 - NA: not applicable here, `note` says why; values dropped as for REPLACED.
 
 Used by the command-line translation (`python train.py --env=doom_basic ...`), the import of
-a Sample Factory run's config.json (`python -m sf_hydra.import_sf_config`) and the
+a Sample Factory run's config.json (`python -m sf_hydra.app.import_sf_config`) and the
 generated docs/parameters.md.
 """
 
@@ -22,9 +22,9 @@ import difflib
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.app.sample_factory.env_names import to_config, to_sf
+from sf_hydra.core.errors import ConfigError
 from sf_hydra.envs.doom.schema import DOOM_TICRATE
-from sf_hydra.sample_factory.env_names import to_config, to_sf
 
 MAPPED, REPLACED, NA = "mapped", "replaced", "n/a"
 GROUPS = ("env", "algo")  # keys that are config groups: `env=doom/basic`, not `env.x=...`
@@ -277,7 +277,7 @@ FLAGS: Tuple[Flag, ...] = (
        family="atari", inert=(1,)),
     _m("pixel_format", "CHW", "env.pixel_format"),
     _na("use_record_episode_statistics", False,
-        "every episode's return and length are always recorded (sf_hydra.metric_names)", _B),
+        "every episode's return and length are always recorded (sf_hydra.core.metric_names)", _B),
     _m("episode_counter", False, "env.episode_counter", _B),
     _m("with_wandb", False, "logger.with_wandb", _B),
     _m("wandb_user", None, "logger.wandb_user", "str?"),

@@ -1,4 +1,4 @@
-"""One training run from a composed config: check it (sf_hydra.checks), prepare the run folder, build the
+"""One training run from a composed config: check it (sf_hydra.app.checks), prepare the run folder, build the
 learner and sampler, fit, and leave a checkpoint and a summary behind whatever happens."""
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from sf_hydra import run_dir as rd
-from sf_hydra.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
+from sf_hydra.app.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
+from sf_hydra.app.loggers import build_loggers, finish_wandb
+from sf_hydra.app.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks
+from sf_hydra.app.resume_config import finished, save_config
 from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import more_workers_than_cores
-from sf_hydra.faults import Fault, NonFiniteTraining, RankFailed
-from sf_hydra.launch import signals
+from sf_hydra.core import run_dir as rd
+from sf_hydra.core import signals
+from sf_hydra.core.faults import Fault, NonFiniteTraining, RankFailed
 from sf_hydra.learner.profile import profile_lines
-from sf_hydra.loggers import build_loggers, finish_wandb
 from sf_hydra.plan import RunPlan, plan_for_rank
-from sf_hydra.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks
-from sf_hydra.resume_config import finished, save_config
 
 log = logging.getLogger("sf_hydra")
 SINGLE = Ranks(1, 0, 0, False)
@@ -66,16 +66,16 @@ def launch_sampler(plan: RunPlan, hand_out_slots: bool):
 
 
 def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None, ranks: Optional[Ranks] = None):
-    """The Lightning Trainer with the run's loggers and callbacks, all from config (sf_hydra.trainer_parts):
-    `trainer` (conf/trainer/), the TensorBoard and W&B loggers of the `logger` keys (sf_hydra.loggers)
+    """The Lightning Trainer with the run's loggers and callbacks, all from config (sf_hydra.app.trainer_parts):
+    `trainer` (conf/trainer/), the TensorBoard and W&B loggers of the `logger` keys (sf_hydra.app.loggers)
     followed by `logger.extra`'s, and `callbacks` (conf/callbacks/), whose `${run_dir}` is `run_dir` here.
     Returns (trainer, the StopConditions callback, the PeriodicCheckpoint callback); with benchmark=true
     the checkpoint callback is built but not given to the trainer (nothing is learned, nothing saved). With several
     `ranks`, the strategy is data-parallel (learner/ddp.py) and only rank 0 has loggers."""
     # Lightning's side: built after launch_sampler, while the workers start (importing Lightning costs seconds)
+    from sf_hydra.app.trainer_parts import instantiate_callbacks, instantiate_loggers, instantiate_trainer
     from sf_hydra.learner.callbacks import StopConditions
     from sf_hydra.learner.checkpointing import PeriodicCheckpoint
-    from sf_hydra.trainer_parts import instantiate_callbacks, instantiate_loggers, instantiate_trainer
 
     quiet_lightning()
     if resuming is None:
@@ -139,7 +139,7 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
 
 def train(cfg, checked: Optional[Checked] = None) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary. The checks
-    (sf_hydra.checks) run before the run folder is locked; those `checked` (the command line's, before
+    (sf_hydra.app.checks) run before the run folder is locked; those `checked` (the command line's, before
     Hydra composed this config) passed for an equal config are not run again."""
     check_before_start(cfg, checked)
     run_dir = Path(cfg.run_dir).absolute()
@@ -154,7 +154,7 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
 
 def _train_in(cfg, run_dir: Path) -> dict:
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
-    plan = check_config_against_env(cfg)  # the last stage of sf_hydra.checks: the run's plan, seeded
+    plan = check_config_against_env(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
     if ranks.is_zero:
         rd.prepare(run_dir, cfg.restart_behavior)
     done = finished(cfg)  # the run already reached a budget: (its summary, what to say)

@@ -2,7 +2,7 @@
 
 Training (learner/callbacks.py StopConditions) only asks to stop when one arrives; what
 happens after the checkpoint is saved depends on the signal, and is decided by whoever
-launched the run (launch/requeue.py): Ctrl+C or `kill` end the run, Slurm's preemption /
+launched the run (app/requeue.py): Ctrl+C or `kill` end the run, Slurm's preemption /
 time-limit signal (sent through submitit) requeues the job, Slurm's SIGTERM (scancel)
 leaves the job without a result so that Slurm's own record says what became of it.
 
@@ -60,7 +60,7 @@ def _held() -> Tuple[signal.Signals, ...]:
 
 def hold_preemption() -> None:
     """Called by a launcher that hands the preemption signal on to submitit once the run has
-    saved its checkpoint (launch/requeue.py); elsewhere submitit keeps handling it itself.
+    saved its checkpoint (app/requeue.py); elsewhere submitit keeps handling it itself.
     Training takes the signal, and until it is under way (`admit`) the signal is blocked:
     Slurm signals every process of a job, and SIGUSR2 would kill the processes the learner
     starts (rollout workers, multiprocessing's resource tracker). Started meanwhile, they

@@ -18,7 +18,7 @@ import logging
 import signal
 import sys
 
-from sf_hydra.launch import signals
+from sf_hydra.core import signals
 
 log = logging.getLogger("sf_hydra")
 

@@ -39,10 +39,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.validation import check_values
-from sf_hydra.faults import Fault
-from sf_hydra.run_dir import LAST, checkpoint_dir, finished_run, learner_states
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.faults import Fault
+from sf_hydra.core.run_dir import LAST, checkpoint_dir, finished_run, learner_states
 
 log = logging.getLogger("sf_hydra")
 
@@ -188,7 +188,7 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
 
 
 class Composer(Protocol):
-    """Composes the config as the run's command line does, with other overrides (sf_hydra.bad_input.Composer,
+    """Composes the config as the run's command line does, with other overrides (sf_hydra.app.bad_input.Composer,
     or Hydra's compose inside a running job)."""
 
     def compose(self, overrides: Sequence[str]) -> DictConfig: ...
@@ -345,7 +345,7 @@ def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer
 
 def finished(cfg: DictConfig) -> Optional[Tuple[dict, str]]:
     """(saved summary, what to say) when `cfg` resumes a run that already reached one of `cfg`'s budgets
-    (sf_hydra.run_dir.finished_run); None otherwise (a new run, restart/overwrite, budget left)."""
+    (sf_hydra.core.run_dir.finished_run); None otherwise (a new run, restart/overwrite, budget left)."""
     if not resumes(cfg):
         return None
     return finished_run(Path(cfg.run_dir).absolute(), cfg.train_for_env_steps, cfg.train_for_seconds,

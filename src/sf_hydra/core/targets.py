@@ -24,8 +24,8 @@ from hydra._internal.utils import _locate  # what hydra.utils.get_object calls, 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.config.extras import missing_extra
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.extras import missing_extra
 
 TARGET = "_target_"
 

@@ -3,7 +3,7 @@
 The learner's side (its callbacks, population-based training, the opponent pool) asks the
 sampler for exactly what `SamplerDoor` names, and nothing else: it never reads the sampler's
 attributes and imports nothing from `sf_hydra.sampler`. The sampler's side implements it
-(`sf_hydra.sampler.door.Door`) and hands it out as `SamplerDataModule.door`; Lightning callbacks
+(`sf_hydra.sampler.sampler_door.Door`) and hands it out as `SamplerDataModule.door`; Lightning callbacks
 reach it with `door_of(trainer)`. Both sides import this module, which imports neither.
 """
 
@@ -68,7 +68,7 @@ class SamplerDoor(Protocol):
 
     def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
         """A checkpoint's `serial_state`: the serial workers continue from it (put back when they are built),
-        and then this process's random `generators` (sf_hydra.seeding.random_states) are put back."""
+        and then this process's random `generators` (sf_hydra.core.seeding.random_states) are put back."""
 
 
 def door_of(trainer) -> SamplerDoor:

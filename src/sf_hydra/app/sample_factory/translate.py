@@ -18,11 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import yaml
 from omegaconf import OmegaConf
 
-from sf_hydra.config import register_configs
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.faults import EXIT_BAD_CONFIG
-from sf_hydra.help import compose_for_help
-from sf_hydra.sample_factory.flags import (
+from sf_hydra.app.help import compose_for_help
+from sf_hydra.app.sample_factory.flags import (
     GROUPS,
     MAPPED,
     REPLACED,
@@ -35,6 +32,9 @@ from sf_hydra.sample_factory.flags import (
     ours_joint,
     parse,
 )
+from sf_hydra.config import register_configs
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.faults import EXIT_BAD_CONFIG
 
 # Hydra's own flags (and their short forms): kept as they are, mixed with Sample Factory's.
 HYDRA_FLAGS = frozenset({
@@ -350,7 +350,7 @@ def preset_yaml(imported: Imported, source: str = "") -> str:
             node = node.setdefault(part, {})
         node[leaf] = value
     head = ["# @package _global_",
-            f"# Imported from Sample Factory's {source or 'config.json'} by python -m sf_hydra.import_sf_config:",
+            f"# Imported from Sample Factory's {source or 'config.json'} by python -m sf_hydra.app.import_sf_config:",
             "# the values that differ from ours for this env. Run: python train.py +experiment=<this file's name>"]
     body = {"defaults": [{f"override /{g}": o} for g, o in imported.groups.items()] + ["_self_"], **tree}
     return "\n".join(head) + "\n" + yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=100)

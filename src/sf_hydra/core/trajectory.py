@@ -25,7 +25,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 import gymnasium as gym
 import torch
 
-from sf_hydra.spaces import action_spec, obs_specs
+from sf_hydra.core.spaces import action_spec, obs_specs
 
 OBS_PREFIX = "obs."
 

@@ -21,16 +21,16 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from sf_hydra.checks import Checked, check_command_line, config_to_train
+from sf_hydra.app.checks import Checked, check_command_line, config_to_train
+from sf_hydra.app.help import help_request, print_enjoy_help, print_help, prog
+from sf_hydra.app.sample_factory.translate import sf_command_line
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.location import find_configs
 from sf_hydra.config.sweep_folders import is_multirun, sweep_overrides, with_overrides
-from sf_hydra.faults import EXIT_BAD_CONFIG, Fault, NonFiniteTraining
-from sf_hydra.help import help_request, print_enjoy_help, print_help, prog
-from sf_hydra.launch import signals
-from sf_hydra.run_dir import RunLock
-from sf_hydra.sample_factory.translate import sf_command_line
+from sf_hydra.core import signals
+from sf_hydra.core.faults import EXIT_BAD_CONFIG, Fault, NonFiniteTraining
+from sf_hydra.core.run_dir import RunLock
 from sf_hydra.sampler import mp
 
 log = logging.getLogger("sf_hydra")
@@ -50,8 +50,8 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
     def task(cfg: DictConfig) -> float:
         # Imported here, not above: torch and Lightning, which a refused command line never imports (the
         # sampler's fork server imports them meanwhile, started once the config's own rules passed).
+        from sf_hydra.app.train import train
         from sf_hydra.sampler.sampler import SamplerError
-        from sf_hydra.train import train
 
         in_sweep = use_sweep_folder(cfg)
         try:
@@ -72,7 +72,7 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
 
 class JobComposer:
     """Composes the running job's config with other overrides (Hydra's compose API inside the app: the resume
-    stage's view of what a group option sets, sf_hydra.resume_config)."""
+    stage's view of what a group option sets, sf_hydra.app.resume_config)."""
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         from hydra import compose
@@ -124,7 +124,7 @@ def ends_process(main: Callable[[], None]) -> Callable[[], None]:
 
 @ends_process
 def train_main() -> None:
-    """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.checks);
+    """Bad input is refused here, before Hydra writes into the run folder (sf_hydra.app.checks);
     exit codes: README.md, "Exit codes"."""
 
     def stop_starting(signum, frame):  # SIGTERM before training takes the signals: stop, cleaning up
@@ -189,7 +189,7 @@ def _train_main() -> None:
 
 def _enjoy(cfg: DictConfig):
     # Imported here, not above: torch and the envs, which `enjoy.py --help` and a bad command line never need.
-    from sf_hydra.enjoy import enjoy
+    from sf_hydra.app.enjoy import enjoy
 
     if cfg.episodes < 1:
         log.error("bad config: %s", ConfigError("episodes", cfg.episodes, "an integer >= 1"))

@@ -1,6 +1,6 @@
 """A Sample Factory run's saved config.json -> an experiment preset of ours.
 
-    python -m sf_hydra.import_sf_config train_dir/my_run/config.json --out conf/experiments/my_run.yaml
+    python -m sf_hydra.app.import_sf_config train_dir/my_run/config.json --out conf/experiments/my_run.yaml
     python train.py +experiment=my_run
 
 The preset (`# @package _global_`) picks the env config (`override /env: ...`) and holds only
@@ -9,7 +9,7 @@ the values that differ from our defaults for that env; flags that ask for nothin
 A preset outside conf/ is found with `'hydra.searchpath=[file://<folder above experiments/>]'`.
 `--format overrides` prints the same as a `python train.py ...` command line instead.
 Exit status 2, naming each flag, when the config has flags that cannot be honoured here.
-The logic: sf_hydra.sample_factory.translate (the table: sf_hydra.sample_factory.flags).
+The logic: sf_hydra.app.sample_factory.translate (the table: sf_hydra.app.sample_factory.flags).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.app.sample_factory.translate import import_config, preset_yaml
 from sf_hydra.config.location import find_configs
-from sf_hydra.faults import EXIT_BAD_CONFIG
-from sf_hydra.sample_factory.translate import import_config, preset_yaml
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.faults import EXIT_BAD_CONFIG
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sf_hydra.import_sf_config", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sf_hydra.app.import_sf_config", description=__doc__.split("\n")[0])
     parser.add_argument("config", type=Path, help="a Sample Factory run's config.json")
     parser.add_argument("--out", type=Path, help="the preset to write (default: stdout), e.g. "
                         "conf/experiments/<name>.yaml")

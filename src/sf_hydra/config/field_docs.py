@@ -2,7 +2,7 @@
 
 A schema field is documented where it is declared: a trailing `# comment` on its line, or
 the comment lines right above it. `field_docs(cls)` parses the dataclass's source for them,
-so `train.py --help` (sf_hydra/help.py) and the test that every key has a doc read the one
+so `train.py --help` (sf_hydra/app/help.py) and the test that every key has a doc read the one
 declaration there is, with no copy to keep in step.
 """
 

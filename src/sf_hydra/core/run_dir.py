@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.faults import CheckpointError, RunFolderBusy
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.faults import CheckpointError, RunFolderBusy
 
 LAST = "last.ckpt"
 LOCK = ".lock"

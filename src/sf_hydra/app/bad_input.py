@@ -1,4 +1,4 @@
-"""The schema stage (sf_hydra.checks): train.py's command line composed and checked before Hydra starts
+"""The schema stage (sf_hydra.app.checks): train.py's command line composed and checked before Hydra starts
 the run, with one message shape for every bad input, `key=value is not allowed: ...` (ConfigError), and
 nothing written into the run folder.
 
@@ -33,11 +33,11 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from sf_hydra.app.env_choices import check_env_overrides
+from sf_hydra.app.resume_config import resumed_config, resumes
 from sf_hydra.config import register_configs
-from sf_hydra.config.errors import ConfigError
 from sf_hydra.config.sweep_folders import is_multirun
-from sf_hydra.env_names import check_env_overrides
-from sf_hydra.resume_config import resumed_config, resumes
+from sf_hydra.core.errors import ConfigError
 
 SKIP_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "experimental_rerun")
 SLURM_EXTRA = 'pip install -e ".[slurm]"'
@@ -283,7 +283,7 @@ def _check_additions(cfg: DictConfig, parsed, composer: Composer, overrides: Seq
 
 
 def _reserved(key: str) -> bool:
-    """Hydra's keys of a node (`_target_`, `_partial_`, ...) and sf_hydra.trainer_parts' `_enabled_`."""
+    """Hydra's keys of a node (`_target_`, `_partial_`, ...) and sf_hydra.app.trainer_parts' `_enabled_`."""
     return len(key) > 2 and key.startswith("_") and key.endswith("_")
 
 
@@ -404,7 +404,7 @@ def compose_command_line(argv: Sequence[str], config_dir: str) -> Optional[DictC
 
 def resume_command_line(argv: Sequence[str], config_dir: str, cfg: DictConfig) -> DictConfig:
     """The resume stage: `cfg` (compose_command_line's, for a single run) when the command starts a run; when
-    it resumes one, that run's saved config with the overrides of `argv` applied (sf_hydra.resume_config),
+    it resumes one, that run's saved config with the overrides of `argv` applied (sf_hydra.app.resume_config),
     or a ConfigError naming every override a resume may not take. Reads the run folder; writes nothing."""
     if not resumes(cfg):
         return cfg

@@ -13,8 +13,8 @@ import importlib.util
 from pathlib import Path
 from typing import Iterable, List
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.config.extras import install_lines
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.extras import install_lines
 
 SERVED_FAMILY = "atari"  # env=atari/<game> exists for every game of sf_hydra.envs.atari.games
 

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.core.errors import ConfigError
 
 IRREGULAR = {  # Sample Factory's name -> ours, where the prefix rules do not find it
     "mujoco_walker": "mujoco/walker2d",

@@ -1,6 +1,6 @@
 """`python train.py --help [prefix]`: every config group with its options and every key with
 its value and one-line meaning, generated from the composed config and the schema's own
-comments (sf_hydra.config.docs), so it cannot drift from what `train.py` runs.
+comments (sf_hydra.config.field_docs), so it cannot drift from what `train.py` runs.
 
     python train.py --help                    # everything
     python train.py --help algo               # the algo group and its keys
@@ -26,8 +26,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from sf_hydra.config.docs import class_doc, field_docs
-from sf_hydra.env_names import SERVED_FAMILY, env_configs
+from sf_hydra.app.env_choices import SERVED_FAMILY, env_configs
+from sf_hydra.config.field_docs import class_doc, field_docs
 
 HELP_FLAGS = ("--help", "-h")
 WIDTH = 120

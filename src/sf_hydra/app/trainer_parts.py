@@ -1,6 +1,6 @@
 """The Lightning parts of a run, built from config nodes with Hydra's `instantiate`: the Trainer
 (`trainer`, conf/trainer/), the callbacks (`callbacks`, conf/callbacks/) and the loggers a user adds
-(`logger.extra`, appended to TensorBoard and W&B, which sf_hydra.loggers builds from the logger keys).
+(`logger.extra`, appended to TensorBoard and W&B, which sf_hydra.app.loggers builds from the logger keys).
 
 A callback or logger of one's own is a node in YAML, no code: `{_target_: <dotted path>, <its
 arguments>}` under `callbacks.<name>` or `logger.extra.<name>`. A node without `_target_` is skipped
@@ -9,10 +9,10 @@ sees it), which is how the default nodes that depend on other keys (the opponent
 
 Invariants:
 - Every `_target_` of these nodes is checked before any process starts (`check_parts`, from
-  sf_hydra.train.check_config), with the message shape of sf_hydra.targets. The check reads the
+  sf_hydra.app.train.check_config), with the message shape of sf_hydra.core.targets. The check reads the
   module's source instead of importing it where the module is not imported yet: importing Lightning
   costs seconds, and train.py imports it while the rollout workers start, not before
-  (sf_hydra.cli, train.launch_sampler). What the source cannot tell (a module-level `__getattr__`, a
+  (sf_hydra.app.cli, train.launch_sampler). What the source cannot tell (a module-level `__getattr__`, a
   star import, a compiled module) is left to the build.
 - Building refuses what is not a Callback / Logger / Trainer, and a target that fails to build (a
   wrong argument), as a ConfigError naming the node's `_target_` key.
@@ -30,8 +30,8 @@ from typing import Any, List, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sf_hydra.config.errors import ConfigError
-from sf_hydra.targets import TARGET, _search_current_directory, locate
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.targets import TARGET, _search_current_directory, locate
 
 log = logging.getLogger("sf_hydra")
 
@@ -130,7 +130,7 @@ def missing_without_import(path: str) -> Optional[str]:
     when it can, or when the files cannot tell (see the module docstring)."""
     parts = str(path).split(".")
     if len(parts) < 2 or not all(p.isidentifier() for p in parts):
-        return None  # not a module path the files can speak for: sf_hydra.targets.locate decides
+        return None  # not a module path the files can speak for: sf_hydra.core.targets.locate decides
     spec, depth = _longest_module(parts)
     if spec is None:
         return f"No module named '{parts[0]}'"
@@ -145,7 +145,7 @@ def missing_without_import(path: str) -> Optional[str]:
 
 
 def check_target(key: str, path: Any) -> None:
-    """ConfigError (sf_hydra.targets' message) when dotted `path` at config key `key` cannot be imported.
+    """ConfigError (sf_hydra.core.targets' message) when dotted `path` at config key `key` cannot be imported.
     A module imported already is asked; any other is read from its file (Lightning stays unimported)."""
     _search_current_directory()
     module = str(path).rpartition(".")[0]
@@ -201,7 +201,7 @@ def _build(key: str, node: DictConfig, **runtime) -> Any:
         with open_dict(node):
             node.pop(ENABLED)
     target = node[TARGET]
-    locate(f"{key}.{TARGET}", target)  # the import, here at the latest: sf_hydra.targets' message
+    locate(f"{key}.{TARGET}", target)  # the import, here at the latest: sf_hydra.core.targets' message
     try:
         return instantiate(node, **runtime)
     except InstantiationException as e:

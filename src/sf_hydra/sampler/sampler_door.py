@@ -1,4 +1,4 @@
-"""The sampler's side of the door (sf_hydra/door.py): the only way in for the learner's side."""
+"""The sampler's side of the door (sf_hydra/core/door.py): the only way in for the learner's side."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Dict, Optional, Sequence
 
 from torch import nn
 
-from sf_hydra.door import SamplerHealth
+from sf_hydra.core.door import SamplerHealth
 from sf_hydra.sampler.sampler import Sampler
 
 
 class Door:
-    """Implements `sf_hydra.door.SamplerDoor` over one Sampler. `frozen_after_start`: the weights never
+    """Implements `sf_hydra.core.door.SamplerDoor` over one Sampler. `frozen_after_start`: the weights never
     change once the workers run (the sampler benchmark, which learns nothing), so publishing then is
     skipped."""
 

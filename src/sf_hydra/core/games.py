@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from sf_hydra.metric_names import DRAW, LOSS, WIN
+from sf_hydra.core.metric_names import DRAW, LOSS, WIN
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,15 @@ refuses with ConfigError(key, value, allowed), before any process starts and bef
 written into the run folder.
 
     schema       the command line: override syntax, key names, types, Enum values, `+key=` additions,
-                 group options, env names, launcher packages, a creatable train_dir   (sf_hydra.bad_input)
+                 group options, env names, launcher packages, a creatable train_dir   (sf_hydra.app.bad_input)
     resume       a run that resumes: its saved config.yaml is the base, the overrides typed now are applied,
-                 those a resume may not take are refused, all at once              (sf_hydra.resume_config)
+                 those a resume may not take are refused, all at once              (sf_hydra.app.resume_config)
     config       the config's own values, key against key                  (sf_hydra.config.validate)
-    targets      every `_target_`: a dotted path that imports              (sf_hydra.targets)
+    targets      every `_target_`: a dotted path that imports              (sf_hydra.core.targets)
     family       what the env family declares, without building an env: its node's rules, its episode
                  statistics and reward shaping (PBT), its vector backends
     run folder   the run folder: creatable, and a resumed config differs from the saved one only in what a
-                 resume may change (sf_hydra.resume_config)
+                 resume may change (sf_hydra.app.resume_config)
     env          one env build (or hardware.use_env_info_cache): the agent count, the spaces, a model
                  built for them and the losses (check_config_against_env; returns the EnvInfo)
 
@@ -38,14 +38,14 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from sf_hydra.bad_input import check_creatable, compose_command_line, resume_command_line
+from sf_hydra.app.bad_input import check_creatable, compose_command_line, resume_command_line
+from sf_hydra.app.help import prog
+from sf_hydra.app.resume_config import Composer, check_resume_config, finished, resumed_config, resumed_run, resumes
+from sf_hydra.app.trainer_parts import check_parts, without_parts
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env, eval_env
-from sf_hydra.faults import EnvStartError
-from sf_hydra.help import prog
-from sf_hydra.resume_config import Composer, check_resume_config, finished, resumed_config, resumed_run, resumes
-from sf_hydra.targets import check_targets
-from sf_hydra.trainer_parts import check_parts, without_parts
+from sf_hydra.core.faults import EnvStartError
+from sf_hydra.core.targets import check_targets
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Stage:
 
 def check_all_targets(cfg) -> None:
     """Every `_target_`: the Lightning parts' (trainer, callbacks, logger.extra) without importing
-    Lightning (sf_hydra.trainer_parts.check_parts), every other by import (sf_hydra.targets)."""
+    Lightning (sf_hydra.app.trainer_parts.check_parts), every other by import (sf_hydra.core.targets)."""
     check_targets(without_parts(cfg))
     check_parts(cfg)
 
@@ -116,12 +116,12 @@ def check_config_against_env(cfg):
     # (the command line's, before Hydra) imports none of them.
     import torch
 
+    from sf_hydra.core.seeding import seed_everything
     from sf_hydra.learner.loss_rules import check_losses_apply
     from sf_hydra.models.actor_critic import check_model_for_env
     from sf_hydra.plan import plan_run
     from sf_hydra.sampler.env_info import env_info
     from sf_hydra.sampler.sampler import check_sampling_options
-    from sf_hydra.seeding import seed_everything
 
     try:
         env = env_info(cfg)  # one env build (or the cache): its spaces and agent count
@@ -198,7 +198,7 @@ class Checked:
     fingerprint: str
     composed: str = ""
     finished: Optional[str] = None  # the run already reached its budget: what to say (nothing was checked)
-    resuming: Optional[str] = None  # the run resumes: what it continues (sf_hydra.resume_config.resumed_run)
+    resuming: Optional[str] = None  # the run resumes: what it continues (sf_hydra.app.resume_config.resumed_run)
 
     def passed_for(self, cfg: DictConfig) -> Tuple[str, ...]:
         return self.stages if fingerprint(cfg) in (self.fingerprint, self.composed) else ()

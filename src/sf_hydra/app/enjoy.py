@@ -22,7 +22,11 @@ import torch
 from gymnasium.error import DependencyNotInstalled
 from omegaconf import OmegaConf
 
-from sf_hydra.config.errors import ConfigError
+from sf_hydra.app.loggers import log_videos
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.faults import Fault
+from sf_hydra.core.run_dir import BEST_KEY, best_checkpoint_name, checkpoint_dir, read_best
+from sf_hydra.core.targets import check_targets
 from sf_hydra.envs import check_env, make_env
 from sf_hydra.evaluation.episodes import (  # noqa: F401 (Seat, SingleAgent, obs_batch, play_episode: re-exported)
     EpisodeProgress,
@@ -37,11 +41,7 @@ from sf_hydra.evaluation.episodes import (  # noqa: F401 (Seat, SingleAgent, obs
     save_video,
     video_format,
 )
-from sf_hydra.faults import Fault
-from sf_hydra.loggers import log_videos
 from sf_hydra.models import build_model
-from sf_hydra.run_dir import BEST_KEY, best_checkpoint_name, checkpoint_dir, read_best
-from sf_hydra.targets import check_targets
 
 log = logging.getLogger("sf_hydra")
 
