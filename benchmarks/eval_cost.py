@@ -90,7 +90,7 @@ def cpu_per_evaluation(args) -> int:
     from sf_hydra.app.enjoy import load_policy
     from sf_hydra.envs import make_env
     from sf_hydra.evaluation.process import EvalRequest, EvalSettings, Evaluator
-    from sf_hydra.plan import ModelRecipe, plain
+    from sf_hydra.models.recipe import ModelRecipe, plain
     from sf_hydra.sampler.policy_store import PolicyStore
 
     me = psutil.Process()

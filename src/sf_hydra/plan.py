@@ -2,9 +2,10 @@
 
 `plan_run(cfg, env)` reads the config (after the validation stages passed) and the env's spaces
 and returns a frozen `RunPlan`. The sampler, its batches and the learner are built from the plan's
-typed pieces (`SamplerSettings`, `BatchSettings`, `LearnerSettings`, the trajectory spec, the
-initial policies), never from the whole config: each of the keys those pieces hold is read here,
-in one place. What a piece holds is what its consumer may depend on.
+typed pieces, never from the whole config: each consumer declares its own settings beside it
+(`sampler/settings.py`: `SamplerSettings`, `WorkerSettings`, `BatchSettings`; `learner/settings.py`:
+`LearnerSettings`; `models/recipe.py`: `ModelRecipe`), and each of the keys those pieces hold is read
+here, in one place. What a piece holds is what its consumer may depend on.
 
 Invariants of a plan:
 - `initial_policies` are the learner's models, built once from the run's random state: the rollout
@@ -18,44 +19,23 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, Optional, Tuple
 
 import gymnasium as gym
 import torch
 from omegaconf import OmegaConf
 
-from sf_hydra.config.choices import PBT_HYPERPARAMS
 from sf_hydra.config.schema import AlgoConfig
 from sf_hydra.core.seeding import rank_seed
 from sf_hydra.core.spaces import obs_shapes
 from sf_hydra.core.targets import build
 from sf_hydra.core.trajectory import TrajectorySpec, model_trajectory_spec
 from sf_hydra.envs import episode_stats, reward_shaping
+from sf_hydra.learner.settings import LearnerSettings, initial_hyperparams, shaping_hyperparams
 from sf_hydra.models import build_model
-
-
-def initial_hyperparams(algo) -> Dict[str, float]:
-    """A policy's hyperparameters at the start: the algo.* values."""
-    return {name: float(getattr(algo, name)) for name in PBT_HYPERPARAMS}
-
-
-SHAPING = "reward_shaping."  # hyperparameter names of the env's shaping weights: reward_shaping.<name>.up|down
-
-
-def shaping_hyperparams(shaping: Dict[str, Sequence[float]]) -> Dict[str, float]:
-    """The env family's reward-shaping weights ({name: (up, down)}) as hyperparameters."""
-    out = {}
-    for name, (up, down) in shaping.items():
-        out[f"{SHAPING}{name}.up"], out[f"{SHAPING}{name}.down"] = float(up), float(down)
-    return out
-
-
-def shaping_difference(hyper: Dict[str, float], shaping: Dict[str, Sequence[float]]) -> List[float]:
-    """[2V] a policy's shaping weights minus the env's: the ups, then the downs (the order of
-    the env's SHAPING_UNITS)."""
-    ups = [hyper[f"{SHAPING}{n}.up"] - float(w[0]) for n, w in shaping.items()]
-    return ups + [hyper[f"{SHAPING}{n}.down"] - float(w[1]) for n, w in shaping.items()]
+from sf_hydra.models.recipe import ModelRecipe, plain
+from sf_hydra.sampler.settings import BatchSettings, SamplerSettings, Slots, Spaces, WorkerSettings
 
 
 def initial_overrides(cfg) -> Dict[int, Dict[str, float]]:
@@ -65,147 +45,6 @@ def initial_overrides(cfg) -> Dict[int, Dict[str, float]]:
     if cfg.pbt.workspace:
         return {0: given[cfg.pbt.member]} if cfg.pbt.member in given else {}
     return given
-
-
-@dataclass(frozen=True)
-class Spaces:
-    """One agent's spaces, and the agent count of a multi-agent env (None: a single-agent env)."""
-
-    observation: gym.Space
-    action: gym.Space
-    num_agents: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class Slots:
-    """How the shared trajectory slots are laid out. Invariant: worker w owns slots
-    [w * per_worker, (w + 1) * per_worker); one synchronous round fills `rows_total` of them."""
-
-    num_workers: int
-    rows_per_worker: int  # envs x agents (one row per agent or sub-env)
-    per_worker: int
-    agent_rows: bool  # AgentRowsWorker (multi-agent or batched sampling) rather than SingleAgentWorker
-
-    @property
-    def total(self) -> int:
-        return self.num_workers * self.per_worker
-
-    @property
-    def rows_total(self) -> int:
-        return self.num_workers * self.rows_per_worker
-
-
-@dataclass(frozen=True)
-class ModelRecipe:
-    """build_model's three config nodes, resolved and plain (picklable): how every process (rollout
-    worker, inference server) builds a policy of the run's class and shape, to load weights into."""
-
-    model: Dict[str, Any] = field(repr=False)
-    env: Dict[str, Any] = field(repr=False)
-    algo: Dict[str, Any] = field(repr=False)
-
-    def build(self, obs_space: gym.Space, action_space: gym.Space) -> torch.nn.Module:
-        return build_model(OmegaConf.create({"model": self.model, "env": self.env, "algo": self.algo}), obs_space,
-                           action_space)
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """What a rollout worker process (and an inference server) decides with; it reaches them by
-    pickle, so it holds plain values only."""
-
-    seed: Optional[int]
-    rollout: int
-    num_policies: int
-    sync: bool  # synchronous PPO rounds (algo.async_rl=false)
-    env: Dict[str, Any] = field(repr=False)  # the env node, resolved: each worker builds its envs from it
-    env_id: str
-    reward_scale: float
-    reward_clip: float
-    frameskip: int
-    replace_nonfinite: bool  # env.nonfinite=replace (else a non-finite value stops the run)
-    num_envs_per_worker: int
-    worker_num_splits: int
-    batched_sampling: bool
-    vector_backend: str
-    max_env_restarts: int  # per hour and worker
-    restart_hung_envs: bool
-    stall_timeout_sec: float
-    bf16: bool  # act in bfloat16 autocast, as the learner computes (hardware.precision=bf16-mixed)
-    mix_policies_in_one_env: bool
-    pool_size: int
-    latest_prob: float
-    decorrelate_envs_on_one_worker: bool
-    decorrelate_experience_max_seconds: float
-    torch_threads: int
-    worker_nice: int
-    set_workers_cpu_affinity: bool
-    force_envs_single_thread: bool
-    inference_device: str
-    model: ModelRecipe
-    inference_cuda_graphs: bool = False  # an inference server on CUDA replays its policy step as CUDA graphs
-    first_core: int = 0  # worker w pins itself to core first_core + w (round robin): ranks on one node share cores
-
-
-@dataclass(frozen=True)
-class SamplerSettings:
-    """What the Sampler itself decides with (its workers get `worker_config`)."""
-
-    slots: Slots
-    rollout: int
-    num_policies: int
-    pool_size: int  # the opponent pool's slots (selfplay.pool_size), after the trained policies' stores
-    shaping_size: int  # numbers per policy of reward-shaping difference (0: PBT does not shape rewards)
-    serial: bool
-    inference_servers: int  # 0: each worker acts with its own policy copy (hardware.inference=in_worker)
-    inference_device: str
-    num_envs_per_worker: int
-    worker_start_timeout_sec: float
-    worker_stall_timeout_sec: float
-    restarts_hung_envs: bool  # a worker re-creates a hung env itself: the stall limit grows by half
-    env_id: str  # named in messages about a stuck env
-    workers: WorkerSettings  # what each worker process and inference server gets
-
-    @property
-    def stall_limit(self) -> float:
-        """Seconds without progress before the learner gives up on a worker (or on all of them)."""
-        return self.worker_stall_timeout_sec * (1.5 if self.restarts_hung_envs and not self.serial else 1.0)
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """What TrainingBatches needs to turn trajectories into one policy's batches."""
-
-    traj_per_batch: int  # algo.batch_size x num_batches_per_epoch / rollout
-    sync: bool  # synchronous PPO rounds (algo.async_rl=false)
-    num_policies: int
-    frameskip: int
-    max_policy_lag: int
-    pin_memory: bool  # a CUDA learner: batches are gathered into pinned staging memory
-    benchmark: bool  # trajectories are counted, not copied (the sampler's ceiling)
-    stall_timeout_sec: float  # hardware.worker_stall_timeout_sec, named in the stall message
-
-
-@dataclass(frozen=True)
-class LearnerSettings:
-    """What PPOLearner reads besides its models: the algo's settings (typed), the resolved
-    recurrence and micro-batch, and each policy's initial hyperparameters."""
-
-    algo: AlgoConfig
-    recurrence: int
-    micro_batch: int  # 0: no split of a minibatch's backward pass
-    stats_avg: int  # episodes averaged in the statistics
-    train_for_env_steps: int  # the linear learning-rate decay's horizon
-    benchmark: bool
-    reward_shaping: Mapping[str, Tuple[float, float]]  # the env's weights; empty unless PBT perturbs them
-    hyperparams: Tuple[Mapping[str, float], ...]  # per policy, at the start (pbt.initial_hyperparams applied)
-    optimizer: Callable[..., torch.optim.Optimizer] = field(repr=False, default=None)  # called with parameters
-    bf16: bool = False  # the learner's forward passes in bfloat16 autocast (hardware.learner_precision)
-    compile: bool = False  # torch.compile of each policy's `evaluate` (hardware.learner_compile)
-
-    @property
-    def num_policies(self) -> int:
-        return len(self.hyperparams)
 
 
 @dataclass(frozen=True)
@@ -309,10 +148,6 @@ def sampler_settings(cfg, num_agents: Optional[int]) -> SamplerSettings:
         restarts_hung_envs=hw.max_env_restarts > 0 and bool(hw.restart_hung_envs), env_id=str(cfg.env.id),
         workers=worker_settings(cfg),
     )
-
-
-def plain(node) -> Dict[str, Any]:
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
 
 
 def worker_settings(cfg) -> WorkerSettings:

@@ -8,7 +8,7 @@ import torch
 from sf_hydra.envs import make_env
 from sf_hydra.evaluation.process import EvalRequest, EvalSettings, Evaluator
 from sf_hydra.models import build_model
-from sf_hydra.plan import ModelRecipe, plain
+from sf_hydra.models.recipe import ModelRecipe, plain
 from sf_hydra.sampler.policy_store import PolicyStore
 from tests.conftest import compose_cfg
 

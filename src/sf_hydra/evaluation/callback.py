@@ -37,7 +37,7 @@ from sf_hydra.evaluation.process import EvalFailed, EvalRequest, EvalSettings, e
 from sf_hydra.learner.callbacks import StopConditions, send_scalars
 from sf_hydra.learner.checkpointing import PeriodicCheckpoint
 from sf_hydra.learner.pbt import PopulationBasedTraining
-from sf_hydra.plan import ModelRecipe, plain
+from sf_hydra.models.recipe import ModelRecipe, plain
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.policy_store import PolicyStore
 

@@ -32,7 +32,7 @@ import torch
 from sf_hydra.core.seeding import EVALUATION, eval_env_seed, process_seed, seed_process
 from sf_hydra.envs import make_env
 from sf_hydra.evaluation.episodes import as_multi_agent, episode_record, play_episodes, render_fps, save_video
-from sf_hydra.plan import ModelRecipe
+from sf_hydra.models.recipe import ModelRecipe
 from sf_hydra.sampler import mp
 
 log = logging.getLogger("sf_hydra")

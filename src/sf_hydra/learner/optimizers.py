@@ -10,7 +10,7 @@ from typing import Dict, List
 import torch
 
 from sf_hydra.core.metric_names import TRUE_OBJECTIVE
-from sf_hydra.plan import initial_hyperparams
+from sf_hydra.learner.settings import initial_hyperparams
 
 
 class PolicyOptimizers:

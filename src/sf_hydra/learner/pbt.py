@@ -53,7 +53,7 @@ from sf_hydra.learner.pbt_rules import (
     weights_digest,
 )
 from sf_hydra.learner.pbt_workspace import Workspace
-from sf_hydra.plan import initial_hyperparams, shaping_difference, shaping_hyperparams
+from sf_hydra.learner.settings import initial_hyperparams, shaping_difference, shaping_hyperparams
 
 log = logging.getLogger("sf_hydra")
 

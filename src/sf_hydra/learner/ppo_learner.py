@@ -32,9 +32,9 @@ from sf_hydra.learner.losses import (
 )
 from sf_hydra.learner.optimizers import PolicyOptimizers, adapt_lr, decay_lr, set_kernel_flags
 from sf_hydra.learner.profile import RunProfile
+from sf_hydra.learner.settings import LearnerSettings
 from sf_hydra.learner.statistics import LearnerStatistics, PolicyStats
 from sf_hydra.learner.vtrace import vtrace
-from sf_hydra.plan import LearnerSettings
 
 # Trajectory fields the minibatches do without: what they say is in the advantages, targets and `valids` already.
 NOT_TRAINED_ON = frozenset({"rewards", "time_outs", "policy_versions", "policy_ids"})

@@ -44,11 +44,11 @@ from sf_hydra.core.seeding import env_seed
 from sf_hydra.core.trajectory import TrajectoryWriter
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
-from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler.env_groups import ProtocolEnvGroup, SingleEnvGroup, StepBatch, VectorEnvGroup
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import WorkerBase, close_all
+from sf_hydra.sampler.settings import WorkerSettings
 from sf_hydra.sampler.vector_envs import make_vector_env
 
 

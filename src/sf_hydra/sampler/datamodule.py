@@ -7,9 +7,9 @@ from __future__ import annotations
 import lightning as L
 from torch.utils.data import DataLoader
 
-from sf_hydra.plan import BatchSettings
 from sf_hydra.sampler.sampler import Sampler
 from sf_hydra.sampler.sampler_door import Door
+from sf_hydra.sampler.settings import BatchSettings
 from sf_hydra.sampler.training_batches import TrainingBatches
 
 

@@ -35,10 +35,10 @@ from sf_hydra.core.seeding import INFERENCE_SERVER, seed_process
 from sf_hydra.core.spaces import obs_specs
 from sf_hydra.core.trajectory import TrajectorySpec
 from sf_hydra.models.actor_critic import StepOutput, policies_act
-from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.graphed_act import BucketedAct, record_cuda_graph
 from sf_hydra.sampler.messages import ServerFailed
+from sf_hydra.sampler.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 

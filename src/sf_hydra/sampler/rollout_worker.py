@@ -29,13 +29,13 @@ from sf_hydra.core.seeding import ROLLOUT_WORKER, env_seed, seed_process
 from sf_hydra.core.spaces import obs_specs
 from sf_hydra.core.trajectory import TrajectoryBuffers, obs_field_name
 from sf_hydra.models.actor_critic import policies_act
-from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.inference_server import InferenceClient
 from sf_hydra.sampler.messages import WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_mapping import PolicyMapping
 from sf_hydra.sampler.policy_store import PolicyStore
+from sf_hydra.sampler.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 

@@ -23,13 +23,13 @@ from sf_hydra.core.door import SamplerHealth
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.seeding import restore_random_states
 from sf_hydra.core.trajectory import TrajectoryBuffers, TrajectorySpec
-from sf_hydra.plan import SamplerSettings, Spaces
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.agent_rows_worker import AgentRowsWorker
 from sf_hydra.sampler.inference_server import InferenceChannel, server_process_main
 from sf_hydra.sampler.messages import DeviceWeights, ServerFailed, Trajectories, WorkerFailed, WorkerReady
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import BEAT_TIME, BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
+from sf_hydra.sampler.settings import SamplerSettings, Spaces
 from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
 from sf_hydra.sampler.vector_envs import check_batched_sampling
 

@@ -21,11 +21,11 @@ from sf_hydra.core.spaces import to_env_action
 from sf_hydra.core.trajectory import RolloutStaging
 from sf_hydra.envs import make_env
 from sf_hydra.envs.episode_info import SHAPING_UNITS, episode_stats, game_continues
-from sf_hydra.plan import WorkerSettings
 from sf_hydra.sampler.env_groups import random_steps
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import BEAT_ENV, BEAT_STEP, BEAT_TIME, WorkerBase, close_all
+from sf_hydra.sampler.settings import WorkerSettings
 
 
 class EnvSteps(NamedTuple):

@@ -15,8 +15,8 @@ import torch
 from torch.utils.data import IterableDataset
 
 from sf_hydra.core.clock import seconds_since_launch
-from sf_hydra.plan import BatchSettings
 from sf_hydra.sampler.sampler import Sampler, SamplerError
+from sf_hydra.sampler.settings import BatchSettings
 
 ENDLESS = 2**62
 STAGING_RING = 2
