@@ -119,6 +119,7 @@ def test_enjoy_names_the_extra_a_video_needs(cartpole_run):
     assert len(lines) == 1 and 'pip install ".[render]"' in lines[0], out[-3000:]
 
 
+@pytest.mark.slow
 def test_enjoy_names_a_missing_run_and_creates_nothing(cartpole_run):
     result = enjoy(cartpole_run, "experiment=nope")
     assert result.returncode == 2
@@ -133,6 +134,7 @@ def test_enjoy_names_a_missing_checkpoint(cartpole_run):
     assert "last.ckpt" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_enjoy_names_what_an_older_runs_config_lacks(cartpole_run):
     """A run saved before env families and networks were dotted paths is refused by name."""
     import shutil

@@ -200,12 +200,13 @@ def test_served_games_pass_the_env_name_check():
 
 # These few run in the default suite and in CI (a game without NOOP, one with lives and FIRE,
 # two plain ones), the rest with -m long: building and stepping 104 games takes ~6 minutes on
-# a loaded 2-core machine, a fifth of CI's budget.
+# a loaded 2-core machine, a fifth of CI's budget. The quick tier (`-m "not slow"`) builds Pong alone.
 REPRESENTATIVE = {"pong", "breakout", "backgammon", "space_invaders"}
+QUICK = {"pong"}
 
 
-@pytest.mark.parametrize("game", [g if g in REPRESENTATIVE else pytest.param(g, marks=pytest.mark.long)
-                                  for g in game_ids()])
+@pytest.mark.parametrize("game", [g if g in QUICK else pytest.param(g, marks=pytest.mark.slow) if g in REPRESENTATIVE
+                                  else pytest.param(g, marks=pytest.mark.long) for g in game_ids()])
 @pytest.mark.filterwarnings("ignore:.*is different from the unwrapped version")
 def test_every_game_config_builds_and_steps(game):
     cfg = compose_cfg(f"env=atari/{game}")

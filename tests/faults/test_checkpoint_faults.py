@@ -26,6 +26,7 @@ def _truncate(path, keep: float = 0.5):
     path.write_bytes(data[: int(len(data) * keep)])
 
 
+@pytest.mark.slow
 def test_checkpoints_load_with_weights_only(tmp_path):
     _trained(tmp_path)
     ckpts = sorted((tmp_path / "test" / "checkpoints").glob("*.ckpt"))
@@ -68,6 +69,7 @@ def test_a_copy_of_last_ckpt_alone_damaged_falls_back_to_the_numbered_one(tmp_pa
     assert second["env_steps"] >= 4000
 
 
+@pytest.mark.slow
 def test_no_intact_checkpoint_stops_with_what_was_found(tmp_path):
     _trained(tmp_path)
     folder = tmp_path / "test" / "checkpoints"
@@ -94,6 +96,7 @@ def test_no_intact_checkpoint_is_one_framed_line_from_train_py(tmp_path):
     assert "Traceback" not in proc.out and "Error executing job" not in proc.out, proc.out
 
 
+@pytest.mark.slow
 def test_leftover_tmp_files_are_removed_at_start(tmp_path, caplog):
     folder = tmp_path / "test" / "checkpoints"
     folder.mkdir(parents=True)
@@ -107,6 +110,7 @@ def test_leftover_tmp_files_are_removed_at_start(tmp_path, caplog):
     assert f"removing {leftovers[0]}" in caplog.text
 
 
+@pytest.mark.slow
 def test_unwritable_checkpoint_folder_names_the_path_and_cause(tmp_path):
     run = tmp_path / "test"
     run.mkdir()

@@ -102,6 +102,7 @@ def test_ctrl_c_with_inference_servers_leaves_no_process_and_keeps_the_checkpoin
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_the_final_save_does_not_lose_it(tmp_path, monkeypatch, sig):
     """The run has reached its budget and is writing its final checkpoint when a stop signal

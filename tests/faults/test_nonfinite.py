@@ -24,6 +24,7 @@ def _finite_checkpoint(run) -> dict:
     return ckpt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field, named", [("reward", "reward (nan)"), ("obs", "observation 'obs'")])
 def test_a_non_finite_env_value_is_named_with_env_field_and_step(tmp_path, field, named):
     cfg = make_cfg(tmp_path, *ENV, "+env.kwargs.after=300", f"+env.kwargs.field={field}",
@@ -36,6 +37,7 @@ def test_a_non_finite_env_value_is_named_with_env_field_and_step(tmp_path, field
     _finite_checkpoint(tmp_path / "test")
 
 
+@pytest.mark.slow
 def test_replaced_non_finite_values_are_counted_and_training_goes_on(tmp_path):
     cfg = make_cfg(tmp_path, *ENV, "+env.kwargs.after=100", "+env.kwargs.every=20", "env.nonfinite=replace",
                    "train_for_env_steps=8000")
@@ -46,6 +48,7 @@ def test_replaced_non_finite_values_are_counted_and_training_goes_on(tmp_path):
     _finite_checkpoint(tmp_path / "test")
 
 
+@pytest.mark.slow
 def test_inf_rewards_satisfy_no_target_and_the_summary_is_strict_json(tmp_path):
     cfg = make_cfg(tmp_path, *ENV, "+env.kwargs.after=1", "+env.kwargs.every=1", "+env.kwargs.value=inf",
                    "env.nonfinite=replace", "env.reward_clip=inf", "env.reward_scale=1.0",
@@ -55,6 +58,7 @@ def test_inf_rewards_satisfy_no_target_and_the_summary_is_strict_json(tmp_path):
     json.loads((tmp_path / "test" / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))
 
 
+@pytest.mark.slow
 def test_diverging_updates_are_skipped_then_stop_the_run_with_finite_weights(tmp_path):
     """Rewards scaled to 1e38 with no clip: returns overflow to inf, every loss is NaN. No
     update is applied, and after algo.nonfinite_updates_limit of them the run stops; its

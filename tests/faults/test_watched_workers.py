@@ -63,6 +63,7 @@ def test_a_hung_or_crashed_env_is_recreated_and_training_goes_on(tmp_path, mode)
     assert summary["env_steps"] > first_seen  # training went on after the restart
 
 
+@pytest.mark.slow
 def test_restarts_beyond_the_hourly_limit_stop_the_run_with_the_envs_traceback(tmp_path):
     cfg = make_cfg(tmp_path, "env=gym/any", "env.id=tests.helpers.faulty_envs:CrashingCartPole-v0",
                    "+env.kwargs.crash_after=100", "hardware.max_env_restarts=2", "train_for_env_steps=100000000")
@@ -94,6 +95,7 @@ def test_a_killed_worker_is_noticed_within_seconds(tmp_path):
     assert (tmp_path / "kill" / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_a_crashed_vector_env_is_recreated_in_the_agent_rows_worker(tmp_path):
     """The agent-rows worker's path: with batched sampling a crash inside the vector env
     re-creates that vector env; every row of it ends its episode, dropped."""

@@ -84,11 +84,13 @@ def check_whole_games(cfg, rows: int, got) -> None:
     assert reported == sorted(replayed)
 
 
+@pytest.mark.slow
 def test_rollout_workers_report_whole_games(tmp_path):
     cfg = breakout_cfg(tmp_path, "hardware.num_envs_per_worker=2")
     check_whole_games(cfg, 2, collect(cfg, min_slots=24))
 
 
+@pytest.mark.slow
 def test_batched_sampling_reports_whole_games(tmp_path):
     # One vector env of one sub-env: the agent-rows worker, one row whose slots come in order.
     cfg = breakout_cfg(tmp_path, "hardware.batched_sampling=true", "hardware.num_envs_per_worker=1",

@@ -77,6 +77,7 @@ def user_parts_run(tmp_path_factory):
     return train_dir / "test", out, summary
 
 
+@pytest.mark.slow
 def test_a_callback_added_on_the_command_line_runs(user_parts_run):
     run_dir, out, summary = user_parts_run
     assert summary["env_steps"] >= 3000 and (run_dir / "checkpoints" / "last.ckpt").is_file()
@@ -84,6 +85,7 @@ def test_a_callback_added_on_the_command_line_runs(user_parts_run):
     assert written == {"env_steps": summary["env_steps"], "note": "hi"}
 
 
+@pytest.mark.slow
 def test_a_logger_added_on_the_command_line_gets_the_scalars(user_parts_run):
     run_dir, _, _ = user_parts_run
     with open(run_dir / "csv" / "metrics.csv") as f:

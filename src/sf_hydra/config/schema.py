@@ -370,7 +370,8 @@ class TrainConfig:
     save_milestones_sec: float = -1.0
     save_best_every_sec: float = 5.0  # seconds between checks for a new best checkpoint (checkpoints/best_p<k>.ckpt)
     # the episode statistic best checkpoints maximize, per policy: reward (= episode/return: the average return
-    # over logger.stats_avg episodes; true_objective: the same without PBT's reward shaping), len (episode/length),
+    # over logger.stats_avg episodes, PBT's reward-shaping bonus included; true_objective: PBT's ranking, the env's
+    # own true_objective statistic where it reports one, else the same return without that bonus), len (episode/length),
     # selfplay/vs_pool_{win,draw,loss}_rate; with evaluation on (eval.*): eval/return or eval/length, each
     # policy's latest evaluation (checked when its result arrives)
     save_best_metric: str = "reward"

@@ -18,7 +18,8 @@
   and its episode `j` of every evaluation reset with `eval_env_seed(seed, j)`: drawn from a
   stream of their own (numpy's SeedSequence, 31-bit values), apart from the training envs'
   `env_seed` (consecutive integers: a clash has odds of about 1 in 2^31 per pair), and every evaluation plays
-  the same M starts: two evaluations differ by the weights only.
+  the same M starts: with eval.deterministic=true two evaluations differ by the weights only (sampled actions
+  draw on from the generator seeded once when the process starts, so they differ from one evaluation to the next).
 
 - population-based training (learner/pbt.py): a `random.Random(seed)` of its own, its state in
   every checkpoint;

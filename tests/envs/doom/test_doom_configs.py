@@ -22,6 +22,9 @@ CONFIGS = sorted(p.stem for p in Path(CONF_DIR, "env", "doom").glob("*.yaml"))
 # doom.cfg / doom2.cfg need the commercial IWADs, which the wheel does not ship.
 NEEDS_COMMERCIAL_IWAD = {"doom", "doom2"}
 MULTI_AGENT_STEPS, SINGLE_AGENT_STEPS = 40, 200
+# Built in the quick tier (`-m "not slow"`): a shipped scenario, a generated battle map, two agents of ours in
+# one game; the rest are `slow` (CI builds them all): each costs 1-3.5 s on a loaded 2-core box, ~30 s in all.
+QUICK = {"basic", "battle", "duel"}
 
 
 def test_every_shipped_and_generated_scenario_has_a_config():
@@ -31,7 +34,7 @@ def test_every_shipped_and_generated_scenario_has_a_config():
     assert {"battle", "battle2", "duel", "duel_bots", "deathmatch", "deathmatch_bots"} <= set(CONFIGS)
 
 
-@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in CONFIGS])
 def test_config_builds_its_env_and_steps(name):
     cfg = compose_cfg(f"env=doom/{name}")
     check_config(cfg)

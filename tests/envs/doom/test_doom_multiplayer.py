@@ -94,6 +94,7 @@ def test_duel_follows_the_multi_agent_protocol(duel):
     assert duel.restarts == 0
 
 
+@pytest.mark.slow
 def test_a_dead_player_process_restarts_the_game(duel):
     duel.reset()
     victim = duel.players[1].proc.pid
@@ -124,6 +125,7 @@ def our_players() -> list:
     return pids
 
 
+@pytest.mark.slow
 def test_slow_start_up_is_retried_then_reported_without_leftovers():
     """Players that are not all up in time are killed and started again on fresh ports;
     after the last attempt the error says what happened each time."""
@@ -142,6 +144,7 @@ def test_a_player_that_fails_is_reported_with_its_traceback():
     assert wait_dead(our_players()) == []
 
 
+@pytest.mark.slow
 def test_close_leaves_no_process(duel):
     pids = [p.proc.pid for p in duel.players]
     duel.reset()
@@ -149,6 +152,7 @@ def test_close_leaves_no_process(duel):
     assert wait_dead(pids) == []
 
 
+@pytest.mark.slow
 def test_players_exit_when_their_parent_dies(tmp_path):
     """A killed rollout worker must not leave players and engines behind: they watch it."""
     code = (
