@@ -16,7 +16,7 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 
-from sf_hydra.core.errors import ConfigError
+from sf_hydra.config import ConfigError
 from sf_hydra.envs import EnvFamily
 from sf_hydra.envs.episode_info import EPISODE_STATS
 
