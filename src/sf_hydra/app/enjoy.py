@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from sf_hydra.app.loggers import log_videos
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import Fault
-from sf_hydra.core.run_dir import BEST_KEY, best_checkpoint_name, checkpoint_dir, read_best
+from sf_hydra.core.run_dir import best_checkpoint_name, checkpoint_dir, read_best
 from sf_hydra.core.targets import check_targets
 from sf_hydra.envs import check_env, make_env
 from sf_hydra.evaluation.episodes import (  # noqa: F401 (Seat, SingleAgent, obs_batch, play_episode: re-exported)
@@ -41,7 +41,7 @@ from sf_hydra.evaluation.episodes import (  # noqa: F401 (Seat, SingleAgent, obs
     save_video,
     video_format,
 )
-from sf_hydra.models import build_model
+from sf_hydra.evaluation.policy import Policy, load_run_config
 
 log = logging.getLogger("sf_hydra")
 
@@ -80,41 +80,13 @@ def best_checkpoint(run_dir: Path, checkpoint: str, policy: int, train_cfg=None)
 
 
 def load_run(run_dir: Path):
-    """The run's resolved config (what it was trained with)."""
-    saved = run_dir / "config.yaml"
-    if not saved.is_file():
-        runs = sorted(p.parent.name for p in run_dir.parent.glob("*/config.yaml"))
-        raise ConfigError("experiment", run_dir.name, f"a trained run in {run_dir.parent} (found: {runs or 'none'})")
-    cfg = OmegaConf.load(saved)
-    missing = [key for key in ("env.factory", "model._target_") if OmegaConf.select(cfg, key) is None]
-    if missing:  # saved before families and networks were named by dotted paths
-        raise ConfigError("experiment", run_dir.name, f"a run whose {saved} names its env family and network "
-                          f"(it has no {' / '.join(missing)}: an older sf_hydra saved it; its checkpoint still loads: "
-                          "run its train command again, which resumes it and saves the config anew)")
-    return cfg
+    """The run's resolved config (what it was trained with): evaluation/policy.py load_run_config."""
+    return load_run_config(run_dir)
 
 
-def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int = 0):
-    """The weights of trained policy `policy` (`policies.<k>.` in the checkpoint; `model.` in
-    checkpoints saved before several policies)."""
-    num_policies = OmegaConf.select(train_cfg, "algo.num_policies", default=1)
-    if not 0 <= policy < num_policies:
-        raise ConfigError("policy", policy, f"a trained policy of this run: 0 to {num_policies - 1}")
-    model = build_model(train_cfg, obs_space, action_space)
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    best = ckpt.get(BEST_KEY) or {}
-    if best.get("evaluated_weights") is not None and best.get("policy") == policy:
-        # a best checkpoint chosen by evaluation during training: the weights that evaluation played, not the
-        # learner's a few updates later
-        log.info("playing the weights evaluated at %s env steps (policy version %s): %s=%s",
-                 best.get("evaluated_run_env_steps"), best.get("evaluated_policy_version"), best.get("metric"),
-                 best.get("value"))
-        model.load_state_dict(best["evaluated_weights"])
-        return model.eval()
-    state = ckpt["state_dict"]
-    prefix = f"policies.{policy}." if any(k.startswith("policies.") for k in state) else "model."
-    model.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
-    return model.eval()
+def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int = 0) -> Policy:
+    """Trained policy `policy` of `ckpt_path`, acting in these spaces (Policy.from_checkpoint)."""
+    return Policy.from_checkpoint(train_cfg, ckpt_path, obs_space, action_space, policy)
 
 
 def seat_policies(cfg, agents: int, num_policies: int) -> List[int]:

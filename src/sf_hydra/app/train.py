@@ -167,6 +167,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
     if not ranks.is_zero:
         return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
     save_config(cfg, run_dir)
+    rd.save_spaces(run_dir, plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)  # for Policy.load
     if not ranks.distributed or ranks.via_slurm:
         return _fit(cfg, run_dir, plan, ckpt, ranks)
     others = start_local_ranks(ranks, run_dir, pickle.dumps(resolved(cfg)))

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import CheckpointError, RunFolderBusy
+from sf_hydra.core.files import write_atomically
 
 LAST = "last.ckpt"
 LOCK = ".lock"
@@ -47,7 +48,32 @@ def read_best(path: Path) -> Optional[dict]:
         return None
 
 
-RUN_STATE = ("checkpoints", "tb", "config.yaml", "summary.json", "selfplay", "wandb", "wandb_id")
+SPACES = "spaces.json"  # the env's spaces as the policies see them (core/spaces.py space_to_json)
+RUN_STATE = ("checkpoints", "tb", "config.yaml", SPACES, "summary.json", "selfplay", "wandb", "wandb_id")
+
+
+def save_spaces(run_dir: Path, observation, action, num_agents: Optional[int]) -> Path:
+    """`spaces.json`: what a trained policy reads and returns (one agent's observation and action spaces, the
+    agent count of a multi-agent env), so that it can be loaded and called without building the env."""
+    from sf_hydra.core.spaces import space_to_json  # torch: not on the config-error path, which imports run_dir
+
+    path = Path(run_dir) / SPACES
+    text = json.dumps({"observation": space_to_json(observation), "action": space_to_json(action),
+                       "num_agents": num_agents}, indent=1)
+    write_atomically(path, lambda tmp: Path(tmp).write_text(text))
+    return path
+
+
+def read_spaces(run_dir: Path) -> Optional[Tuple[object, object, Optional[int]]]:
+    """(observation space, action space, agent count) from a run's `spaces.json`; None when the run has none
+    (trained before it was written)."""
+    from sf_hydra.core.spaces import space_from_json  # torch: not on the config-error path, which imports run_dir
+
+    path = Path(run_dir) / SPACES
+    if not path.is_file():
+        return None
+    d = json.loads(path.read_text())
+    return space_from_json(d["observation"]), space_from_json(d["action"]), d.get("num_agents")
 
 
 class RunLock:

@@ -110,3 +110,60 @@ def _mixed_tuple_action(space: gym.spaces.Tuple, action: np.ndarray) -> tuple:
         parts.append(int(chunk[0]) if isinstance(part, gym.spaces.Discrete) else to_env_action(part, chunk))
         start += width
     return tuple(parts)
+
+
+def space_to_json(space: gym.Space) -> dict:
+    """A gymnasium space as plain JSON (a run folder's `spaces.json`, an exported policy's description):
+    Box, Discrete, MultiDiscrete, MultiBinary, and Dict and Tuple of them. `space_from_json` reads it back equal."""
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "shape": list(space.shape), "dtype": str(space.dtype),
+                "low": _bounds(space.low), "high": _bounds(space.high)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist(), "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {k: space_to_json(s) for k, s in space.spaces.items()}}
+    if isinstance(space, gym.spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
+    raise TypeError(f"a space sf_hydra can describe (Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple), "
+                    f"not {type(space).__name__}")
+
+
+def _bounds(values: np.ndarray):
+    """A Box's bounds: one number when every entry is the same (an image's 0..255), else the nested list;
+    infinities as the strings JSON allows."""
+    flat = np.unique(values)
+    if flat.size == 1:
+        return _number(flat[0])
+    return np.vectorize(_number, otypes=[object])(values).tolist()
+
+
+def _number(x):
+    x = float(x)
+    return "inf" if x == np.inf else "-inf" if x == -np.inf else (int(x) if x.is_integer() else x)
+
+
+def space_from_json(d: dict) -> gym.Space:
+    """The space `space_to_json` described."""
+    kind = d["type"]
+    if kind == "Box":
+        dtype = np.dtype(d["dtype"])
+        low, high = (np.asarray(d[k], dtype=np.float64) if not isinstance(d[k], (int, float, str))
+                     else float(d[k]) for k in ("low", "high"))
+        shape = tuple(d["shape"])
+        return gym.spaces.Box(low=np.broadcast_to(low, shape).astype(dtype),
+                              high=np.broadcast_to(high, shape).astype(dtype), shape=shape, dtype=dtype)
+    if kind == "Discrete":
+        return gym.spaces.Discrete(d["n"], start=d.get("start", 0))
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(d["nvec"], dtype=d.get("dtype", "int64"))
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(d["n"])
+    if kind == "Dict":
+        return gym.spaces.Dict({k: space_from_json(s) for k, s in d["spaces"].items()})
+    if kind == "Tuple":
+        return gym.spaces.Tuple([space_from_json(s) for s in d["spaces"]])
+    raise ValueError(f"unknown space type {kind!r} in a space description")

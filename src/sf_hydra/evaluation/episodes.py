@@ -1,6 +1,7 @@
 """Playing episodes with a trained policy, and saving them as videos: the one code path of `enjoy.py`
 (a finished run's checkpoint) and of evaluation during training (sf_hydra.evaluation.process, the weights the
-learner just trained). The policy acts exactly as in the rollout workers (same model class, same observation
+learner just trained), acting through the Python policy (evaluation/policy.py). The policy acts exactly as in
+the rollout workers (same model class, same observation
 and action handling); the envs are built by the caller. Several envs play their games in lockstep, with one
 forward pass per model and step for every seat it plays (the evaluation process: its M games at once); one
 env plays them one after another (enjoy.py).
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.spaces import obs_specs, to_env_action
 from sf_hydra.envs.episode_info import game_continues
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent
+from sf_hydra.evaluation.policy import Policy, stacked_obs
 
 log = logging.getLogger("sf_hydra")
 
@@ -28,13 +30,6 @@ log = logging.getLogger("sf_hydra")
 def obs_batch(obs, specs) -> Dict[str, torch.Tensor]:
     """One env's observation as a batch of one, with the dtypes the trajectory buffers use."""
     return stacked_obs([obs], specs)
-
-
-def stacked_obs(observations: Sequence, specs) -> Dict[str, torch.Tensor]:
-    """Observations (of one space) as one batch, with the dtypes the trajectory buffers use."""
-    keys = list(observations[0]) if isinstance(observations[0], dict) else ["obs"]
-    rows = [[np.asarray(o[k] if isinstance(o, dict) else o) for o in observations] for k in keys]
-    return {k: torch.as_tensor(np.stack(r)).to(specs[k][1]).reshape(len(r), *specs[k][0]) for k, r in zip(keys, rows)}
 
 
 class SingleAgent:
@@ -76,11 +71,12 @@ def image_of(env, obs) -> Optional[np.ndarray]:
 
 
 class Seat:
-    """One agent of the env and the policy that plays it: its RNN state and its first episode's totals."""
+    """One agent of the env and the trained policy that plays it (`agent`, a Policy; `policy`: its index in the
+    run): its RNN state and its first episode's totals."""
 
-    def __init__(self, model, policy: int):
-        self.model, self.policy = model, policy
-        self.rnn = torch.zeros(1, model.rnn_state_size) if model.core is not None else None
+    def __init__(self, agent: Policy, policy: int):
+        self.agent, self.policy = agent, policy
+        self.rnn = agent.initial_state()
         self.total, self.steps, self.done = 0.0, 0, False
 
     def record(self, reward: float, episode_over: bool, life_over: bool) -> None:
@@ -117,19 +113,18 @@ class Game:
 
 
 def act(games: Sequence[Game], specs, deterministic: bool) -> List[list]:
-    """Every game's env actions for this step: one forward pass per model over all the seats it plays
+    """Every game's env actions for this step: one forward pass per policy over all the seats it plays
     (each seat's RNN state goes in and comes back)."""
     actions = [[None] * len(g.seats) for g in games]
-    by_model: Dict[int, list] = {}
+    by_agent: Dict[int, list] = {}
     for gi, g in enumerate(games):
         for si, seat in enumerate(g.seats):
-            by_model.setdefault(id(seat.model), []).append((gi, si))
-    for places in by_model.values():
+            by_agent.setdefault(id(seat.agent), []).append((gi, si))
+    for places in by_agent.values():
         seats = [games[gi].seats[si] for gi, si in places]
         rnn = None if seats[0].rnn is None else torch.cat([seat.rnn for seat in seats])
-        out = seats[0].model.act(stacked_obs([games[gi].obs[si] for gi, si in places], specs), rnn,
-                                 deterministic=deterministic)
-        chosen = out.actions.numpy()
+        out = seats[0].agent.step(stacked_obs([games[gi].obs[si] for gi, si in places], specs), rnn, deterministic)
+        chosen = out.actions.cpu().numpy()
         for row, ((gi, si), seat) in enumerate(zip(places, seats)):
             actions[gi][si] = to_env_action(games[gi].env.action_space, chosen[row])
             if seat.rnn is not None:
@@ -233,11 +228,13 @@ def render_fps(env) -> float:
     return meta.get("render_fps") or 30
 
 
-def play_episodes(envs: Sequence, seat_models: Sequence[Tuple[torch.nn.Module, int]], seeds: Sequence[Optional[int]],
+def play_episodes(envs: Sequence, seat_models: Sequence[Tuple[Union[Policy, torch.nn.Module], int]],
+                  seeds: Sequence[Optional[int]],
                   deterministic: bool, max_steps: Optional[int], record_frames: Callable[[int], int] = lambda i: 0,
                   progress: Optional[Callable[[int], Callable]] = None) -> Iterator[Tuple[int, List[Seat], list]]:
     """One game per entry of `seeds` (each reset with its seed; None: unseeded), every agent seat played by
-    its (model, policy) of `seat_models`, each game with fresh RNN states. The `envs` (of one space) play
+    its (Policy, or a bare network acting in the envs' spaces; its index in the run) of `seat_models`, each game
+    with fresh RNN states. The `envs` (of one space) play
     `len(envs)` games at a time in lockstep, one forward pass per model and step (`act`); a game that ends
     hands its env to the next seed. Yields (i, seats, frames) as each game ends (in the seeds' order with one
     env; games ending at one step in theirs): the seats hold each agent's return and length (Seat.total,
@@ -246,6 +243,9 @@ def play_episodes(envs: Sequence, seat_models: Sequence[Tuple[torch.nn.Module, i
     With sampled actions (deterministic=False) the draws of several games interleave: the games depend on
     len(envs) (and on the seeds, the weights and torch's generator)."""
     specs = obs_specs(envs[0].observation_space)
+    agents = {id(m): m if isinstance(m, Policy) else Policy(m, envs[0].observation_space, envs[0].action_space)
+              for m, _ in seat_models}
+    seat_models = [(agents[id(m)], k) for m, k in seat_models]
     waiting = iter(enumerate(seeds))
 
     def start(env) -> Optional[Game]:

@@ -17,7 +17,7 @@ import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-import sf_hydra
+import sf_hydra.envs
 
 
 class PlayerTimeout(RuntimeError):
