@@ -3,8 +3,10 @@ learner's network does on one observation or a batch, carries a recurrent state,
 light to import (no Lightning, no Hydra compose)."""
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -153,3 +155,16 @@ def test_loading_and_acting_import_no_lightning_and_compose_no_config(mlp_run):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with_repo(), timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "HEAVY [] COMPOSED False" in out.stdout, out.stdout
+
+
+@pytest.mark.slow
+def test_readmes_python_example_plays_an_episode(mlp_run):
+    """README's `sf_hydra.Policy` block, as written, on a trained CartPole run in place of train_dir/cartpole."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    block = next(b for b in blocks if "Policy.load" in b)
+    assert 'Policy.load("train_dir/cartpole")' in block
+    code = block.replace('"train_dir/cartpole"', repr(str(mlp_run)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with_repo(), timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert re.fullmatch(r"return \d+\.0\n", out.stdout), out.stdout
