@@ -24,6 +24,9 @@ EXTRA_OF_MODULE = {
     "hydra_plugins.hydra_submitit_launcher": "slurm",
     "optuna": "optuna",
     "hydra_plugins.hydra_optuna_sweeper": "optuna",
+    "onnx": "export",
+    "onnxscript": "export",
+    "onnxruntime": "export",
 }
 
 

@@ -331,10 +331,10 @@ class ActorCritic(nn.Module):
             return rnn_states, None
         return rnn_states.split([self.core.state_size, self.critic_core.state_size], dim=-1)
 
-    @torch.no_grad()
-    def act(self, obs: Dict[str, torch.Tensor], rnn_states: Optional[torch.Tensor],
-            deterministic: bool = False) -> StepOutput:
-        """One step for a batch of envs (rollout workers, evaluation)."""
+    def forward_step(self, obs: Dict[str, torch.Tensor], rnn_states: Optional[torch.Tensor]):
+        """One step of the network for a batch of envs, before any action is drawn: (the action distribution,
+        the values [B], the next RNN states or None). `act` draws from it; an exported policy
+        (evaluation/export.py) returns its parameters and its most likely action."""
         inputs = self._inputs(obs)
         actor_state, critic_state = self._split_state(rnn_states)
         x, actor_state = _tower_step(self.encoder, self.core, self.decoder, inputs, actor_state)
@@ -343,14 +343,20 @@ class ActorCritic(nn.Module):
             v, critic_state = _tower_step(self.critic_encoder, self.critic_core, self.critic_decoder, inputs,
                                           critic_state)
             rnn_states = None if actor_state is None else torch.cat([actor_state, critic_state], dim=-1)
-        dist = self._distribution(x, obs)
+        return self._distribution(x, obs), self.value_head(v).squeeze(-1), rnn_states
+
+    @torch.no_grad()
+    def act(self, obs: Dict[str, torch.Tensor], rnn_states: Optional[torch.Tensor],
+            deterministic: bool = False) -> StepOutput:
+        """One step for a batch of envs (rollout workers, evaluation)."""
+        dist, values, rnn_states = self.forward_step(obs, rnn_states)
         if hasattr(dist, "act"):  # a distribution with a fast acting path (categoricals)
             actions, log_probs = dist.act(deterministic)
         else:
             actions = dist.mode() if deterministic else dist.sample()
             log_probs = dist.log_prob(actions)
         extras = {ACTION_DIST_PARAMS: dist.params()} if self.action_dist_params_size else None
-        return StepOutput(actions, log_probs, self.value_head(v).squeeze(-1), rnn_states, extras)
+        return StepOutput(actions, log_probs, values, rnn_states, extras)
 
     def evaluate(self, obs: Dict[str, torch.Tensor], actions: torch.Tensor, rnn_states: Optional[torch.Tensor],
                  dones: Optional[torch.Tensor], with_distribution: bool = False):

@@ -1,0 +1,91 @@
+"""`sf-export experiment=NAME format=onnx|torchscript`: a trained policy as one file for another runtime, and a
+JSON beside it that says how to call it (sf_hydra.evaluation.export).
+
+    sf-export experiment=cartpole format=onnx                  # train_dir/cartpole/export/policy_0.onnx (+ .json)
+    sf-export run_dir=train_dir/multirun/x/0 format=torchscript policy=1 kind=best out=agent.pt
+
+Keys (key=value, as the other commands take them): experiment (a run in train_dir) or run_dir (a run folder or a
+checkpoint file), format, policy (default 0), kind (last: the newest checkpoint, or best), out (default:
+<run>/export/policy_<k>.<onnx|pt>). A bad key or value is refused naming it, with exit status 2."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.extras import install_lines
+
+log = logging.getLogger("sf_hydra")
+KEYS = {"experiment": None, "run_dir": None, "train_dir": "train_dir", "format": None, "policy": "0", "kind": "last",
+        "out": None}
+FORMATS = ("onnx", "torchscript")
+EXTRA_OF = {"onnx": ("onnx", "onnxscript", "onnxruntime")}  # what format=onnx needs (the `export` extra)
+
+
+def parse(argv: Sequence[str]) -> Dict[str, Optional[str]]:
+    """key=value arguments against KEYS, each checked before anything is loaded."""
+    args: Dict[str, Optional[str]] = dict(KEYS)
+    for item in argv:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(item, None, f"key=value with a key of {', '.join(KEYS)}")
+        if key not in KEYS:
+            raise ConfigError(key, value, f"a key of sf-export: {', '.join(KEYS)}")
+        args[key] = value
+    if args["format"] not in FORMATS:
+        raise ConfigError("format", args["format"], " or ".join(FORMATS))
+    if args["kind"] not in ("last", "best"):
+        raise ConfigError("kind", args["kind"], "last (the run's newest checkpoint) or best")
+    if not str(args["policy"]).isdigit():
+        raise ConfigError("policy", args["policy"], "a trained policy's index: 0, 1, ...")
+    if bool(args["experiment"]) == bool(args["run_dir"]):
+        raise ConfigError("experiment", args["experiment"], "exactly one of experiment=<a run in train_dir> or "
+                          "run_dir=<a run folder or checkpoint file>")
+    missing = [m for m in EXTRA_OF.get(args["format"], ()) if not _installed(m)]
+    if missing:
+        raise ConfigError("format", args["format"], f"torchscript, or ONNX with the export extra (missing: "
+                          f"{', '.join(missing)}): {install_lines('export')}")
+    return args
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def source(args: Dict[str, Optional[str]]) -> Path:
+    path = Path(args["run_dir"]) if args["run_dir"] else Path(args["train_dir"]) / args["experiment"]
+    if not path.exists():
+        key = "run_dir" if args["run_dir"] else "experiment"
+        found = sorted(p.parent.name for p in Path(args["train_dir"]).glob("*/config.yaml"))
+        raise ConfigError(key, args[key], f"a trained run (in {args['train_dir']}: {found or 'none'})")
+    return path
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    try:
+        args = parse(sys.argv[1:] if argv is None else argv)
+        path = source(args)
+        from sf_hydra.evaluation.export import default_path, export
+        from sf_hydra.evaluation.policy import Policy
+
+        policy = Policy.load(path, policy=int(args["policy"]), kind=args["kind"])
+        written, described = export(policy, args["format"], default_path(policy, args["format"], args["out"]))
+    except ConfigError as e:
+        log.error("bad config: %s", e)
+        return 2
+    except FileNotFoundError as e:
+        log.error("%s", e)
+        return 2
+    log.info("exported policy %d of %s (%s env steps) as %s: %s, how to call it: %s", policy.origin.policy,
+             policy.origin.checkpoint, policy.origin.env_steps, args["format"], written, described)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
