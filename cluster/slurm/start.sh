@@ -2,19 +2,33 @@
 # Installs (Debian packages) and starts a one-node Slurm cluster on this machine, as root and
 # without systemd: mariadb + slurmdbd (accounting: submitit polls `sacct`), munged,
 # slurmctld, slurmd. Configs, logs and pids live in $SF_SLURM_STATE (/tmp/sf_hydra_slurm).
-# Returns once the node is idle. Running it again while the cluster runs changes nothing;
+# `start.sh --two-nodes` adds two more nodes, sfn1 and sfn2, each a network namespace with
+# its own hostname and a slurmd (netns.sh), in partition two_nodes; the local node stays
+# alone in the default partition main, so jobs that name no partition run as before.
+# Returns once every node is idle. Running it again while the cluster runs changes nothing;
 # cluster/slurm/stop.sh stops exactly what this started.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
 . "$HERE/common.sh"
+# shellcheck source=netns.sh
+. "$HERE/netns.sh"
 
 TIMEOUT=${SF_SLURM_TIMEOUT:-180}   # seconds for each daemon, and for the node, to come up
 CLUSTER=sf_hydra
 ACCOUNT=sf_hydra
 PARTITION=main
 NODE=$(hostname -s)
-PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
+PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server iproute2)
+TWO_NODES=0
+case "${1:-}" in
+    "") ;;
+    --two-nodes) TWO_NODES=1 ;;
+    *) echo "usage: start.sh [--two-nodes]" >&2; exit 2 ;;
+esac
+# The address every node reaches slurmctld at: loopback alone, the bridge with two nodes.
+CTLD_ADDR=127.0.0.1
+((TWO_NODES)) && CTLD_ADDR=$NET_ROOT_ADDR
 
 die() {
     echo "start.sh: $*" >&2
@@ -60,6 +74,20 @@ launch() {
     echo "$! $(realpath "$1")" >"$PIDS/$name"
 }
 
+# `launch_in_node NODE`: the slurmd of namespace node NODE, as launch() does it, inside the
+# node's network namespace (nsenter, not `ip netns exec`: that remounts /sys, and slurmd
+# then fails on cgroups), with a UTS namespace for its hostname and a mount namespace in
+# which the node's hosts file replaces /etc/hosts (the jobs' processes inherit all three).
+launch_in_node() {
+    local node=$1
+    # shellcheck disable=SC2016  # $1 and $2 are bash -c's own arguments, expanded inside
+    setsid nsenter --net="$NETNS_DIR/$(net_ns "$node")" unshare --uts --mount --propagation private \
+        bash -c 'hostname "$1" && mount --bind "$2" /etc/hosts && exec /usr/sbin/slurmd -D -N "$1"' \
+        _ "$node" "$ETC/hosts.$node" </dev/null >"$LOGS/slurmd-$node.out" 2>&1 &
+    # nsenter, unshare and bash each exec the next: the pid becomes slurmd's own
+    echo "$! $(realpath /usr/sbin/slurmd)" >"$PIDS/slurmd-$node"
+}
+
 make_state_dirs() {
     mkdir -p "$STATE" "$ETC" "$PIDS" "$LOGS" "$RUN" "$STATE/slurmctld" "$STATE/slurmd" "$STATE/mysql" "$STATE/munge"
     chmod 755 "$STATE" "$ETC"
@@ -76,25 +104,41 @@ node_line() {
     local detected mem
     detected=$(slurmd -C | head -n 1)
     mem=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$detected")
-    echo "${detected/RealMemory=$mem/RealMemory=$((mem * 9 / 10))} NodeAddr=127.0.0.1 State=UNKNOWN"
+    detected=${detected/RealMemory=$mem/RealMemory=$((mem * 9 / 10))}
+    echo "$detected NodeAddr=127.0.0.1 State=UNKNOWN"
+    ((TWO_NODES)) || return 0
+    local n
+    for n in "${NET_NODES[@]}"; do  # the same cores and memory, shared: a test cluster
+        echo "${detected/NodeName=$NODE /NodeName=$n } NodeAddr=$(net_addr "$n") NodeHostname=$n State=UNKNOWN"
+    done
+}
+
+partition_lines() {
+    if ((TWO_NODES)); then
+        echo "PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP"
+        echo "PartitionName=$NET_PARTITION Nodes=$(IFS=,; echo "${NET_NODES[*]}") MaxTime=INFINITE State=UP"
+    else
+        echo "PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+    fi
 }
 
 write_slurm_conf() {
     cat >"$ETC/slurm.conf" <<EOF
-# Written by cluster/slurm/start.sh: one node, no cgroups, accounting through slurmdbd.
+# Written by cluster/slurm/start.sh: no cgroups, accounting through slurmdbd.
 ClusterName=$CLUSTER
-SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldHost=$NODE($CTLD_ADDR)
 SlurmUser=slurm
 SlurmdUser=root
 AuthType=auth/munge
 SlurmctldPort=6817
 SlurmdPort=6818
 StateSaveLocation=$STATE/slurmctld
-SlurmdSpoolDir=$STATE/slurmd
+# %n: the node's name, so that the slurmds of several nodes on this machine never share a file.
+SlurmdSpoolDir=$STATE/slurmd/%n
 SlurmctldPidFile=$RUN/slurmctld.pid
-SlurmdPidFile=$RUN/slurmd.pid
+SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOGS/slurmctld.log
-SlurmdLogFile=$LOGS/slurmd.log
+SlurmdLogFile=$LOGS/slurmd-%n.log
 # No cgroups here: track processes through /proc, bind no tasks.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -115,7 +159,7 @@ MpiDefault=none
 SwitchType=switch/none
 MailProg=/bin/true
 $(node_line)
-PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+$(partition_lines)
 EOF
 }
 
@@ -192,15 +236,22 @@ register_account() {
 
 ctld_up() { scontrol ping 2>/dev/null | grep -q UP; }
 
-node_idle() { [[ "$(sinfo -h -n "$NODE" -o %T 2>/dev/null)" == idle ]]; }
+all_nodes() { echo "$NODE"; ((TWO_NODES)) && printf '%s\n' "${NET_NODES[@]}"; return 0; }
+
+node_idle() { [[ "$(sinfo -h -n "$1" -o %T 2>/dev/null)" == idle ]]; }
+
+all_idle() {
+    local n
+    for n in $(all_nodes); do node_idle "$n" || return 1; done
+}
 
 wait_until_idle() {
     local deadline=$((SECONDS + TIMEOUT))
-    until node_idle; do
+    until all_idle; do
         if ((SECONDS >= deadline)); then
             sinfo -N -l >&2 || true
             sinfo -R >&2 || true
-            die "node $NODE is not idle after ${TIMEOUT}s"
+            die "the nodes $(all_nodes | tr '\n' ' ')are not all idle after ${TIMEOUT}s"
         fi
         sleep 1
     done
@@ -209,12 +260,22 @@ wait_until_idle() {
 all_running() {
     local d
     for d in "${DAEMONS[@]}"; do live_pid "$d" >/dev/null || return 1; done
+    for d in $(all_nodes | tail -n +2); do live_pid "slurmd-$d" >/dev/null || return 1; done
 }
+
+# The mode the running cluster was started in (0: one node, 1: --two-nodes).
+running_mode() { cat "$STATE/two_nodes" 2>/dev/null || echo 0; }
 
 main() {
     [[ $EUID -eq 0 ]] || { echo "start.sh: run as root (it installs packages and starts daemons)" >&2; exit 1; }
     local t0=$SECONDS
     install_packages
+    if [[ -d $PIDS ]] && all_running && [[ "$(running_mode)" != "$TWO_NODES" ]]; then
+        # Someone's tests may be using it: never restart it from here.
+        echo "start.sh: a Slurm cluster runs already, in the other mode (two nodes: $(running_mode));" \
+            "stop it first (cluster/slurm/stop.sh) if nobody is using it" >&2
+        exit 1
+    fi
     if all_running; then
         echo "Slurm cluster already running (state in $STATE)"
         wait_until_idle
@@ -225,6 +286,11 @@ main() {
         "$HERE/stop.sh"
     fi
     make_state_dirs
+    echo "$TWO_NODES" >"$STATE/two_nodes"
+    if ((TWO_NODES)); then
+        net_in_use && die "$NET_PREFIX.0/24 is in use on this machine already: two-node mode needs it to itself"
+        net_up
+    fi
     local password
     password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
     write_slurm_conf
@@ -240,9 +306,16 @@ main() {
     launch slurmctld /usr/sbin/slurmctld -D
     wait_for "slurmctld" ctld_up
     launch slurmd /usr/sbin/slurmd -D
+    local n
+    if ((TWO_NODES)); then
+        for n in "${NET_NODES[@]}"; do launch_in_node "$n"; done
+    fi
     register_account
     wait_until_idle
     echo "Slurm cluster $CLUSTER up in $((SECONDS - t0))s: node $NODE idle, partition $PARTITION, account $ACCOUNT (state in $STATE)"
+    if ((TWO_NODES)); then
+        echo "  and nodes ${NET_NODES[*]} idle in partition $NET_PARTITION, on bridge $NET_BRIDGE ($NET_PREFIX.0/24)"
+    fi
 }
 
 main "$@"

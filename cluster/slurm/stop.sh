@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Stops the cluster cluster/slurm/start.sh started: each daemon by the pid start.sh
-# recorded (SIGTERM, then SIGKILL after a grace period), then removes the state folder and
-# the /etc/slurm/slurm.conf link start.sh made. Nothing running is fine.
+# recorded (SIGTERM, then SIGKILL after a grace period), then removes the two-node mode's
+# namespaces, links and addresses (netns.sh), the state folder and the /etc/slurm/slurm.conf
+# link start.sh made. Nothing running is fine.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
 . "$HERE/common.sh"
+# shellcheck source=netns.sh
+. "$HERE/netns.sh"
 
 GRACE=${SF_SLURM_STOP_GRACE:-15}  # seconds a daemon gets to exit on SIGTERM
 
@@ -40,13 +43,17 @@ cancel_jobs() {
 main() {
     [[ $EUID -eq 0 ]] || { echo "stop.sh: run as root" >&2; exit 1; }
     cancel_jobs
-    local i
+    local i f
+    for f in "$PIDS"/slurmd-*; do  # the namespace nodes' slurmds (two-node mode)
+        [[ -f $f ]] && stop_daemon "$(basename "$f")"
+    done
     for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
         stop_daemon "${DAEMONS[i]}"
     done
     if [[ -L $SYSTEM_CONF && "$(readlink "$SYSTEM_CONF")" == "$ETC/slurm.conf" ]]; then
         rm -f "$SYSTEM_CONF"
     fi
+    net_down  # after the slurmds inside: a namespace goes once its last process has
     if [[ -d $STATE ]]; then
         rm -rf "$STATE"
         echo "removed $STATE"

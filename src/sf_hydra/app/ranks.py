@@ -190,3 +190,61 @@ def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> Local
                                               stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         logs.append(log)
     return LocalRanks(processes, logs, saved)
+
+
+def _interface_with_address(address: str) -> Optional[str]:
+    """The name of this machine's network interface (Linux) that holds IPv4 `address`, or None."""
+    import fcntl
+    import struct
+
+    siocgifaddr = 0x8915  # <linux/sockios.h>: an interface's IPv4 address
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                reply = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+            except OSError:  # no IPv4 address on it
+                continue
+            if socket.inet_ntoa(reply[20:24]) == address:
+                return name
+    return None
+
+
+def _slurm_job_nodes() -> List[str]:
+    """The nodes of this Slurm job, expanded (`scontrol show hostnames`; [] when that fails)."""
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    if not nodelist:
+        return []
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return out.split()
+
+
+def use_interface_to_peers() -> Optional[str]:
+    """For the ranks of a Slurm job on several nodes: unless GLOO_SOCKET_IFNAME is set already, sets it to the
+    network interface through which this node reaches the job's other nodes, and returns a line saying which
+    (None in a job on one node). Without it, gloo advertises the address this node's hostname resolves to,
+    which is loopback on many clusters (an /etc/hosts line `127.0.1.1 <hostname>`): the ranks on the other
+    nodes could never connect to it. The interface is the one the kernel routes the first other node's
+    address through (a UDP socket's connect sends nothing)."""
+    me = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    peers = [n for n in _slurm_job_nodes() if n != me]
+    if not peers:
+        return None
+    if os.environ.get("GLOO_SOCKET_IFNAME"):
+        return f"node {me}: gloo uses GLOO_SOCKET_IFNAME={os.environ['GLOO_SOCKET_IFNAME']} (set outside)"
+    peer = peers[0]
+    try:
+        peer_address = socket.gethostbyname(peer)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((peer_address, 9))
+            own_address = s.getsockname()[0]
+    except OSError as e:
+        return f"node {me}: no route to node {peer} ({e}); gloo picks its interface itself (set GLOO_SOCKET_IFNAME)"
+    interface = _interface_with_address(own_address)
+    if interface is None:
+        return f"node {me}: no interface holds {own_address}; gloo picks its interface itself (set GLOO_SOCKET_IFNAME)"
+    os.environ["GLOO_SOCKET_IFNAME"] = interface
+    return f"node {me}: gloo over {interface} ({own_address}), the interface that reaches node {peer} ({peer_address})"

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from sf_hydra.app.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
 from sf_hydra.app.loggers import build_loggers, finish_wandb
-from sf_hydra.app.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks
+from sf_hydra.app.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks, use_interface_to_peers
 from sf_hydra.app.resume_config import finished, save_config
 from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import more_workers_than_cores
@@ -94,6 +94,8 @@ def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None, ranks: Op
     if ranks.distributed:
         from sf_hydra.learner.ddp import data_parallel_strategy
 
+        if ranks.via_slurm and (network := use_interface_to_peers()) is not None:  # ranks on several nodes
+            log.info("learner rank %d on %s", ranks.rank, network)
         runtime["strategy"] = data_parallel_strategy(cfg.hardware.ddp_timeout_sec, ranks.via_slurm)
     trainer = instantiate_trainer(parts.trainer, logger=loggers or False, callbacks=callbacks, **runtime)
     return trainer, stop, checkpoints
