@@ -27,6 +27,8 @@ EXTRA_OF_MODULE = {
     "onnx": "export",
     "onnxscript": "export",
     "onnxruntime": "export",
+    "huggingface_hub": "hub",
+    "safetensors": "hub",
 }
 
 
