@@ -195,7 +195,16 @@ def _enjoy(cfg: DictConfig):
         log.error("bad config: %s", ConfigError("episodes", cfg.episodes, "an integer >= 1"))
         sys.exit(2)
     try:
-        return enjoy(cfg)["mean_return"]
+        if cfg.push_to_hub:  # checked before playing: a bad repo or a missing extra is said at once
+            from sf_hydra.app.hub import parse_push, push
+
+            if not cfg.hf_repository:
+                raise ConfigError("hf_repository", None, "user/name: the Hub repo push_to_hub=true uploads to")
+            args = parse_push([f"run_dir={cfg.run_dir}", f"repo={cfg.hf_repository}"])
+        result = enjoy(cfg)
+        if cfg.push_to_hub:
+            push(args)
+        return result["mean_return"]
     except ConfigError as e:
         log.error("bad config: %s", e)
         sys.exit(2)

@@ -409,3 +409,5 @@ class EnjoyConfig:
     # Multi-agent envs: the trained policy of each agent seat, e.g. [0, 1]; None: agent 0 plays `policy`,
     # agent i the policy (policy + i) mod algo.num_policies. Videos show agent 0's view.
     agent_policies: Optional[List[int]] = None
+    push_to_hub: bool = False  # after playing, push the run to hf_repository as `sf-push` does (the hub extra)
+    hf_repository: Optional[str] = None  # the Hugging Face Hub repo (user/name) push_to_hub uploads to

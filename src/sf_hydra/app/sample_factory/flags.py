@@ -375,8 +375,8 @@ EVAL_FLAGS: Tuple[Flag, ...] = (
         "them", _I, inert=(1_000_000_000,)),
     _m("max_num_episodes", 1_000_000_000, "episodes", _I, "1e9 (play until stopped) is dropped: ours plays "
        "`episodes`", _unlimited_or("episodes")),
-    _na("push_to_hub", False, "no Hugging Face Hub upload here", SWITCH, inert=(False,)),
-    _na("hf_repository", None, "no Hugging Face Hub upload here", "str?", inert=(None,)),
+    _m("push_to_hub", False, "push_to_hub", SWITCH),
+    _m("hf_repository", None, "hf_repository", "str?"),
     _m("policy_index", 0, "policy", _I),
     _m("eval_deterministic", False, "deterministic", _B),
     _na("train_script", None, "for Hugging Face Hub model cards, not uploaded here", "str?", inert=(None,)),
