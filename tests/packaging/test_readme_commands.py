@@ -45,9 +45,9 @@ BUDGET = {  # appended to each line of its kind (a key the line sets is replaced
 # A line's text -> (the module it needs, the extra that installs it)
 NEEDS = {"env=doom/": ("vizdoom", "doom"), "+experiment=doom_": ("vizdoom", "doom"), "video=true": ("pygame", "render"),
          "logger=wandb": ("wandb", "wandb"), "hydra/sweeper=optuna": ("hydra_plugins.hydra_optuna_sweeper", "optuna"),
-         "format=onnx": ("onnxscript", "export")}
+         "format=onnx": ("onnxscript", "export"), "sf_hydra.app.hub": ("huggingface_hub", "hub")}
 EXTRA_MODULES = {"render": "pygame", "doom": "vizdoom", "dev": "pytest", "wandb": "wandb", "video": "imageio_ffmpeg",
-                 "export": "onnxscript"}
+                 "export": "onnxscript", "hub": "huggingface_hub"}
 # (a pattern of the line, what is done instead of training it, why): the first that matches; no match: trained
 INSTEAD = [
     (r"^wandb sync", "skip", "uploads to W&B: needs a login"),

@@ -421,6 +421,7 @@ def pull_main(argv: Optional[List[str]] = None) -> int:
     return _main(parse_pull, pull, argv)
 
 
-if __name__ == "__main__":
-    sys.exit(pull_main(sys.argv[2:]) if sys.argv[1:2] == ["pull"] else push_main(sys.argv[2:])
-             if sys.argv[1:2] == ["push"] else 2)
+if __name__ == "__main__":  # python -m sf_hydra.app.hub push|pull key=value ...
+    if sys.argv[1:2] not in (["push"], ["pull"]):
+        sys.exit("usage: python -m sf_hydra.app.hub push|pull key=value ... (sf-push, sf-pull)")
+    sys.exit((push_main if sys.argv[1] == "push" else pull_main)(sys.argv[2:]))
