@@ -253,7 +253,7 @@ def model_card(run_dir: Path, cfg, ckpt: Dict[str, Any], repo: str, video: Optio
         + "---", "",
         f"# {algo} on {env_id} (sf_hydra)", "",
         f"A policy trained with sf_hydra's asynchronous PPO on `{env_id}` (env family `{family}`).", "",
-        f"- env: `{env_id}`", f"- algo: {algo} (`{OmegaConf.select(cfg, 'algo._name_', default='appo')}`), "
+        f"- env: `{env_id}`", f"- algo: {algo} (algo.async_rl={OmegaConf.select(cfg, 'algo.async_rl')}), "
         f"{OmegaConf.select(cfg, 'algo.num_policies', default=1)} policy(ies)",
         f"- model: `{json.dumps(model, sort_keys=True)}`",
         f"- frames (env steps) trained: {frames}",
