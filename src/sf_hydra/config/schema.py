@@ -152,7 +152,8 @@ class AlgoConfig:
     # lamb: sf_hydra.learner.lamb.Lamb); a _target_ of your own replaces it (then leave this at adam)
     optimizer_type: OptimizerType = OptimizerType.adam
     # Called with the model's parameters. Sample Factory's keys above stay the one source of
-    # the values: the node reads them by interpolation.
+    # the values: the node reads them by interpolation, the learner sets the groups from them (each
+    # policy's, PBT's included), and a value of the node's own that differs is refused.
     optimizer: Dict[str, Any] = field(default_factory=lambda: {
         "_target_": "${sf_optimizer:${..optimizer_type}}", "_partial_": True, "lr": "${..learning_rate}",
         "eps": "${..adam_eps}", "betas": ["${...adam_beta1}", "${...adam_beta2}"],
