@@ -35,7 +35,18 @@ from sf_hydra.envs import episode_stats, reward_shaping
 from sf_hydra.learner.settings import LearnerSettings, initial_hyperparams, shaping_hyperparams
 from sf_hydra.models import build_model
 from sf_hydra.models.recipe import ModelRecipe, plain
-from sf_hydra.sampler.settings import BatchSettings, SamplerSettings, Slots, Spaces, WorkerSettings
+from sf_hydra.sampler.settings import (
+    ActingSettings,
+    BatchSettings,
+    EnvLayout,
+    EnvSettings,
+    ProcessSettings,
+    SamplerSettings,
+    SeatSettings,
+    Slots,
+    Spaces,
+    WorkerSettings,
+)
 
 
 def initial_overrides(cfg) -> Dict[int, Dict[str, float]]:
@@ -151,24 +162,33 @@ def sampler_settings(cfg, num_agents: Optional[int]) -> SamplerSettings:
 
 
 def worker_settings(cfg) -> WorkerSettings:
-    hw, env = cfg.hardware, cfg.env
+    algo, hw = cfg.algo, cfg.hardware
     return WorkerSettings(
-        seed=None if cfg.seed is None else int(cfg.seed), rollout=cfg.algo.rollout,
-        num_policies=cfg.algo.num_policies, sync=not cfg.algo.async_rl, env=plain(env), env_id=str(env.id),
-        reward_scale=float(env.reward_scale), reward_clip=float(env.reward_clip), frameskip=int(env.frameskip),
-        replace_nonfinite=str(env.nonfinite) == "replace", num_envs_per_worker=hw.num_envs_per_worker,
-        worker_num_splits=hw.worker_num_splits, batched_sampling=bool(hw.batched_sampling),
-        vector_backend=str(hw.vector_backend), max_env_restarts=hw.max_env_restarts,
-        restart_hung_envs=bool(hw.restart_hung_envs), stall_timeout_sec=float(hw.worker_stall_timeout_sec),
-        bf16=str(hw.precision) == "bf16-mixed", mix_policies_in_one_env=bool(cfg.pbt.mix_policies_in_one_env),
-        pool_size=cfg.selfplay.pool_size, latest_prob=float(cfg.selfplay.latest_prob),
+        seed=None if cfg.seed is None else int(cfg.seed), rollout=algo.rollout, num_policies=algo.num_policies,
+        sync=not algo.async_rl, stall_timeout_sec=float(hw.worker_stall_timeout_sec), envs=env_settings(cfg),
+        layout=EnvLayout(num_envs_per_worker=hw.num_envs_per_worker, worker_num_splits=hw.worker_num_splits,
+                         batched_sampling=bool(hw.batched_sampling), vector_backend=str(hw.vector_backend)),
+        process=ProcessSettings(
+            torch_threads=hw.torch_threads, worker_nice=hw.worker_nice,
+            set_workers_cpu_affinity=bool(hw.set_workers_cpu_affinity),
+            force_envs_single_thread=bool(hw.force_envs_single_thread),
+            decorrelate_experience_max_seconds=float(hw.decorrelate_experience_max_seconds)),
+        acting=ActingSettings(
+            model=ModelRecipe(plain(cfg.model), plain(cfg.env), plain(algo)), bf16=str(hw.precision) == "bf16-mixed",
+            inference_device=str(hw.inference_device),
+            inference_cuda_graphs=bool(hw.get("inference_cuda_graphs", False))),
+        seats=SeatSettings(mix_policies_in_one_env=bool(cfg.pbt.mix_policies_in_one_env),
+                           pool_size=cfg.selfplay.pool_size, latest_prob=float(cfg.selfplay.latest_prob)),
+    )
+
+
+def env_settings(cfg) -> EnvSettings:
+    env, hw = cfg.env, cfg.hardware
+    return EnvSettings(
+        env=plain(env), env_id=str(env.id), reward_scale=float(env.reward_scale), reward_clip=float(env.reward_clip),
+        frameskip=int(env.frameskip), replace_nonfinite=str(env.nonfinite) == "replace",
+        max_env_restarts=hw.max_env_restarts, restart_hung_envs=bool(hw.restart_hung_envs),
         decorrelate_envs_on_one_worker=bool(hw.decorrelate_envs_on_one_worker),
-        decorrelate_experience_max_seconds=float(hw.decorrelate_experience_max_seconds),
-        torch_threads=hw.torch_threads, worker_nice=hw.worker_nice,
-        set_workers_cpu_affinity=bool(hw.set_workers_cpu_affinity),
-        force_envs_single_thread=bool(hw.force_envs_single_thread), inference_device=str(hw.inference_device),
-        inference_cuda_graphs=bool(hw.get("inference_cuda_graphs", False)),
-        model=ModelRecipe(plain(cfg.model), plain(env), plain(cfg.algo)),
     )
 
 
@@ -226,5 +246,7 @@ def plan_for_rank(plan: RunPlan, rank: int, local_rank: int) -> RunPlan:
     first_core = local_rank * plan.sampler.slots.num_workers
     # inference servers on CUDA act on this rank's GPU, the one its learner trains on (Lightning: cuda:<local rank>)
     device = f"cuda:{local_rank}" if plan.sampler.inference_device == "cuda" else plan.sampler.inference_device
-    workers = replace(workers, seed=rank_seed(workers.seed, rank), first_core=first_core, inference_device=device)
+    workers = replace(workers, seed=rank_seed(workers.seed, rank),
+                      process=replace(workers.process, first_core=first_core),
+                      acting=replace(workers.acting, inference_device=device))
     return replace(plan, sampler=replace(plan.sampler, workers=workers, inference_device=device))

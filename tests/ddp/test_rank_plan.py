@@ -18,7 +18,7 @@ def test_every_rank_samples_with_a_seed_and_cores_of_its_own(tmp_path):
     assert seeds[0] == 7 and len(set(seeds)) == 4  # rank 0 keeps the run's seed: a 1-rank run is unchanged
     envs = {env_seed(s, w, i) for s in seeds for w in range(2) for i in range(16)}
     assert len(envs) == 4 * 2 * 16  # no env seeded twice across the ranks
-    assert [p.sampler.workers.first_core for p in plans] == [0, 2, 4, 6]  # after the ranks before it
+    assert [p.sampler.workers.process.first_core for p in plans] == [0, 2, 4, 6]  # after the ranks before it
     assert all(p.learner is plan.learner and p.initial_policies is plan.initial_policies for p in plans)
     assert rank_seed(None, 3) is None  # unseeded stays unseeded
 
@@ -29,4 +29,4 @@ def test_every_rank_infers_on_its_own_gpu(tmp_path):
                              "hardware.inference_device=cuda"), env.observation_space, env.action_space)
     assert plan_for_rank(plan, 0, 0).sampler.inference_device == "cuda"
     rank1 = plan_for_rank(plan, 1, 1)
-    assert rank1.sampler.inference_device == rank1.sampler.workers.inference_device == "cuda:1"
+    assert rank1.sampler.inference_device == rank1.sampler.workers.acting.inference_device == "cuda:1"

@@ -29,8 +29,8 @@ def pool_run(tmp_cfg, tmp_path, sampling):
 
     sampler = sampler_for(cfg, plan_for(cfg, info.observation_space, info.action_space, info.num_agents))
     trainer = SimpleNamespace(datamodule=SimpleNamespace(door=Door(sampler)), logger=None, loggers=[])
-    pool = OpponentPool(tmp_path / "selfplay", pool_size=2, every_env_steps=1000, opponent_sampling=sampling,
-                        pfsp_exponent=2.0)
+    pool = OpponentPool(tmp_path / "selfplay", {"pool_size": 2, "snapshot_every_env_steps": 1000,
+                                                "opponent_sampling": sampling, "pfsp_exponent": 2.0})
     pool.on_train_start(trainer, learner)
     return pool, trainer, learner, sampler
 

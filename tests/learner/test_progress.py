@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
+from sf_hydra.config.schema import LoggerConfig
 from sf_hydra.learner.callbacks import Summaries
 from sf_hydra.learner.progress import (
     ConsoleBar,
@@ -91,7 +92,8 @@ def _learner(steps, lags, train_seconds=0.0):
 def test_summaries_eta_follows_the_least_trained_policy_rate():
     """Policy 0 makes 3000 env steps/s, policy 1 1000/s: the run's FPS (4000) over two policies would say
     2000 per policy; the budget (each policy's 480000) waits for policy 1 at its own 1000 per second."""
-    s = Summaries(log_interval_sec=1, summaries_interval=10, budget_steps=480_000, budget_seconds=1e10)
+    s = Summaries(LoggerConfig(log_interval_sec=1, experiment_summaries_interval=10, progress="lines"),
+                  budget_steps=480_000, budget_seconds=1e10)
     lags = [(1.0, 2.0), (3.0, 8.0)]
     for t in range(0, 121, 10):
         s._measure(float(t), _learner([3000 * t, 1000 * t], lags))

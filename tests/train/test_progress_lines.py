@@ -23,7 +23,7 @@ LINE = re.compile(r"env steps (\d+) \| FPS (\d+)")
 
 
 def test_fps_spans_the_window_even_when_the_first_batch_came_late():
-    s = Summaries(log_interval_sec=1, summaries_interval=10)
+    s = Summaries({"log_interval_sec": 1, "experiment_summaries_interval": 10, "progress": "lines"})
     s.history.extend([(100.0, 0), (125.0, 5000)])  # training started at t=100; the first batch 25 s later
     assert s.fps() == 5000 / 25
     s.history.extend([(130.0, 6000), (134.0, 7000), (136.0, 8000)])

@@ -64,6 +64,42 @@ def test_the_conditional_callbacks_follow_the_keys_that_turn_them_on(tmp_cfg, tm
     assert "Summaries" not in _names(trainer)
 
 
+def test_the_callbacks_take_their_groups_whole(tmp_cfg, tmp_path):
+    """eval.*, selfplay.* and logger.* reach their callbacks as one node each (`eval: ${eval}`): every value
+    set here arrives, and logger.extra's nodes stay the run's loggers, not built inside the summaries' node."""
+    cfg = tmp_cfg("eval.every_env_steps=1000", "eval.every_sec=30", "eval.episodes=3", "eval.deterministic=false",
+                  "eval.max_episode_steps=50", "eval.video_every=2", "eval.video_format=gif", "eval.video_frames=9",
+                  "+eval.env_overrides.obs_scale=2.0", "selfplay.pool_size=2", "selfplay.snapshot_every_env_steps=7",
+                  "selfplay.ratings=false", "selfplay.opponent_sampling=hard", "selfplay.pfsp_exponent=3.0",
+                  "logger.log_interval_sec=2", "logger.experiment_summaries_interval=3", "logger.progress=lines",
+                  "logger.flush_summaries_interval=4", "logger.summaries_use_frameskip=false", "env.frameskip=2",
+                  "+logger.extra.csv._target_=lightning.pytorch.loggers.CSVLogger",
+                  "+logger.extra.csv.save_dir=${run_dir}")
+    trainer, _, _ = build_trainer(cfg, tmp_path / "run", resuming=False)
+    by_name = {type(c).__name__: c for c in trainer.callbacks}
+    ev, pool, summaries = by_name["Evaluation"], by_name["OpponentPool"], by_name["Summaries"]
+    assert (ev.every_env_steps, ev.every_sec, ev.episodes, ev.deterministic, ev.max_episode_steps) == (
+        1000, 30.0, 3, False, 50)
+    assert (ev.video_every, ev.video_format, ev.video_frames, ev.env_overrides) == (2, "gif", 9, {"obs_scale": 2.0})
+    assert (pool.pool_size, pool.every, pool.rate, pool.sampling, pool.exponent) == (2, 7, False, "hard", 3.0)
+    assert (summaries.log_interval, summaries.summaries_interval, summaries.style, summaries.flush_interval) == (
+        2, 3, "lines", 4)
+    assert ev.frames_per_step == pool.frames_per_step == summaries.frames_per_step == 2
+    assert [type(lg).__name__ for lg in trainer.loggers] == ["TensorBoardLogger", "CSVLogger"]
+
+
+def test_a_group_passed_whole_is_not_repeated_key_by_key():
+    """conf/callbacks/default.yaml names eval.*, selfplay.* and pbt.* keys one by one only where a callback reads
+    a single key of a group it does not take (or to turn a node on): a new key of such a group needs no line."""
+    nodes = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "callbacks" / "default.yaml"), resolve=False)
+    single = {f"{name}.{arg}": str(value) for name, node in nodes.items() for arg, value in node.items()
+              if arg != "_enabled_" and any(f"${{{g}." in str(value) for g in ("eval", "selfplay", "pbt", "logger"))}
+    assert single == {"stop_conditions.target_from_evaluation": "${eval.stop_on_eval_return}",
+                      "summaries.with_hyperparams": "${pbt.with_pbt}",
+                      "evaluation.use_frameskip": "${logger.summaries_use_frameskip}",
+                      "opponent_pool.use_frameskip": "${logger.summaries_use_frameskip}"}
+
+
 @pytest.fixture(scope="module")
 def user_parts_run(tmp_path_factory):
     """A short real CartPole run with a callback and a logger added on the command line."""

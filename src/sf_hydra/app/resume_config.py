@@ -100,12 +100,19 @@ def _typed_parent(cfg: DictConfig, key: str) -> bool:
 
 
 def _interpolated(cfg: DictConfig, key: str) -> bool:
-    parent, _, leaf = key.rpartition(".")
-    node = OmegaConf.select(cfg, parent) if parent else cfg
+    """Whether `key`'s value comes by interpolation: its own (algo.optimizer.lr), or a node's above it (a
+    group a callback takes whole, `callbacks.summaries.logger: ${logger}`): it follows its source."""
+    node = cfg
     try:
-        return isinstance(node, DictConfig) and OmegaConf.is_interpolation(node, leaf)
+        for part in key.split("."):
+            if not isinstance(node, DictConfig) or part not in node:
+                return False
+            if OmegaConf.is_interpolation(node, part):
+                return True
+            node = node[part]
     except Exception:
         return False
+    return False
 
 
 def config_differences(cfg: DictConfig, saved: DictConfig) -> Tuple[List[tuple], List[tuple], List[str]]:

@@ -159,10 +159,13 @@ def check_target(key: str, path: Any) -> None:
 
 
 def _targets(node, prefix: str):
+    """(key, dotted path) of each `_target_` that instantiate builds from `node`: its own and, unless its
+    `_recursive_` is false, its nested nodes' (a group passed whole, as `logger: ${logger}`, is not built)."""
+    recursive = node.get("_recursive_", True) is not False
     for key, value in node.items():
         if key == TARGET:
             yield prefix + TARGET, value
-        elif isinstance(value, dict):
+        elif isinstance(value, dict) and recursive:
             yield from _targets(value, f"{prefix}{key}.")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from sf_hydra.config.choices import (
     CheckpointKind,
@@ -152,7 +152,8 @@ class AlgoConfig:
     # lamb: sf_hydra.learner.lamb.Lamb); a _target_ of your own replaces it (then leave this at adam)
     optimizer_type: OptimizerType = OptimizerType.adam
     # Called with the model's parameters. Sample Factory's keys above stay the one source of
-    # the values: the node reads them by interpolation.
+    # the values: the node reads them by interpolation, the learner sets the groups from them (each
+    # policy's, PBT's included), and a value of the node's own that differs is refused.
     optimizer: Dict[str, Any] = field(default_factory=lambda: {
         "_target_": "${sf_optimizer:${..optimizer_type}}", "_partial_": True, "lr": "${..learning_rate}",
         "eps": "${..adam_eps}", "betas": ["${...adam_beta1}", "${...adam_beta2}"],
@@ -385,6 +386,16 @@ class TrainConfig:
     # The run's Lightning callbacks, {name: {_target_, its arguments}} (conf/callbacks/default.yaml); add your own
     # with +callbacks.<name>._target_=<dotted path>, drop one with ~callbacks.<name>; `_enabled_: false` skips a node
     callbacks: Dict[str, Any] = MISSING
+
+
+def typed_group(cls, node):
+    """`node` as a `cls` instance (a config group's dataclass): a `cls` as it is; a DictConfig of the group (as
+    `${eval}` in conf/callbacks passes it) or a mapping of some of its fields (tests) over the group's defaults,
+    checked against its types. A callback takes its group whole this way, so a key added to the group needs
+    no line in conf/callbacks."""
+    if isinstance(node, cls):
+        return node
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
 
 
 @dataclass

@@ -141,6 +141,43 @@ def _check_losses(cfg) -> None:
                           f"adam (the default) when algo.optimizer._target_ names a class of its own ({target}); "
                           f"algo.optimizer_type picks {chosen} only while algo.optimizer._target_ is left at its "
                           "default")
+    _check_optimizer_arguments(algo)
+
+
+# The optimizer node's arguments that algo.* keys give: (argument, its algo keys). The learner sets every policy's
+# optimizer groups from its hyperparameters (learner/optimizers.py apply_to_optimizer), so these keys are their one
+# source; the node's own value may only repeat them (the default node reads them by interpolation).
+OPTIMIZER_ARGUMENTS = (("lr", ("learning_rate",)), ("eps", ("adam_eps",)), ("betas", ("adam_beta1", "adam_beta2")))
+
+
+def _numbers(value) -> list:
+    """`value` as a list of floats (a scalar as one); None when it holds something else."""
+    values = list(value) if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) else [value]
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_optimizer_arguments(algo) -> None:
+    """algo.optimizer's lr, eps and betas, where the node has them, equal algo.learning_rate and algo.adam_*:
+    the learner sets the optimizer's groups from those keys (each policy's, PBT's included), so a different
+    value in the node would be a second source that silently loses."""
+    node = algo.optimizer if algo.optimizer is not None else {}
+    for argument, keys in OPTIMIZER_ARGUMENTS:
+        if argument not in node:
+            continue
+        value, expected = node[argument], [float(getattr(algo, k)) for k in keys]
+        numbers = _numbers(value)
+        if numbers == expected:
+            continue
+        shown = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
+        instead = (" ".join(f"algo.{k}={v:g}" for k, v in zip(keys, numbers))
+                   if numbers is not None and len(numbers) == len(keys) else " ".join(f"algo.{k}" for k in keys))
+        raise ConfigError(
+            f"algo.optimizer.{argument}", shown,
+            f"{expected[0] if len(keys) == 1 else expected} or left out ({', '.join('algo.' + k for k in keys)} "
+            f"is the one source of the optimizer's {argument}); set {instead} instead")
 
 
 def _check_input_normalization(cfg) -> None:

@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional
 import lightning as L
 from omegaconf import OmegaConf
 
+from sf_hydra.config.schema import EvalConfig, typed_group
 from sf_hydra.core.metric_names import EVAL_LENGTH, EVAL_RETURN
 from sf_hydra.evaluation.episodes import eval_video_format
 from sf_hydra.evaluation.process import EvalFailed, EvalRequest, EvalSettings, eval_process_main
@@ -62,17 +63,17 @@ class Evaluation(L.Callback):
     """Evaluation on a schedule (eval.*): off (does nothing, starts no process) while `every_env_steps` and
     `every_sec` are both 0."""
 
-    def __init__(self, run_dir: str, seed: Optional[int], every_env_steps: int, every_sec: float, episodes: int,
-                 deterministic: bool, max_episode_steps: Optional[int], env_overrides: Any, video_every: int,
-                 video_format: str, video_frames: Optional[int], target_return: Optional[float] = None,
-                 stop_on_eval_return: bool = False, use_frameskip: bool = True, frameskip: int = 1,
-                 final_wait_sec: float = 120.0):
+    def __init__(self, eval: Any, run_dir: str, seed: Optional[int], target_return: Optional[float] = None,
+                 use_frameskip: bool = True, frameskip: int = 1, final_wait_sec: float = 120.0):
+        """eval: the eval.* group (EvalConfig, its DictConfig or a mapping of some of its keys); target_return:
+        train_until_avg_return, the target of eval.stop_on_eval_return."""
+        ev = typed_group(EvalConfig, eval)
         self.run_dir, self.seed = Path(run_dir), seed
-        self.every_env_steps, self.every_sec = int(every_env_steps), float(every_sec)
-        self.episodes, self.deterministic, self.max_episode_steps = episodes, bool(deterministic), max_episode_steps
-        self.env_overrides = plain(env_overrides) if env_overrides is not None else {}
-        self.video_every, self.video_format, self.video_frames = int(video_every), str(video_format), video_frames
-        self.target_return = target_return if stop_on_eval_return else None
+        self.every_env_steps, self.every_sec = int(ev.every_env_steps), float(ev.every_sec)
+        self.episodes, self.deterministic, self.max_episode_steps = ev.episodes, ev.deterministic, ev.max_episode_steps
+        self.env_overrides = plain(ev.env_overrides) if ev.env_overrides is not None else {}
+        self.video_every, self.video_format, self.video_frames = ev.video_every, str(ev.video_format), ev.video_frames
+        self.target_return = target_return if ev.stop_on_eval_return else None
         self.frames_per_step = 1 if use_frameskip else max(1, int(frameskip))
         self.final_wait_sec = final_wait_sec
         self.evaluations = 0  # requests sent (across resumes)

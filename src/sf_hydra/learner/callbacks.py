@@ -7,11 +7,12 @@ import logging
 import math
 import signal
 import time
-from typing import Optional
+from typing import Any, Optional
 
 import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from sf_hydra.config.schema import LoggerConfig, typed_group
 from sf_hydra.core import signals
 from sf_hydra.core.door import door_of
 from sf_hydra.learner import ddp
@@ -149,20 +150,20 @@ class Summaries(L.Callback):
     (>= 10^10: none), `budget_seconds` the training time; the policy lag is over every policy; with several
     policies the line names the least-trained one and its env steps of the budget."""
 
-    def __init__(self, log_interval_sec: float, summaries_interval: float, progress: str = "lines",
-                 budget_steps: Optional[float] = None, budget_seconds: float = math.inf,
-                 flush_interval_sec: float = 0.0, use_frameskip: bool = True, frameskip: int = 1,
-                 with_hyperparams: bool = False):
-        """The scalars' x-axis is env frames, or agent steps (frames / `frameskip`) without `use_frameskip`
-        (logger.summaries_use_frameskip). with_hyperparams: each policy's current hyperparameters are
+    def __init__(self, logger: Any, budget_steps: Optional[float] = None, budget_seconds: float = math.inf,
+                 frameskip: int = 1, with_hyperparams: bool = False):
+        """logger: the logger.* group (LoggerConfig, its DictConfig or a mapping of some of its keys): the
+        intervals, the progress style and the scalars' x-axis, env frames or agent steps (frames / `frameskip`)
+        without logger.summaries_use_frameskip. with_hyperparams: each policy's current hyperparameters are
         written too (PBT changes them)."""
-        self.log_interval, self.summaries_interval = log_interval_sec, summaries_interval
-        self.flush_interval = flush_interval_sec
-        self.frames_per_step = 1 if use_frameskip else max(1, int(frameskip))
+        lg = typed_group(LoggerConfig, logger)
+        self.log_interval, self.summaries_interval = lg.log_interval_sec, lg.experiment_summaries_interval
+        self.flush_interval = lg.flush_summaries_interval
+        self.frames_per_step = 1 if lg.summaries_use_frameskip else max(1, int(frameskip))
         self.with_hyperparams = with_hyperparams
         self.meter = FpsMeter()  # the run's env steps (every policy's, snapshots' too)
         self.least_meter = FpsMeter()  # the least-trained policy's own env steps: the rate toward the budget
-        self.style = progress
+        self.style = str(lg.progress)
         self.budget_steps, self.budget_seconds = budget_steps, budget_seconds
         self.bar: Optional[ConsoleBar] = None
         self._last_log = self._last_summary = self._last_bar = 0.0

@@ -23,11 +23,12 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import lightning as L
 import torch
 
+from sf_hydra.config.schema import SelfPlayConfig, typed_group
 from sf_hydra.core.door import door_of
 from sf_hydra.core.files import write_atomically
 from sf_hydra.core.games import snapshot
@@ -41,15 +42,17 @@ RATINGS = "ratings.json"
 
 
 class OpponentPool(L.Callback):
-    def __init__(self, directory: Path, pool_size: int, every_env_steps: int, ratings: bool = True,
-                 opponent_sampling: str = "uniform", pfsp_exponent: float = 2.0, write_every_sec: float = 10.0,
-                 use_frameskip: bool = True, frameskip: int = 1):
-        """use_frameskip, frameskip: the scalars' x-axis, as the run's other scalars (callbacks.Summaries)."""
-        self.directory, self.pool_size, self.every = Path(directory), pool_size, every_env_steps
+    def __init__(self, directory: Path, selfplay: Any, write_every_sec: float = 10.0, use_frameskip: bool = True,
+                 frameskip: int = 1):
+        """selfplay: the selfplay.* group (SelfPlayConfig, its DictConfig or a mapping of some of its keys);
+        use_frameskip, frameskip: the scalars' x-axis, as the run's other scalars (callbacks.Summaries)."""
+        sp = typed_group(SelfPlayConfig, selfplay)
+        pool_size = sp.pool_size
+        self.directory, self.pool_size, self.every = Path(directory), pool_size, sp.snapshot_every_env_steps
         self.slots: List[Optional[Dict]] = [None] * pool_size  # what each pool slot holds
         self.generation = 0  # snapshots taken so far in the run (a slot's store version)
         self.next_at: Dict[int, int] = {}  # policy -> its env steps at which it is snapshotted next
-        self.rate, self.sampling, self.exponent = ratings, str(opponent_sampling), pfsp_exponent
+        self.rate, self.sampling, self.exponent = sp.ratings, str(sp.opponent_sampling), sp.pfsp_exponent
         self.write_every = write_every_sec
         self.frames_per_step = 1 if use_frameskip else max(1, int(frameskip))
         self.league: Optional[League] = None  # built at train start (it needs the number of policies)

@@ -10,7 +10,6 @@ from typing import Dict, List
 import torch
 
 from sf_hydra.core.metric_names import TRUE_OBJECTIVE
-from sf_hydra.learner.settings import initial_hyperparams
 
 
 class PolicyOptimizers:
@@ -18,12 +17,13 @@ class PolicyOptimizers:
     reads `self.settings`, `self.algo`, `self.policies`, `self.stats` and `self.hyperparams`."""
 
     def configure_optimizers(self):
-        """`algo.optimizer` (a `_partial_` node, default Adam reading algo.learning_rate/adam_*)
-        called with each policy's parameters."""
+        """`algo.optimizer` (a `_partial_` node, default Adam) called with each policy's parameters, then
+        set from the policy's hyperparameters: algo.learning_rate and algo.adam_* (or PBT's values for it)
+        are the one source of the groups' lr, betas and eps, whatever the node passes its class (a rule
+        refuses a node value that differs, config/validation.py)."""
         optimizers = [fused_if_default(self.settings.optimizer(m.parameters())) for m in self.policies]
         for opt, hyper in zip(optimizers, self.hyperparams):
-            if any(hyper[n] != v for n, v in initial_hyperparams(self.algo).items()):  # pbt.initial_hyperparams
-                apply_to_optimizer(opt, hyper)
+            apply_to_optimizer(opt, hyper)
         self.kernel_flags = [kernel_flags(opt) for opt in optimizers]  # on_train_start keeps them over a resume
         return optimizers
 
@@ -67,17 +67,23 @@ class PolicyOptimizers:
 def adapt_lr(opt, kl: float, algo) -> None:
     """algo.lr_schedule=kl_adaptive_*: the learning rate down by 1.5 when the KL is over twice the threshold, up
     by 1.5 when under half of it, within [lr_adaptive_min, lr_adaptive_max]."""
-    group = opt.param_groups[0]
+    lr = opt.param_groups[0]["lr"]
     if kl > 2.0 * algo.lr_schedule_kl_threshold:
-        group["lr"] = max(group["lr"] / 1.5, algo.lr_adaptive_min)
+        set_lr(opt, max(lr / 1.5, algo.lr_adaptive_min))
     elif kl < 0.5 * algo.lr_schedule_kl_threshold:
-        group["lr"] = min(group["lr"] * 1.5, algo.lr_adaptive_max)
+        set_lr(opt, min(lr * 1.5, algo.lr_adaptive_max))
 
 
 def decay_lr(opt, done: float, learning_rate: float) -> None:
     """algo.lr_schedule=linear_decay: `learning_rate` scaled down linearly to 0 as the budget's fraction `done`
     goes to 1."""
-    opt.param_groups[0]["lr"] = learning_rate * max(0.0, 1.0 - done)
+    set_lr(opt, learning_rate * max(0.0, 1.0 - done))
+
+
+def set_lr(opt, lr: float) -> None:
+    """The one writer of an optimizer's learning rate: every parameter group's (the schedules, PBT)."""
+    for group in opt.param_groups:
+        group["lr"] = lr
 
 
 # The flags of torch.optim's Adam-family groups that choose an implementation of the same update, not the update.
@@ -125,8 +131,8 @@ def load_optimizer_state(opt: torch.optim.Optimizer, state: dict) -> None:
 def apply_to_optimizer(opt, hyper: Dict[str, float]) -> None:
     """The hyperparameters that live in an optimizer's groups (lr; Adam's betas and eps), set
     where the group has them (a user's optimizer may have none of them)."""
+    set_lr(opt, hyper["learning_rate"])
     for group in opt.param_groups:
-        group["lr"] = hyper["learning_rate"]
         if "betas" in group:
             group["betas"] = (hyper["adam_beta1"], hyper["adam_beta2"])
         if "eps" in group:

@@ -55,17 +55,18 @@ from sf_hydra.sampler.vector_envs import make_vector_env
 def make_groups(settings: WorkerSettings, env_cfg, worker_id: int) -> list:
     """Batched sampling: one vector env per split. Otherwise one group per env (a multi-agent
     env's agents, or a single-agent env's one row)."""
-    n, splits = settings.num_envs_per_worker, settings.worker_num_splits
-    count = splits if settings.batched_sampling else n
+    layout = settings.layout
+    count = layout.worker_num_splits if layout.batched_sampling else layout.num_envs_per_worker
     return [make_group(settings, env_cfg, worker_id, i) for i in range(count)]
 
 
 def make_group(settings: WorkerSettings, env_cfg, worker_id: int, index: int, seed="default"):
     """The worker's group `index`: the vector env of split `index` (batched sampling), else env `index`."""
-    if settings.batched_sampling:
-        per = settings.num_envs_per_worker // settings.worker_num_splits
+    layout = settings.layout
+    if layout.batched_sampling:
+        per = layout.num_envs_per_worker // layout.worker_num_splits
         seed = env_seed(settings.seed, worker_id, index * per) if seed == "default" else seed
-        return VectorEnvGroup(make_vector_env(env_cfg, settings.vector_backend, per, seed))
+        return VectorEnvGroup(make_vector_env(env_cfg, layout.vector_backend, per, seed))
     env = make_env(env_cfg, seed=env_seed(settings.seed, worker_id, index) if seed == "default" else seed)
     return ProtocolEnvGroup(env) if is_multi_agent(env) else SingleEnvGroup(env)
 
@@ -92,13 +93,13 @@ class AgentRowsWorker(WorkerBase):
         self.writer = TrajectoryWriter(self.buffers)  # rows at their own steps: written in place, (slot, step)
         self.groups = make_groups(settings, self.env_cfg, worker_id)
         # Batched sampling: a whole worker serves one policy (validated: every policy has one).
-        fixed = worker_id % settings.num_policies if settings.batched_sampling else None
+        fixed = worker_id % settings.num_policies if settings.layout.batched_sampling else None
         self._init_policy(self.groups[0].observation_space, self.groups[0].action_space,
                           [g.num_agents for g in self.groups], fixed)
         bounds = np.cumsum([0] + [g.num_agents for g in self.groups])
         self.num_rows = rows = int(bounds[-1])
         group_rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-        per_split = len(self.groups) // settings.worker_num_splits
+        per_split = len(self.groups) // settings.layout.worker_num_splits
         self.splits = []
         for s in range(0, len(self.groups), per_split):
             members = range(s, s + per_split)
@@ -193,7 +194,7 @@ class AgentRowsWorker(WorkerBase):
         every row of it ends its episode, cut short (truncated) and not reported; else
         re-raises the env's error, which stops the run."""
         index = split.indices[k]
-        if not self._may_restart(f"env {index} ({self.settings.env_id!r})", error):
+        if not self._may_restart(f"env {index} ({self.settings.envs.env_id!r})", error):
             raise error
         self._close_quietly(split.groups[k])
         group = make_group(self.settings, self.env_cfg, self.id, index, self._restart_seed(index))

@@ -203,10 +203,11 @@ class InferenceServer:
         of the learner's pipe to this server (messages.DeviceWeights)."""
         self.stores, self.channels, self.control = stores, channels, control
         self.control_wait = control_wait
-        self.device = torch.device(settings.inference_device)
-        self.models = [settings.model.build(obs_space, action_space).eval().to(self.device) for _ in stores]
+        acting = settings.acting
+        self.device = torch.device(acting.inference_device)
+        self.models = [acting.model.build(obs_space, action_space).eval().to(self.device) for _ in stores]
         self.policies_act = policies_act(self.models)  # before the first load: views into stacked weights
-        if settings.inference_cuda_graphs and self.device.type == "cuda":
+        if acting.inference_cuda_graphs and self.device.type == "cuda":
             rows = sum(len(ch.policies) for ch in channels.values())  # the most rows one batch can hold
             self.policies_act = BucketedAct(self.policies_act, rows, capture=record_cuda_graph)
         self.versions = np.full(len(stores), -1, dtype=np.int64)
@@ -214,7 +215,7 @@ class InferenceServer:
         self.recurrent = self.models[0].core is not None
         self.single_policy = len(stores) == 1
         # no cast cache: a recorded step must cast the weights itself on every replay (they change in place)
-        self.autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=settings.bf16,
+        self.autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=acting.bf16,
                                        cache_enabled=False)
         self.batches, self.rows_served = 0, 0
 
@@ -285,7 +286,7 @@ def server_process_main(server_id: int, settings: WorkerSettings, obs_space, act
     if parent_state is not None:
         mp.adopt(parent_state)
     parent = mp.ParentWatch(parent_pid)
-    torch.set_num_threads(settings.torch_threads)
+    torch.set_num_threads(settings.process.torch_threads)
     seed_process(settings.seed, INFERENCE_SERVER, server_id)
     try:
         server = InferenceServer(settings, obs_space, action_space, stores, channels, control)

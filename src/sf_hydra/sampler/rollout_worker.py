@@ -89,7 +89,7 @@ class WorkerBase:
         in serial mode). channel: this worker's InferenceChannel with hardware.inference=server
         (its observations and RNN states then live there), else None."""
         self.id, self.settings = worker_id, settings
-        self.env_cfg = OmegaConf.create(settings.env)  # what the env family's factory reads
+        self.env_cfg = OmegaConf.create(settings.envs.env)  # what the env family's factory reads
         self.channel, self.client, self.acted_versions = channel, None, None
         self.buffers, self.stores = buffers, stores
         # Each policy's reward-shaping difference (PolicyStore.reward_shaping); None: no shaping to adjust.
@@ -101,8 +101,8 @@ class WorkerBase:
         self.stop_flag, self.sync_round, self.parent_pid = stop_flag, sync_round, parent_pid
         self.parent_watch = mp.ParentWatch(parent_pid) if parent_pid is not None else None
         self.rollout = settings.rollout
-        self.reward_scale, self.reward_clip = settings.reward_scale, settings.reward_clip
-        self.frameskip = settings.frameskip
+        self.reward_scale, self.reward_clip = settings.envs.reward_scale, settings.envs.reward_clip
+        self.frameskip = settings.envs.frameskip
         self.num_policies = settings.num_policies
         self.owned: List[int] = []  # free slots handed to us by the learner
         self.round = 0
@@ -114,11 +114,11 @@ class WorkerBase:
         self.restarts: List[float] = []  # times of this worker's env restarts (hardware.max_env_restarts per hour)
         self.restarts_done = 0  # since the last message
         self._in_env_call = False  # an env's step/reset runs: a hang timer may interrupt it
-        self._hang_timer = (settings.max_env_restarts > 0 and settings.restart_hung_envs
+        self._hang_timer = (settings.envs.max_env_restarts > 0 and settings.envs.restart_hung_envs
                             and parent_pid is not None)
         if self._hang_timer:  # a worker process: SIGALRM is ours (serial mode: the learner's process, no timer)
             signal.signal(signal.SIGALRM, self._on_alarm)
-        self.replace_nonfinite = settings.replace_nonfinite
+        self.replace_nonfinite = settings.envs.replace_nonfinite
         # Set by each subclass once it built its envs (rows): every row's game in progress, and the rows
         # whose game is not reported (cut short by an env restart, or started by decorrelation's random steps).
         self.games: Optional[EpisodeTracker] = None
@@ -128,13 +128,13 @@ class WorkerBase:
     def _init_policy(self, obs_space, action_space, group_sizes, fixed_policy: Optional[int] = None) -> None:
         """A model per store (trained policies, then snapshots) and the rows' policy mapping."""
         self.obs_space, self.action_space = obs_space, action_space
-        self.models = [self.settings.model.build(obs_space, action_space).eval() for _ in self.stores]
+        self.models = [self.settings.acting.model.build(obs_space, action_space).eval() for _ in self.stores]
         self.model = self.models[0]
         # Rows of several policies: one fused forward where the models allow it (their weights then live in
         # stacked tensors that load_into fills in place).
         self.policies_act = policies_act(self.models)
         # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
-        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.settings.bf16)
+        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.settings.acting.bf16)
         if self.channel is None:
             self.versions = np.array([store.load_into(m) for store, m in zip(self.stores, self.models)], np.int64)
         else:  # the server acts: the worker follows the versions only (the opponent pool's filled slots)
@@ -144,8 +144,8 @@ class WorkerBase:
         self.version = int(self.versions[0])
         s = self.settings
         seed = None if s.seed is None else [s.seed, self.id, 31_337]
-        self.mapping = PolicyMapping(group_sizes, self.num_policies, s.mix_policies_in_one_env,
-                                     s.pool_size, s.latest_prob, np.random.default_rng(seed),
+        self.mapping = PolicyMapping(group_sizes, self.num_policies, s.seats.mix_policies_in_one_env,
+                                     s.seats.pool_size, s.seats.latest_prob, np.random.default_rng(seed),
                                      fixed_policy)
         self.mapping.start(WorkerPool(self.stores, self.versions, self.num_policies))
         self.single_policy = self.mapping.trivial
@@ -155,7 +155,7 @@ class WorkerBase:
         takes after its first reset (rollout x its index, as Sample Factory does), so that the
         envs of a worker do not end their episodes in the same rollout. Those steps are neither
         recorded nor counted."""
-        return self.rollout * env_index if self.settings.decorrelate_envs_on_one_worker else 0
+        return self.rollout * env_index if self.settings.envs.decorrelate_envs_on_one_worker else 0
 
     def _rnn_states(self, rows: int) -> torch.Tensor:
         """The rows' RNN states (in the inference channel with a server), zero at the start."""
@@ -202,10 +202,9 @@ class WorkerBase:
         row = rows.start + int(np.flatnonzero(flags)[0])
         value = rewards[row - rows.start] if field == "reward" else "NaN or inf"
         raise NonFiniteEnvOutput(
-            f"env {self.settings.env_id!r} (rollout worker {self.id}, {self._row_name(row)}) returned a non-finite "
-            f"{field} "
-            f"({value}) at step {int(self.games.lengths[row]) + 1} of its episode; env.nonfinite=replace turns such "
-            "values into 0 and counts them")
+            f"env {self.settings.envs.env_id!r} (rollout worker {self.id}, {self._row_name(row)}) returned a "
+            f"non-finite {field} ({value}) at step {int(self.games.lengths[row]) + 1} of its episode; "
+            "env.nonfinite=replace turns such values into 0 and counts them")
 
     def _row_name(self, row: int) -> str:
         group, seat = int(self.mapping.row_group[row]), int(self.mapping.row_seat[row])
@@ -319,7 +318,7 @@ class WorkerBase:
         per hour); logs the restart. False: the error stops the run."""
         now = time.time()
         self.restarts = [t for t in self.restarts if now - t < 3600.0]
-        limit = self.settings.max_env_restarts
+        limit = self.settings.envs.max_env_restarts
         if len(self.restarts) >= limit:
             return False
         self.restarts.append(now)
@@ -411,7 +410,7 @@ def force_single_thread():
 def decorrelation_delay(settings: WorkerSettings, worker_id: int) -> float:
     """hardware.decorrelate_experience_max_seconds: worker `worker_id`'s pause before its first
     rollout, uniform in [0, max] (seeded by the run's seed and the worker; 0 when max is 0)."""
-    limit = settings.decorrelate_experience_max_seconds
+    limit = settings.process.decorrelate_experience_max_seconds
     if limit <= 0:
         return 0.0
     seed = None if settings.seed is None else [settings.seed, worker_id, 4_242]
@@ -439,11 +438,12 @@ def worker_process_main(worker_cls, worker_id: int, settings: WorkerSettings, bu
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_state is not None:
         mp.adopt(parent_state)
-    torch.set_num_threads(settings.torch_threads)
+    process = settings.process
+    torch.set_num_threads(process.torch_threads)
     seed_process(settings.seed, ROLLOUT_WORKER, worker_id)
-    os.nice(settings.worker_nice)  # children (env processes) inherit it
-    core = pin_to_core(settings.first_core + worker_id) if settings.set_workers_cpu_affinity else None
-    limiter = force_single_thread() if settings.force_envs_single_thread else None  # noqa: F841 (held for the process)
+    os.nice(process.worker_nice)  # children (env processes) inherit it
+    core = pin_to_core(process.first_core + worker_id) if process.set_workers_cpu_affinity else None
+    limiter = force_single_thread() if process.force_envs_single_thread else None  # noqa: F841 (held for the process)
     worker = None
     try:
         worker = worker_cls(worker_id, settings, buffers, stores, free_slots, out_queue, stop_flag, sync_round,

@@ -42,41 +42,81 @@ class Slots:
 
 
 @dataclass(frozen=True)
+class EnvSettings:
+    """How a worker builds its envs and treats what they return: the env node, the rewards' scale and clip,
+    non-finite values, restarts of an env that crashes or hangs, the random steps that spread episodes."""
+
+    env: Dict[str, Any] = field(repr=False)  # the env node, resolved: each worker builds its envs from it
+    env_id: str  # named in messages about an env
+    reward_scale: float
+    reward_clip: float
+    frameskip: int
+    replace_nonfinite: bool  # env.nonfinite=replace (else a non-finite value stops the run)
+    max_env_restarts: int  # per hour and worker
+    restart_hung_envs: bool
+    decorrelate_envs_on_one_worker: bool  # random steps after each env's first reset (rollout x its index)
+
+
+@dataclass(frozen=True)
+class EnvLayout:
+    """The envs of one worker: how many, in how many splits (double buffering), stepped one by one or as
+    vector envs of a backend."""
+
+    num_envs_per_worker: int
+    worker_num_splits: int
+    batched_sampling: bool
+    vector_backend: str
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """The worker process itself, set up before it builds anything (rollout_worker.worker_process_main; the
+    inference server takes its threads): threads, priority, cores, and its pause before the first rollout."""
+
+    torch_threads: int
+    worker_nice: int
+    set_workers_cpu_affinity: bool
+    force_envs_single_thread: bool
+    decorrelate_experience_max_seconds: float
+    first_core: int = 0  # worker w pins itself to core first_core + w (round robin): ranks on one node share cores
+
+
+@dataclass(frozen=True)
+class ActingSettings:
+    """The policy copies that act, in a worker or an inference server: what they are built from, in which
+    precision and on which device."""
+
+    model: ModelRecipe
+    bf16: bool  # act in bfloat16 autocast, as the learner computes (hardware.precision=bf16-mixed)
+    inference_device: str
+    inference_cuda_graphs: bool = False  # an inference server on CUDA replays its policy step as CUDA graphs
+
+
+@dataclass(frozen=True)
+class SeatSettings:
+    """Which policy takes an env's seats (sampler/policy_mapping.py): several policies in one env, and the
+    opponent pool's snapshots (self-play)."""
+
+    mix_policies_in_one_env: bool
+    pool_size: int
+    latest_prob: float
+
+
+@dataclass(frozen=True)
 class WorkerSettings:
-    """What a rollout worker process (and an inference server) decides with; it reaches them by
-    pickle, so it holds plain values only."""
+    """What a rollout worker process (and an inference server) decides with, grouped by what reads it; it
+    reaches them by pickle, so it holds plain values only. The few that every part reads stay at the top."""
 
     seed: Optional[int]
     rollout: int
     num_policies: int
     sync: bool  # synchronous PPO rounds (algo.async_rl=false)
-    env: Dict[str, Any] = field(repr=False)  # the env node, resolved: each worker builds its envs from it
-    env_id: str
-    reward_scale: float
-    reward_clip: float
-    frameskip: int
-    replace_nonfinite: bool  # env.nonfinite=replace (else a non-finite value stops the run)
-    num_envs_per_worker: int
-    worker_num_splits: int
-    batched_sampling: bool
-    vector_backend: str
-    max_env_restarts: int  # per hour and worker
-    restart_hung_envs: bool
-    stall_timeout_sec: float
-    bf16: bool  # act in bfloat16 autocast, as the learner computes (hardware.precision=bf16-mixed)
-    mix_policies_in_one_env: bool
-    pool_size: int
-    latest_prob: float
-    decorrelate_envs_on_one_worker: bool
-    decorrelate_experience_max_seconds: float
-    torch_threads: int
-    worker_nice: int
-    set_workers_cpu_affinity: bool
-    force_envs_single_thread: bool
-    inference_device: str
-    model: ModelRecipe
-    inference_cuda_graphs: bool = False  # an inference server on CUDA replays its policy step as CUDA graphs
-    first_core: int = 0  # worker w pins itself to core first_core + w (round robin): ranks on one node share cores
+    stall_timeout_sec: float  # the hang timer of an env call and the wait for an inference server's answer
+    envs: EnvSettings
+    layout: EnvLayout
+    process: ProcessSettings
+    acting: ActingSettings
+    seats: SeatSettings
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,12 @@ class SingleAgentWorker(WorkerBase):
 
     def __init__(self, worker_id: int, settings: WorkerSettings, *args, **kwargs):
         super().__init__(worker_id, settings, *args, **kwargs)
-        n = settings.num_envs_per_worker
+        n = settings.layout.num_envs_per_worker
         self.envs = [make_env(self.env_cfg, seed=env_seed(settings.seed, worker_id, i)) for i in range(n)]
         self._init_policy(self.envs[0].observation_space, self.envs[0].action_space, [1] * n)
         self.obs = self._obs_arrays(n)
         self.rnn = self._rnn_states(n)
-        bounds = np.linspace(0, n, settings.worker_num_splits + 1).astype(int)
+        bounds = np.linspace(0, n, settings.layout.worker_num_splits + 1).astype(int)
         self.splits = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         self.games = EpisodeTracker(n)
         self.discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
@@ -160,7 +160,7 @@ class SingleAgentWorker(WorkerBase):
     def _restart_env(self, i: int, error: Exception):
         """Re-creates env i after `error` (within hardware.max_env_restarts), returning its first
         observation; else re-raises the env's error, which stops the run."""
-        if not self._may_restart(f"env {i} ({self.settings.env_id!r})", error):
+        if not self._may_restart(f"env {i} ({self.settings.envs.env_id!r})", error):
             raise error
         self._close_quietly(self.envs[i])
         self.envs[i] = make_env(self.env_cfg, seed=self._restart_seed(i))
