@@ -104,7 +104,7 @@ def test_pbt_ranks_by_evaluation(tmp_path):
     eval/evaluations.jsonl). A two-policy run, ~35 s on the 2-core machine: the only CI run of this path."""
     train(make_cfg(tmp_path, "algo.num_policies=2", "pbt.with_pbt=true", "pbt.target_objective=eval/return",
                    "pbt.period_env_steps=1000", "pbt.start_mutation=1000", "eval.every_env_steps=1000",
-                   "eval.episodes=2", "eval.max_episode_steps=50", "train_for_env_steps=4000",
+                   "eval.episodes=2", "eval.max_episode_steps=50", "train_for_env_steps=8000",
                    "train_until_avg_return=null"))
     run = tmp_path / "test"
     records = [json.loads(line) for line in (run / "eval" / "evaluations.jsonl").read_text().splitlines()]

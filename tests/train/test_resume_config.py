@@ -185,3 +185,24 @@ def test_a_finished_run_says_so_and_a_larger_budget_continues_it(tmp_path):
     assert yaml.safe_load((run / "summary.json").read_text())["env_steps"] >= 1500
     done = _train_py(tmp_path)  # its saved budget (1500) now reached
     assert "budget reached: train_for_env_steps=1500" in done.stdout and "train_for_env_steps=3000" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_run_saved_with_older_callback_arguments_resumes_with_todays_and_keeps_the_users_own(tmp_path):
+    """A run saved by an sf_hydra whose built-in callbacks took other arguments (the evaluation's eval.* keys one
+    by one) resumes with today's nodes; a callback the run's own command line added is kept whole."""
+    run = tmp_path / "test"
+    marker = tmp_path / "user_callback.json"
+    train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000",
+                   "+callbacks.mine._target_=tests.helpers.user_callbacks.WriteOnTrainEnd",
+                   f"+callbacks.mine.path={marker}", "+callbacks.mine.note=kept"))
+    _edit_saved(run, **{"callbacks.evaluation.episodes": 10, "callbacks.evaluation.every_sec": 0,
+                        "callbacks.opponent_pool.pool_size": 0, "callbacks.summaries.log_interval_sec": 5.0})
+    marker.unlink()
+    argv = [f"train_dir={tmp_path}", "experiment=test", "train_for_env_steps=2000"]
+    checked = check_command_line(argv, str(CONF_DIR))
+    assert "episodes" not in checked.cfg.callbacks.evaluation and "pool_size" not in checked.cfg.callbacks.opponent_pool
+    assert checked.cfg.callbacks.mine.note == "kept"
+    summary = train(checked.cfg, checked)
+    assert summary["env_steps"] >= 2000
+    assert '"note": "kept"' in marker.read_text()

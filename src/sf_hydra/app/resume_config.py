@@ -318,10 +318,23 @@ def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str]) -> T
                 if not _typed_parent(out, key):
                     _delete(out, key)
                     kept.append((key, now[key], _ABSENT))
+            elif key not in now and _built_in_part(now, key):
+                continue  # an argument a built-in callback no longer takes: its node is today's
             elif key in now or not _typed_parent(out, key):  # (a field the schema no longer has is left out)
                 _set(out, key, saved[key])
                 kept.append((key, now.get(key, _ABSENT), saved[key]))
     return out, kept
+
+
+def _built_in_part(now: Dict[str, Any], key: str) -> bool:
+    """Whether `key` lies in a node `callbacks.<name>` that today's composition has: a callback sf_hydra builds,
+    whose arguments are today's (a run saved by an older sf_hydra may hold arguments since dropped); a callback
+    only the saved run has (the user's own, added on its command line) is kept whole."""
+    parts = key.split(".")
+    if parts[0] != "callbacks" or len(parts) < 3:
+        return False
+    prefix = f"callbacks.{parts[1]}."
+    return any(k.startswith(prefix) for k in now)
 
 
 def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer: Optional[Composer]) -> DictConfig:
