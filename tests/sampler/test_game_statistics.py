@@ -15,6 +15,7 @@ from sf_hydra.core.seeding import env_seed  # noqa: E402
 from sf_hydra.core.spaces import obs_specs, to_env_action  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.episode_info import GAME_CONTINUES  # noqa: E402
+from sf_hydra.evaluation.policy import Policy  # noqa: E402
 from sf_hydra.models import build_model  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
 from tests.sampler.collect import collect  # noqa: E402
@@ -103,7 +104,8 @@ def test_enjoy_plays_whole_games(tmp_path):
     env = make_env(cfg.env, seed=0)
     model = build_model(cfg, env.observation_space, env.action_space).eval()
     torch.manual_seed(0)
-    seats, _ = play_episode(SingleAgent(env), [Seat(model, 0)], obs_specs(env.observation_space), False, seed=0,
+    policy = Policy(model, env.observation_space, env.action_space)
+    seats, _ = play_episode(SingleAgent(env), [Seat(policy, 0)], obs_specs(env.observation_space), False, seed=0,
                             max_steps=None)
     ret, steps = seats[0].total, seats[0].steps  # (enjoy resets the env at once: the plain loop checks the end)
     torch.manual_seed(0)  # the same game again in a plain loop that stops at the ALE's game over only
