@@ -24,3 +24,14 @@ class WriteRankState(L.Callback):
                  "sf_hydra": own["sf_hydra"]}
         self.directory.mkdir(parents=True, exist_ok=True)
         torch.save(state, self.directory / f"rank_{trainer.global_rank}.pt")
+
+
+class WriteRankStateAtStart(WriteRankState):
+    """As WriteRankState, when training starts (the checkpoint, if any, restored): every rank must start from the
+    same learner state."""
+
+    def on_train_start(self, trainer, pl_module):
+        WriteRankState.on_train_end(self, trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        pass

@@ -15,11 +15,18 @@ checking it again in every rank. We start the ranks ourselves instead and let Li
   Hydra task in every task and Lightning's SLURMEnvironment reads the ranks from SLURM_PROCID and
   SLURM_LOCALID; the task of rank 0 owns the run folder.
 
+Rank 0 alone decides how the run starts (it prepares the folder for `restart_behavior`, sees whether the run
+is finished, picks the checkpoint to resume) and writes that decision to `<run_dir>/ranks/start.json`; every
+other rank waits for the decision of this very start (`session_of`) and acts on it, never on what it reads in
+the folder itself: Slurm starts all tasks at once, and a rank > 0 reading the folder before rank 0 prepared it
+would resume an old checkpoint while rank 0 starts anew.
+
 This module imports no torch and no Lightning (the command line's side).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -30,9 +37,12 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from sf_hydra.config import ConfigError
+from sf_hydra.core.faults import RankFailed
+from sf_hydra.core.files import write_atomically
 
 RANKS_DIR = "ranks"  # inside the run folder: the ranks' config and the logs of ranks > 0
 RANK_CONFIG = "config.pkl"
+START = "start.json"  # in RANKS_DIR: rank 0's decision of how this start of the ranks begins (StartDecision)
 
 
 @dataclass(frozen=True)
@@ -190,3 +200,63 @@ def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> Local
                                               stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         logs.append(log)
     return LocalRanks(processes, logs, saved)
+
+
+@dataclass(frozen=True)
+class StartDecision:
+    """How one start of a data-parallel run begins, as rank 0 decided it: every rank acts on it."""
+
+    session: str  # which start of the ranks it is for (session_of): an earlier start's decision is never read
+    checkpoint: Optional[str] = None  # the learner state every rank resumes from; None: a new run
+    finished: Optional[str] = None  # the run already reached its budget (what rank 0 said): no rank trains
+    failed: Optional[str] = None  # rank 0 could not start the run (its error): no rank trains
+
+
+def session_of(ranks: Ranks) -> str:
+    """A name of this start of the ranks, the same in every rank and different at the next start: Slurm's
+    job, step and requeue count; locally the process id of rank 0, which starts the others."""
+    if ranks.via_slurm:
+        env = os.environ
+        return f"slurm-{env.get('SLURM_JOB_ID', '?')}.{env.get('SLURM_STEP_ID', '?')}." \
+               f"{env.get('SLURM_RESTART_COUNT', '0')}"
+    return f"local-{os.getpid() if ranks.is_zero else os.getppid()}"
+
+
+def announce_start(run_dir: Path, decision: StartDecision) -> None:
+    """Rank 0 writes its decision (atomically: a waiting rank reads all of it or nothing)."""
+    folder = run_dir / RANKS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(decision.__dict__)
+    write_atomically(folder / START, lambda tmp: tmp.write_text(text))
+
+
+def _read_start(path: Path, session: str) -> Optional[StartDecision]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return StartDecision(**found) if found.get("session") == session else None
+
+
+def await_start(run_dir: Path, ranks: Ranks, timeout_sec: float) -> StartDecision:
+    """Rank r > 0 waits for rank 0's decision of this start; RankFailed, naming rank 0, its log and the key,
+    when none comes within `timeout_sec` (hardware.ddp_timeout_sec, how long any rank waits for another) or
+    when rank 0 could not start."""
+    import logging
+
+    path, session = run_dir / RANKS_DIR / START, session_of(ranks)
+    logging.getLogger("sf_hydra").info("learner rank %d waits for rank 0's start decision (%s)", ranks.rank, path)
+    deadline = time.monotonic() + timeout_sec
+    decision = _read_start(path, session)
+    while decision is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        decision = _read_start(path, session)
+    if decision is None:
+        raise RankFailed(f"learner rank {ranks.rank}: learner rank 0 did not decide how the run starts within "
+                         f"hardware.ddp_timeout_sec={timeout_sec:g} s (no decision for {session} in {path}): see "
+                         "rank 0's log (the run folder's train.log); raise hardware.ddp_timeout_sec if its "
+                         "start-up is that slow")
+    if decision.failed is not None:
+        raise RankFailed(f"learner rank {ranks.rank} stops: learner rank 0 could not start the run "
+                         f"({decision.failed})")
+    return decision

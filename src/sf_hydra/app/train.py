@@ -17,7 +17,16 @@ from omegaconf import OmegaConf
 
 from sf_hydra.app.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
 from sf_hydra.app.loggers import build_loggers, finish_wandb
-from sf_hydra.app.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks
+from sf_hydra.app.ranks import (
+    Ranks,
+    StartDecision,
+    announce_start,
+    await_start,
+    log_to_rank_file,
+    ranks_of,
+    session_of,
+    start_local_ranks,
+)
 from sf_hydra.app.resume_config import finished, save_config
 from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import more_workers_than_cores
@@ -155,17 +164,18 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
 def _train_in(cfg, run_dir: Path) -> dict:
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
-    if ranks.is_zero:
-        rd.prepare(run_dir, cfg.restart_behavior)
-    done = finished(cfg)  # the run already reached a budget: (its summary, what to say)
+    if not ranks.is_zero:  # acts on rank 0's decision, never on the folder as it finds it (ranks.py)
+        start = await_start(run_dir, ranks, cfg.hardware.ddp_timeout_sec)
+        if start.finished is not None:
+            log.info("%s", start.finished)
+            return {"rank": ranks.rank, "stop_reason": None, "finished": start.finished}
+        ckpt = Path(start.checkpoint) if start.checkpoint else None
+        return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
+    done, ckpt = _decide_start(cfg, run_dir, ranks)
     if done is not None:
         log.info("%s", done[1])
         return done[0]
-    if ranks.is_zero:
-        warn_more_workers_than_cores(cfg)
-    ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
-    if not ranks.is_zero:
-        return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
+    warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
     if not ranks.distributed or ranks.via_slurm:
         return _fit(cfg, run_dir, plan, ckpt, ranks)
@@ -183,6 +193,25 @@ def _train_in(cfg, run_dir: Path) -> dict:
     if failure is not None:
         raise RankFailed(f"the run stopped: {failure}")
     return summary
+
+
+def _decide_start(cfg, run_dir: Path, ranks: Ranks):
+    """Rank 0 prepares the run folder and decides how the run starts: (finished()'s answer, None) for a run
+    that already reached its budget, else (None, the checkpoint to resume or None). With several ranks the
+    decision, or rank 0's failure to decide, is announced to the others (ranks.py StartDecision)."""
+    session = session_of(ranks) if ranks.distributed else None
+    try:
+        rd.prepare(run_dir, cfg.restart_behavior)
+        done = finished(cfg)  # the run already reached a budget: (its summary, what to say)
+        ckpt = None if done is not None else rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)
+    except BaseException as e:  # ConfigError: kind=best and no best yet; CheckpointError: none loads
+        if session is not None:
+            announce_start(run_dir, StartDecision(session, failed=f"{type(e).__name__}: {e}"))
+        raise
+    if session is not None:
+        announce_start(run_dir, StartDecision(session, str(ckpt) if ckpt else None,
+                                              done[1] if done is not None else None))
+    return done, ckpt
 
 
 def warn_more_workers_than_cores(cfg) -> None:

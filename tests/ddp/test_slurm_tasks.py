@@ -1,0 +1,73 @@
+"""Learner ranks started as Slurm starts its tasks: all at once, each on its own, none started by rank 0
+(tests/helpers/slurm_task.py sets Slurm's variables without Slurm; tests/slurm runs a real job)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from sf_hydra.app.ranks import free_port
+from sf_hydra.app.train import train
+from tests.conftest import FAST_OVERRIDES, make_cfg
+from tests.ddp.test_two_ranks import _same
+from tests.faults.runs import REPO, env_with_repo
+from tests.slurm.jobs import wait_until
+
+AT_START = "tests.helpers.rank_state.WriteRankStateAtStart"
+
+
+class Tasks:
+    """The tasks of one fake Slurm job step, each a `python -m tests.helpers.slurm_task` process."""
+
+    def __init__(self, tmp_path, *overrides: str):
+        self.tmp_path, self.overrides = tmp_path, (f"train_dir={tmp_path}", "experiment=test", *FAST_OVERRIDES,
+                                                   "hardware.devices=2", "hardware.num_workers=1", *overrides)
+        self.job, self.port, self.procs = str(random.randrange(100_000, 999_999)), free_port(), {}
+
+    def start(self, rank: int) -> None:
+        with open(self.out(rank), "w") as out:
+            self.procs[rank] = subprocess.Popen(
+                [sys.executable, "-m", "tests.helpers.slurm_task", str(rank), "2", self.job, str(self.port),
+                 *self.overrides], cwd=REPO, env=env_with_repo(), stdout=out, stderr=subprocess.STDOUT)
+
+    def out(self, rank: int):
+        return self.tmp_path / f"task_{rank}.out"
+
+    def said(self, rank: int) -> str:
+        return self.out(rank).read_text() if self.out(rank).is_file() else ""
+
+    def wait(self, timeout: float) -> dict:
+        """Every task's exit code; what still runs after `timeout` is killed (code None)."""
+        codes = {}
+        for rank, proc in self.procs.items():
+            try:
+                codes[rank] = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                codes[rank] = None
+        return codes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("behavior", ["restart", "overwrite"])
+def test_slurm_tasks_start_from_rank_0s_decision_not_from_the_old_run(tmp_path, behavior):
+    old = train(make_cfg(tmp_path, "train_for_env_steps=1000"))  # an earlier run in the folder, with its last.ckpt
+    assert old["env_steps"] > 0
+    states = tmp_path / "states"
+    tasks = Tasks(tmp_path, f"restart_behavior={behavior}", "train_for_env_steps=1000",
+                  f"+callbacks.rank_state._target_={AT_START}", f"+callbacks.rank_state.directory={states}")
+    tasks.start(1)  # rank 1 reaches the run folder first: rank 0 has not even started
+    wait_until(lambda: "rank 0's start decision" in tasks.said(1) or "run folder" in tasks.said(1), 120,
+               "rank 1 at the run folder")
+    tasks.start(0)
+    codes = tasks.wait(timeout=240)
+    assert codes == {1: 0, 0: 0}, tasks.said(0)[-2000:] + tasks.said(1)[-3000:]
+    rank0, rank1 = (torch.load(states / f"rank_{r}.pt", weights_only=False) for r in (0, 1))
+    assert rank0["sf_hydra"]["env_steps"] == 0  # a new run, as restart_behavior says
+    assert _same(rank0, rank1) == [], "the ranks started from different learner states"
+    assert "(new run)" in tasks.said(1)
