@@ -142,3 +142,17 @@ def test_killing_rank_0_of_python_train_py_leaves_no_process(tmp_path):
             proc.kill()
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["sf_hydra"]["env_steps"] > 0
+
+
+@pytest.mark.slow
+def test_rank_0s_own_failure_is_named_as_rank_0s_with_its_message(tmp_path, caplog):
+    cfg = make_cfg(tmp_path, *TWO_RANKS, "train_for_env_steps=10000000", "train_for_seconds=90",
+                   "hardware.ddp_timeout_sec=20", "+callbacks.fail._target_=tests.helpers.failing_callbacks.FailInRank",
+                   "+callbacks.fail.rank=0", "+callbacks.fail.message=the callback of rank 0 broke")
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="the callback of rank 0 broke") as failed:
+        train(cfg)
+    assert not isinstance(failed.value, RankFailed)  # not blamed on rank 1, whose collective broke after it
+    assert "learner rank 0 failed (RuntimeError: the callback of rank 0 broke)" in caplog.text
+    assert time.monotonic() - started < 80
+    assert _rank_1() is None and sampler_processes() == []

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import pickle
 import signal
 import time
+import traceback
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -224,11 +226,23 @@ def warn_more_workers_than_cores(cfg) -> None:
 
 
 def _own_fault(e: BaseException) -> bool:
-    """Whether rank 0 failed for a reason of its own (its sampler, its training, a signal), not because
-    another rank's failure broke a collective: then the other ranks' ends follow from it."""
+    """Whether rank 0 failed for a reason of its own (its sampler, its training, a signal, any error of its own
+    code), not because another rank's failure broke a collective: then the other ranks' ends follow from it."""
     from sf_hydra.sampler.sampler import SamplerError  # loaded by the launch already
 
-    return isinstance(e, (SamplerError, NonFiniteTraining, Fault, ConfigError, KeyboardInterrupt, SystemExit))
+    own = (SamplerError, NonFiniteTraining, Fault, ConfigError, KeyboardInterrupt, SystemExit)
+    return isinstance(e, own) or not _from_a_collective(e)
+
+
+def _from_a_collective(e: BaseException) -> bool:
+    """Whether `e`, or the exception it was raised from, came out of torch.distributed: a collective (or the
+    process group under it) that failed or timed out, which is what another rank's end looks like here."""
+    while e is not None:
+        if any(f"{os.sep}torch{os.sep}distributed{os.sep}" in frame.f_code.co_filename
+               for frame, _ in traceback.walk_tb(e.__traceback__)):
+            return True
+        e = e.__cause__
+    return False
 
 
 def resolved(cfg):
