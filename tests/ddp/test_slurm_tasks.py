@@ -6,7 +6,9 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 import torch
 
@@ -26,6 +28,7 @@ class Tasks:
     def __init__(self, tmp_path, *overrides: str):
         self.tmp_path, self.overrides = tmp_path, (f"train_dir={tmp_path}", "experiment=test", *FAST_OVERRIDES,
                                                    "hardware.devices=2", "hardware.num_workers=1", *overrides)
+        self.timeout = 60.0  # what a test gives the tasks to end once one failed
         self.job, self.port, self.procs = str(random.randrange(100_000, 999_999)), free_port(), {}
 
     def start(self, rank: int) -> None:
@@ -71,3 +74,36 @@ def test_slurm_tasks_start_from_rank_0s_decision_not_from_the_old_run(tmp_path, 
     assert rank0["sf_hydra"]["env_steps"] == 0  # a new run, as restart_behavior says
     assert _same(rank0, rank1) == [], "the ranks started from different learner states"
     assert "(new run)" in tasks.said(1)
+
+
+def _ended(tasks: Tasks, act, timeout: float = 120) -> str:
+    """Starts both tasks, calls act(rank 1's process) once rank 1 trains, and returns rank 0's output after it
+    ended (a Fault: the run failed); no process of the tasks is left."""
+    tasks.start(0)
+    tasks.start(1)
+    wait_until(lambda: "env steps" in tasks.said(1) or tasks.procs[1].poll() is not None, timeout, "rank 1 training")
+    below = psutil.Process(tasks.procs[1].pid).children(recursive=True) if tasks.procs[1].poll() is None else []
+    act(tasks.procs[1])
+    codes = tasks.wait(timeout=tasks.timeout + 30)
+    _, alive = psutil.wait_procs(below, timeout=20)
+    assert alive == [], [p.cmdline() for p in alive]
+    assert codes[0] not in (0, None), tasks.said(0)[-3000:]
+    return tasks.said(0)
+
+
+@pytest.mark.slow
+def test_a_killed_slurm_rank_is_named_with_its_node_and_log(tmp_path):
+    tasks = Tasks(tmp_path, "train_for_env_steps=10000000", "train_for_seconds=90", "hardware.ddp_timeout_sec=20")
+    said = _ended(tasks, lambda proc: (time.sleep(1.0), proc.kill()))
+    where = f"learner rank 1 on node localnode (pid {tasks.procs[1].pid}) ended without saying why"
+    assert f"the run stopped: {where}" in said and f"(its log: {tasks.out(1)})" in said, said[-3000:]
+
+
+@pytest.mark.slow
+def test_a_failed_slurm_rank_is_named_with_its_error(tmp_path):
+    tasks = Tasks(tmp_path, "train_for_env_steps=10000000", "train_for_seconds=90", "hardware.ddp_timeout_sec=20",
+                  "+callbacks.fail._target_=tests.helpers.failing_callbacks.FailInRank", "+callbacks.fail.rank=1",
+                  "+callbacks.fail.after=4", "+callbacks.fail.message=rank 1 broke")
+    said = _ended(tasks, lambda proc: None)
+    where = f"learner rank 1 on node localnode (pid {tasks.procs[1].pid}) failed: RuntimeError: rank 1 broke"
+    assert f"the run stopped: {where}" in said and f"(its log: {tasks.out(1)})" in said, said[-3000:]

@@ -42,6 +42,7 @@ from sf_hydra.core.files import write_atomically
 
 RANKS_DIR = "ranks"  # inside the run folder: the ranks' config and the logs of ranks > 0
 RANK_CONFIG = "config.pkl"
+RECORD = "rank_{rank}.json"  # in RANKS_DIR: a Slurm rank's record (rank, node, pid, log, how it ended: SlurmRank)
 START = "start.json"  # in RANKS_DIR: rank 0's decision of how this start of the ranks begins (StartDecision)
 
 
@@ -260,3 +261,87 @@ def await_start(run_dir: Path, ranks: Ranks, timeout_sec: float) -> StartDecisio
         raise RankFailed(f"learner rank {ranks.rank} stops: learner rank 0 could not start the run "
                          f"({decision.failed})")
     return decision
+
+
+def node_name() -> str:
+    """This host as Slurm names it (SLURMD_NODENAME), else its hostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def own_log(run_dir: Path, rank: int) -> str:
+    """Where this rank's log is: its file in <run_dir>/ranks/ (log_to_rank_file), else the file its output goes to
+    (Slurm's task output, submitit's `<jobid>_<task>_log.out`), else "its Slurm task's output"."""
+    mine = run_dir / RANKS_DIR / f"rank_{rank}.log"
+    if mine.is_file():
+        return str(mine)
+    try:
+        out = os.readlink("/proc/self/fd/1")
+    except OSError:
+        out = ""
+    return out if out.startswith(os.sep) else "its Slurm task's output"
+
+
+def record_rank(run_dir: Path, ranks: Ranks, **fields) -> None:
+    """A Slurm rank writes (and later completes with how it ended) its record, which rank 0 reads when a collective
+    breaks: rank 0 cannot see the other tasks' processes, which may run on other nodes."""
+    path = run_dir / RANKS_DIR / RECORD.format(rank=ranks.rank)
+    record = dict(_read_json(path) or {}, **fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(record)))
+
+
+def record_start(run_dir: Path, ranks: Ranks) -> None:
+    record_rank(run_dir, ranks, session=session_of(ranks), rank=ranks.rank, node=node_name(), pid=os.getpid(),
+                log=own_log(run_dir, ranks.rank), end=None, collective=False)
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _process_state(pid: int) -> Optional[str]:
+    """The state letter of live process `pid` on this host (/proc/<pid>/stat: R, S, D, T stopped, ...); None
+    when it is gone or only a zombie (dead, not yet reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+    return None if state in ("Z", "X") else state
+
+
+def _rank_end(record: dict, timeout_sec: float) -> str:
+    """How one rank of this start ended, from its record, as far as rank 0 can know it."""
+    where = f"learner rank {record['rank']} on node {record['node']} (pid {record['pid']})"
+    if record.get("end"):
+        how = f"failed: {record['end']}"
+    elif record["node"] == node_name() and _process_state(record["pid"]) is not None:
+        stopped = "it is stopped (SIGSTOP or a debugger)" if _process_state(record["pid"]) in ("T", "t") else \
+            "it hangs, blocked in its env, its sampler or a collective"
+        how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}"
+    else:
+        how = ("ended without saying why (killed by a signal such as SIGKILL, out of memory, or its node went "
+               "down: `sacct -j $SLURM_JOB_ID` shows how)")
+    return f"{where} {how} (its log: {record['log']})"
+
+
+def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, wait_sec: float = 3.0) -> str:
+    """Rank 0's account of the Slurm rank whose end broke a collective: the first rank whose failure was its own,
+    else the first that left no end of its own (killed, hung), else the first that ended; each named with its
+    node, how it ended and its log. Waits up to `wait_sec` for a failing rank to finish its record."""
+    deadline = time.monotonic() + wait_sec
+    while True:
+        records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
+        records = [r for r in records if r and r.get("session") == session_of(ranks)]
+        own = [r for r in records if r.get("end") and not r.get("collective")]
+        if own or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    silent = [r for r in records if not r.get("end")]
+    chosen = (own or silent or records)[:1]
+    if not chosen:
+        return (f"a learner rank > 0 ended before it recorded itself in {run_dir / RANKS_DIR} (see the Slurm "
+                "tasks' output)")
+    return _rank_end(chosen[0], timeout_sec)

@@ -26,7 +26,10 @@ from sf_hydra.app.ranks import (
     await_start,
     log_to_rank_file,
     ranks_of,
+    record_rank,
+    record_start,
     session_of,
+    slurm_rank_end,
     start_local_ranks,
 )
 from sf_hydra.app.resume_config import finished, save_config
@@ -158,6 +161,7 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
     if not ranks.is_zero:  # a data-parallel rank > 0: rank 0 holds the folder's lock and writes into it
         if ranks.via_slurm:
             log_to_rank_file(run_dir, ranks.rank)
+            return _as_slurm_rank(cfg, run_dir, ranks)
         return _train_in(cfg, run_dir)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
         return _train_in(cfg, run_dir)
@@ -179,8 +183,10 @@ def _train_in(cfg, run_dir: Path) -> dict:
         return done[0]
     warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
-    if not ranks.distributed or ranks.via_slurm:
+    if not ranks.distributed:
         return _fit(cfg, run_dir, plan, ckpt, ranks)
+    if ranks.via_slurm:
+        return _fit_slurm_rank_0(cfg, run_dir, plan, ckpt, ranks)
     others = start_local_ranks(ranks, run_dir, pickle.dumps(resolved(cfg)))
     try:
         summary = _fit(cfg, run_dir, plan, ckpt, ranks)
@@ -195,6 +201,30 @@ def _train_in(cfg, run_dir: Path) -> dict:
     if failure is not None:
         raise RankFailed(f"the run stopped: {failure}")
     return summary
+
+
+def _as_slurm_rank(cfg, run_dir: Path, ranks: Ranks) -> dict:
+    """Rank r > 0 of a Slurm job: its record tells rank 0, which cannot see this task's process, where it runs,
+    where it logs and, when it fails, how (ranks.py record_rank)."""
+    record_start(run_dir, ranks)
+    try:
+        return _train_in(cfg, run_dir)
+    except BaseException as e:
+        what = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        record_rank(run_dir, ranks, end=f"{type(e).__name__}: {what}"[:500], collective=_from_a_collective(e))
+        raise
+
+
+def _fit_slurm_rank_0(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) -> dict:
+    """Rank 0 of a Slurm job trains; a collective broken by another rank's end is reported as that rank's end
+    (its node, how it ended, its log: ranks.py slurm_rank_end), rank 0's own failure as rank 0's."""
+    try:
+        return _fit(cfg, run_dir, plan, ckpt, ranks)
+    except BaseException as e:
+        if _own_fault(e):
+            log.error("learner rank 0 failed (%s: %s); the other ranks stop with it", type(e).__name__, e)
+            raise
+        raise RankFailed(f"the run stopped: {slurm_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec)}") from e
 
 
 def _decide_start(cfg, run_dir: Path, ranks: Ranks):
