@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -107,3 +108,21 @@ def test_a_failed_slurm_rank_is_named_with_its_error(tmp_path):
     said = _ended(tasks, lambda proc: None)
     where = f"learner rank 1 on node localnode (pid {tasks.procs[1].pid}) failed: RuntimeError: rank 1 broke"
     assert f"the run stopped: {where}" in said and f"(its log: {tasks.out(1)})" in said, said[-3000:]
+
+
+@pytest.mark.slow
+def test_a_stopped_slurm_rank_is_named_within_the_timeout_and_killed(tmp_path):
+    tasks = Tasks(tmp_path, "train_for_env_steps=10000000", "train_for_seconds=120", "hardware.ddp_timeout_sec=15")
+    stopped = {}
+
+    def stop(proc):
+        time.sleep(1.0)
+        stopped["at"] = time.monotonic()
+        proc.send_signal(signal.SIGSTOP)
+
+    said = _ended(tasks, stop)
+    assert time.monotonic() - stopped["at"] < 15 + 15  # the timeout, a collective's start, the teardown
+    where = f"learner rank 1 on node localnode (pid {tasks.procs[1].pid}) is alive but did not answer within " \
+            "hardware.ddp_timeout_sec=15 s: it is stopped (SIGSTOP or a debugger); killed"
+    assert f"the run stopped: {where}" in said, said[-3000:]
+    assert tasks.procs[1].returncode == -signal.SIGKILL

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -108,11 +109,16 @@ class LocalRanks:
     processes: List[subprocess.Popen]
     logs: List[Path]
     saved_env: Dict[str, Optional[str]]  # this process's rendezvous variables before the ranks started
+    hung: Dict[int, str] = field(default_factory=dict)  # rank -> its process state when stop() had to end it
 
     def failed(self) -> Optional[str]:
         """A message naming the first rank that exited with an error (its exit code and log), or None."""
         for r, (p, log) in enumerate(zip(self.processes, self.logs), start=1):
             code = p.poll()
+            if r in self.hung:
+                what = "was stopped (SIGSTOP or a debugger)" if self.hung[r] in ("T", "t") else "hung"
+                return (f"learner rank {r} {what}: it answered no collective within hardware.ddp_timeout_sec and did "
+                        f"not end with the run, so it was killed (its log: {log})")
             if code not in (None, 0):
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 cause = last_error(log)
@@ -120,14 +126,16 @@ class LocalRanks:
         return None
 
     def stop(self, grace_sec: float) -> Optional[str]:
-        """Waits up to `grace_sec` for every rank to end (they stop with rank 0), then terminates, then kills
-        what is left: no rank outlives this call. Returns failed()'s message."""
+        """Waits up to `grace_sec` for every rank to end (they stop with rank 0), then terminates (a stopped one:
+        kills), then kills what is left: no rank outlives this call. Returns failed()'s message, which names a
+        rank that had to be ended as hung."""
         deadline = time.monotonic() + grace_sec
-        for p in self.processes:
+        for r, p in enumerate(self.processes, start=1):
             try:
                 p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                p.terminate()
+                self.hung[r] = _process_state(p.pid) or "?"
+                p.kill() if self.hung[r] in ("T", "t") else p.terminate()  # a stopped process acts on no SIGTERM
         for p in self.processes:
             try:
                 p.wait(timeout=10)
@@ -313,33 +321,37 @@ def _process_state(pid: int) -> Optional[str]:
 
 
 def _rank_end(record: dict, timeout_sec: float) -> str:
-    """How one rank of this start ended, from its record, as far as rank 0 can know it."""
+    """How one rank of this start ended, from its record, as far as rank 0 can know it; a rank on this node that
+    hangs is killed (on another node Slurm ends it with the job step)."""
     where = f"learner rank {record['rank']} on node {record['node']} (pid {record['pid']})"
     if record.get("end"):
         how = f"failed: {record['end']}"
     elif record["node"] == node_name() and _process_state(record["pid"]) is not None:
         stopped = "it is stopped (SIGSTOP or a debugger)" if _process_state(record["pid"]) in ("T", "t") else \
             "it hangs, blocked in its env, its sampler or a collective"
-        how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}"
+        how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}; killed"
+        os.kill(record["pid"], signal.SIGKILL)
     else:
         how = ("ended without saying why (killed by a signal such as SIGKILL, out of memory, or its node went "
                "down: `sacct -j $SLURM_JOB_ID` shows how)")
     return f"{where} {how} (its log: {record['log']})"
 
 
-def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, wait_sec: float = 3.0) -> str:
+def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool) -> str:
     """Rank 0's account of the Slurm rank whose end broke a collective: the first rank whose failure was its own,
     else the first that left no end of its own (killed, hung), else the first that ended; each named with its
-    node, how it ended and its log. Waits up to `wait_sec` for a failing rank to finish its record."""
-    deadline = time.monotonic() + wait_sec
+    node, how it ended and its log. A rank failing on this node gets time to finish its record, unless the
+    collective `timed_out` (then the ranks still running hang)."""
+    deadline = time.monotonic() + (3.0 if timed_out else 30.0)
     while True:
         records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
         records = [r for r in records if r and r.get("session") == session_of(ranks)]
         own = [r for r in records if r.get("end") and not r.get("collective")]
-        if own or time.monotonic() >= deadline:
+        silent = [r for r in records if not r.get("end")]
+        running = [r for r in silent if r["node"] == node_name() and _process_state(r["pid"]) is not None]
+        if own or not running or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
-    silent = [r for r in records if not r.get("end")]
     chosen = (own or silent or records)[:1]
     if not chosen:
         return (f"a learner rank > 0 ended before it recorded itself in {run_dir / RANKS_DIR} (see the Slurm "

@@ -191,7 +191,8 @@ def _train_in(cfg, run_dir: Path) -> dict:
     try:
         summary = _fit(cfg, run_dir, plan, ckpt, ranks)
     except BaseException as e:
-        failure = others.stop(grace_sec=30.0)
+        hung = _from_a_collective(e) and _timed_out(e)  # a rank that still runs answers no collective: no grace
+        failure = others.stop(grace_sec=3.0 if hung else 30.0)
         if failure is not None and not _own_fault(e):  # rank 0's error (a collective's) follows from that rank's
             raise RankFailed(f"the run stopped: {failure}") from e
         if ranks.distributed:
@@ -224,7 +225,8 @@ def _fit_slurm_rank_0(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], r
         if _own_fault(e):
             log.error("learner rank 0 failed (%s: %s); the other ranks stop with it", type(e).__name__, e)
             raise
-        raise RankFailed(f"the run stopped: {slurm_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec)}") from e
+        ended = slurm_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e))
+        raise RankFailed(f"the run stopped: {ended}") from e
 
 
 def _decide_start(cfg, run_dir: Path, ranks: Ranks):
@@ -270,6 +272,16 @@ def _from_a_collective(e: BaseException) -> bool:
     while e is not None:
         if any(f"{os.sep}torch{os.sep}distributed{os.sep}" in frame.f_code.co_filename
                for frame, _ in traceback.walk_tb(e.__traceback__)):
+            return True
+        e = e.__cause__
+    return False
+
+
+def _timed_out(e: BaseException) -> bool:
+    """Whether a collective's error says it timed out (gloo: "Timed out waiting", NCCL: "timeout"), not that a
+    rank's connection closed: the ranks still running then hang, and waiting for them to end is in vain."""
+    while e is not None:
+        if "timed out" in str(e).lower() or "timeout" in str(e).lower():
             return True
         e = e.__cause__
     return False
