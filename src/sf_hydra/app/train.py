@@ -134,7 +134,9 @@ def finite_or_none(value):
 
 
 def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_seconds: float,
-                  session_steps: int) -> dict:
+                  session_steps: int, world_size: int = 1) -> dict:
+    """<run_dir>/summary.json: the run's counters and returns (every rank's), and the profile, which in a
+    data-parallel run (`world_size` > 1) is learner rank 0's alone and says so (`profile_of`)."""
     summary = {
         "env_steps": module.env_steps, "train_seconds": module.train_seconds,
         "fps": session_steps / session_seconds if session_seconds > 0 else 0.0,
@@ -147,6 +149,8 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
                      for k, s in enumerate(module.stats)],
         "profile": module.profile.report(),  # seconds per component, this session (learner/profile.py)
     }
+    if world_size > 1:  # each rank's profile is its own (its learner's parts, its sampler's workers)
+        summary["profile_of"] = "learner rank 0 (the other ranks log their own at the end of their log)"
     (run_dir / "summary.json").write_text(json.dumps(finite_or_none(summary), indent=2, allow_nan=False))
     return summary
 
@@ -350,8 +354,11 @@ def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) 
         signals.release()  # caught since StopConditions.on_train_start; the final save is behind us
     elapsed = time.monotonic() - t0
     if not ranks.is_zero:
+        for line in profile_lines(module.profile.report()):
+            log.info("learner rank %d: %s", ranks.rank, line)
         return {"env_steps": module.env_steps, "stop_reason": stop.reason, "rank": ranks.rank}
-    summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
+    summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps,
+                            ranks.world_size)
     for line in profile_lines(summary["profile"]):
         log.info("%s", line)
     if cfg.benchmark:

@@ -15,7 +15,7 @@ hangs ends the others' wait with an error instead of a hang.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -77,6 +77,22 @@ def average_gradients(parameters: Sequence[torch.nn.Parameter],
             p.grad.copy_(averaged)
         offset += size
     return dict(zip(names, flat[offset:].unbind()))
+
+
+def moments(values: torch.Tensor) -> Tuple[int, torch.Tensor, torch.Tensor]:
+    """(count, mean, standard deviation with Bessel's correction) of `values` together with every other rank's
+    `values` (one all-reduce of count, sum and sum of squares, in float64): a minibatch split over the ranks
+    is normalized as one. One rank: `values`' own, as torch computes them."""
+    if world_size() == 1:
+        return values.numel(), values.mean(), values.std()
+    flat = values.reshape(-1).double()
+    total = torch.stack([torch.tensor(float(flat.numel()), dtype=torch.float64, device=flat.device), flat.sum(),
+                         (flat * flat).sum()])
+    dist.all_reduce(total)
+    n = int(total[0].item())
+    mean = total[1] / max(n, 1)
+    var = (total[2] - n * mean * mean) / max(n - 1, 1)
+    return n, mean.to(values.dtype), var.clamp(min=0.0).sqrt().to(values.dtype)
 
 
 def gather(value) -> List:
