@@ -4,8 +4,9 @@ Invariant: every rank holds the same learner state after every learner step (wei
 optimizer state, learning rates, versions, counters, statistics windows). It holds because every rank starts
 from rank 0's weights (AllReduceDDP broadcasts them) and then changes its state only by what all ranks reduced
 together, in the same order: the averaged gradient of each minibatch (with the loss statistics the learning
-rate schedules read), the merged moments of the normalizers (models/normalizer.py), the run's env steps and
-episodes (every rank's, in rank order), and the stop and checkpoint decisions. Each rank's own batches, its
+rate schedules read), the moments its advantages are normalized with (every rank's share of the minibatch),
+the merged moments of the normalizers (models/normalizer.py), the run's env steps, episodes and step statistics
+(every rank's, in rank order), and the stop and checkpoint decisions. Each rank's own batches, its
 sampler and its worker seeds differ.
 
 Every collective here runs with the process group's timeout (hardware.ddp_timeout_sec): a rank that died or
