@@ -142,3 +142,40 @@ def test_killing_rank_0_of_python_train_py_leaves_no_process(tmp_path):
             proc.kill()
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["sf_hydra"]["env_steps"] > 0
+
+
+@pytest.mark.slow
+def test_rank_0s_own_failure_is_named_as_rank_0s_with_its_message(tmp_path, caplog):
+    cfg = make_cfg(tmp_path, *TWO_RANKS, "train_for_env_steps=10000000", "train_for_seconds=90",
+                   "hardware.ddp_timeout_sec=20", "+callbacks.fail._target_=tests.helpers.failing_callbacks.FailInRank",
+                   "+callbacks.fail.rank=0", "+callbacks.fail.message=the callback of rank 0 broke")
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="the callback of rank 0 broke") as failed:
+        train(cfg)
+    assert not isinstance(failed.value, RankFailed)  # not blamed on rank 1, whose collective broke after it
+    assert "learner rank 0 failed (RuntimeError: the callback of rank 0 broke)" in caplog.text
+    assert time.monotonic() - started < 80
+    assert _rank_1() is None and sampler_processes() == []
+
+
+@pytest.mark.slow
+def test_a_stopped_rank_is_named_within_the_timeout_and_no_process_is_left(tmp_path):
+    cfg = make_cfg(tmp_path, *TWO_RANKS, "train_for_env_steps=10000000", "train_for_seconds=120",
+                   "hardware.ddp_timeout_sec=15")
+    stopped = {}
+
+    def stop(rank):
+        time.sleep(1.0)
+        stopped["below"] = rank.children(recursive=True)
+        stopped["at"] = time.monotonic()
+        rank.suspend()  # SIGSTOP
+
+    watcher = _when_rank_1_trains(tmp_path / "test", stop)
+    with pytest.raises(RankFailed) as failed:
+        train(cfg)
+    watcher.join()
+    assert time.monotonic() - stopped["at"] < 15 + 15, str(failed.value)  # the timeout, and a few seconds
+    assert "learner rank 1 was stopped (SIGSTOP or a debugger)" in str(failed.value), str(failed.value)
+    assert _rank_1() is None and sampler_processes() == []
+    _, alive = psutil.wait_procs(stopped["below"], timeout=15)
+    assert alive == [], alive

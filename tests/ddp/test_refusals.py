@@ -13,6 +13,7 @@ from tests.conftest import make_cfg
     (["selfplay.pool_size=2"], "selfplay.pool_size"),
     (["eval.every_env_steps=20000"], "eval.every_env_steps"),
     (["hardware.reproducible=true", "hardware.serial_mode=true"], "hardware.reproducible"),
+    (["hardware.serial_mode=true"], "hardware.serial_mode"),
     (["hardware.devices=0"], "hardware.devices"),
 ])
 def test_unsupported_combinations_are_refused_by_name(tmp_path, overrides, key):

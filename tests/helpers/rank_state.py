@@ -24,3 +24,30 @@ class WriteRankState(L.Callback):
                  "sf_hydra": own["sf_hydra"]}
         self.directory.mkdir(parents=True, exist_ok=True)
         torch.save(state, self.directory / f"rank_{trainer.global_rank}.pt")
+
+
+class WriteRankStateAtStart(WriteRankState):
+    """As WriteRankState, when training starts (the checkpoint, if any, restored): every rank must start from the
+    same learner state."""
+
+    def on_train_start(self, trainer, pl_module):
+        WriteRankState.on_train_end(self, trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        pass
+
+
+class WriteRankMetrics(L.Callback):
+    """`<directory>/metrics_rank_<global rank>.pt`: after every learner step, what the learner logs as the run's
+    (policy 0's metrics and the run's own, learner/ppo_learner.py), a list in step order."""
+
+    def __init__(self, directory: str):
+        self.directory = Path(directory)
+        self.steps: list = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.steps.append({**pl_module.stats[0].metrics, **pl_module.last_metrics})
+
+    def on_train_end(self, trainer, pl_module):
+        self.directory.mkdir(parents=True, exist_ok=True)
+        torch.save(self.steps, self.directory / f"metrics_rank_{trainer.global_rank}.pt")

@@ -50,3 +50,19 @@ def test_preempted_two_task_job_is_requeued_and_both_ranks_resume(sweep):
     assert summary["env_steps"] == 2 * 128 * summary["policy_version"]  # counted on from both ranks' steps
     history = wait_until(lambda: (h := sweep.history(job))[-1:] == ["COMPLETED"] and h, 60, "COMPLETED in sacct")
     assert history == ["REQUEUED", "COMPLETED"], history
+
+
+@pytest.mark.slow  # two ~30 s jobs
+def test_a_restarted_two_task_run_starts_every_rank_anew(sweep):
+    """Slurm starts both tasks at once: rank 1 acts on rank 0's decision (ranks/start.json), not on the old run's
+    checkpoint it would find in the folder before rank 0 moved it aside (tests/ddp/test_slurm_tasks.py forces
+    that order without Slurm)."""
+    common = ("hardware.devices=2", "hardware.num_workers=1", "train_for_env_steps=2000")
+    assert sweep.run(*common, timeout=300) == 0, sweep.output[-3000:]
+    assert sweep.run(*common, "restart_behavior=restart", timeout=300) == 0, sweep.output[-3000:]
+    run = sweep.dir / "run"
+    rank1 = (run / "ranks" / "rank_1.log").read_text()
+    assert rank1.count("(new run)") == 2 and "resuming from" not in rank1, rank1[-3000:]
+    assert [p.name.startswith("run_old_") for p in sweep.dir.iterdir() if p.name != ".submitit"].count(True) == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert 2000 <= summary["env_steps"] == 2 * 128 * summary["policy_version"], summary

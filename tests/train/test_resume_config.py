@@ -54,6 +54,9 @@ def test_changed_learning_rate_is_refused_and_a_larger_budget_continues(tmp_path
     ("seed=7", "seed"), ("model.encoder_mlp_layers=[32]", "model.encoder_mlp_layers"),
     ("+env.kwargs.sutton_barto_reward=true", "env.kwargs.sutton_barto_reward"), ("algo=ppo", "algo.async_rl"),
     ("selfplay.latest_prob=0.2", "selfplay.latest_prob"), ("algo.num_policies=2", "algo.num_policies"),
+    ("hardware.devices=2", "hardware.devices"), ("hardware.num_nodes=2", "hardware.num_nodes"),
+    ("hardware.precision=bf16-mixed", "hardware.precision"),
+    ("hardware.learner_precision=bf16", "hardware.learner_precision"),
 ])
 def test_what_the_run_computes_may_not_change(tmp_path, override, key):
     saved = make_cfg(tmp_path)
@@ -206,3 +209,16 @@ def test_a_run_saved_with_older_callback_arguments_resumes_with_todays_and_keeps
     summary = train(checked.cfg, checked)
     assert summary["env_steps"] >= 2000
     assert '"note": "kept"' in marker.read_text()
+
+
+@pytest.mark.slow
+def test_resuming_with_other_learner_ranks_is_refused_naming_the_key(tmp_path):
+    run = tmp_path / "test"
+    train(make_cfg(tmp_path, *ONE, "train_for_env_steps=1000"))
+    before = (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns
+    with pytest.raises(ConfigError) as info:
+        train(make_cfg(tmp_path, *ONE, "train_for_env_steps=3000", "hardware.devices=2"))
+    assert info.value.key == "hardware.devices" and info.value.value == 2
+    assert "1, as saved" in str(info.value) and "how many frames a learner step learns from" in str(info.value)
+    assert (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns == before
+    assert not (run / "ranks").exists()  # no rank started

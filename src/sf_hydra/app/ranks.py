@@ -15,24 +15,36 @@ checking it again in every rank. We start the ranks ourselves instead and let Li
   Hydra task in every task and Lightning's SLURMEnvironment reads the ranks from SLURM_PROCID and
   SLURM_LOCALID; the task of rank 0 owns the run folder.
 
+Rank 0 alone decides how the run starts (it prepares the folder for `restart_behavior`, sees whether the run
+is finished, picks the checkpoint to resume) and writes that decision to `<run_dir>/ranks/start.json`; every
+other rank waits for the decision of this very start (`session_of`) and acts on it, never on what it reads in
+the folder itself: Slurm starts all tasks at once, and a rank > 0 reading the folder before rank 0 prepared it
+would resume an old checkpoint while rank 0 starts anew.
+
 This module imports no torch and no Lightning (the command line's side).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from sf_hydra.config import ConfigError
+from sf_hydra.core.faults import RankFailed
+from sf_hydra.core.files import write_atomically
 
 RANKS_DIR = "ranks"  # inside the run folder: the ranks' config and the logs of ranks > 0
 RANK_CONFIG = "config.pkl"
+RECORD = "rank_{rank}.json"  # in RANKS_DIR: a Slurm rank's record (rank, node, pid, log, how it ended: SlurmRank)
+START = "start.json"  # in RANKS_DIR: rank 0's decision of how this start of the ranks begins (StartDecision)
 
 
 @dataclass(frozen=True)
@@ -97,11 +109,16 @@ class LocalRanks:
     processes: List[subprocess.Popen]
     logs: List[Path]
     saved_env: Dict[str, Optional[str]]  # this process's rendezvous variables before the ranks started
+    hung: Dict[int, str] = field(default_factory=dict)  # rank -> its process state when stop() had to end it
 
     def failed(self) -> Optional[str]:
         """A message naming the first rank that exited with an error (its exit code and log), or None."""
         for r, (p, log) in enumerate(zip(self.processes, self.logs), start=1):
             code = p.poll()
+            if r in self.hung:
+                what = "was stopped (SIGSTOP or a debugger)" if self.hung[r] in ("T", "t") else "hung"
+                return (f"learner rank {r} {what}: it answered no collective within hardware.ddp_timeout_sec and did "
+                        f"not end with the run, so it was killed (its log: {log})")
             if code not in (None, 0):
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 cause = last_error(log)
@@ -109,14 +126,16 @@ class LocalRanks:
         return None
 
     def stop(self, grace_sec: float) -> Optional[str]:
-        """Waits up to `grace_sec` for every rank to end (they stop with rank 0), then terminates, then kills
-        what is left: no rank outlives this call. Returns failed()'s message."""
+        """Waits up to `grace_sec` for every rank to end (they stop with rank 0), then terminates (a stopped one:
+        kills), then kills what is left: no rank outlives this call. Returns failed()'s message, which names a
+        rank that had to be ended as hung."""
         deadline = time.monotonic() + grace_sec
-        for p in self.processes:
+        for r, p in enumerate(self.processes, start=1):
             try:
                 p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                p.terminate()
+                self.hung[r] = _process_state(p.pid) or "?"
+                p.kill() if self.hung[r] in ("T", "t") else p.terminate()  # a stopped process acts on no SIGTERM
         for p in self.processes:
             try:
                 p.wait(timeout=10)
@@ -248,3 +267,151 @@ def use_interface_to_peers() -> Optional[str]:
         return f"node {me}: no interface holds {own_address}; gloo picks its interface itself (set GLOO_SOCKET_IFNAME)"
     os.environ["GLOO_SOCKET_IFNAME"] = interface
     return f"node {me}: gloo over {interface} ({own_address}), the interface that reaches node {peer} ({peer_address})"
+
+
+@dataclass(frozen=True)
+class StartDecision:
+    """How one start of a data-parallel run begins, as rank 0 decided it: every rank acts on it."""
+
+    session: str  # which start of the ranks it is for (session_of): an earlier start's decision is never read
+    checkpoint: Optional[str] = None  # the learner state every rank resumes from; None: a new run
+    finished: Optional[str] = None  # the run already reached its budget (what rank 0 said): no rank trains
+    failed: Optional[str] = None  # rank 0 could not start the run (its error): no rank trains
+
+
+def session_of(ranks: Ranks) -> str:
+    """A name of this start of the ranks, the same in every rank and different at the next start: Slurm's
+    job, step and requeue count; locally the process id of rank 0, which starts the others."""
+    if ranks.via_slurm:
+        env = os.environ
+        return f"slurm-{env.get('SLURM_JOB_ID', '?')}.{env.get('SLURM_STEP_ID', '?')}." \
+               f"{env.get('SLURM_RESTART_COUNT', '0')}"
+    return f"local-{os.getpid() if ranks.is_zero else os.getppid()}"
+
+
+def announce_start(run_dir: Path, decision: StartDecision) -> None:
+    """Rank 0 writes its decision (atomically: a waiting rank reads all of it or nothing)."""
+    folder = run_dir / RANKS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(decision.__dict__)
+    write_atomically(folder / START, lambda tmp: tmp.write_text(text))
+
+
+def _read_start(path: Path, session: str) -> Optional[StartDecision]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return StartDecision(**found) if found.get("session") == session else None
+
+
+def await_start(run_dir: Path, ranks: Ranks, timeout_sec: float) -> StartDecision:
+    """Rank r > 0 waits for rank 0's decision of this start; RankFailed, naming rank 0, its log and the key,
+    when none comes within `timeout_sec` (hardware.ddp_timeout_sec, how long any rank waits for another) or
+    when rank 0 could not start."""
+    import logging
+
+    path, session = run_dir / RANKS_DIR / START, session_of(ranks)
+    logging.getLogger("sf_hydra").info("learner rank %d waits for rank 0's start decision (%s)", ranks.rank, path)
+    deadline = time.monotonic() + timeout_sec
+    decision = _read_start(path, session)
+    while decision is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        decision = _read_start(path, session)
+    if decision is None:
+        raise RankFailed(f"learner rank {ranks.rank}: learner rank 0 did not decide how the run starts within "
+                         f"hardware.ddp_timeout_sec={timeout_sec:g} s (no decision for {session} in {path}): see "
+                         "rank 0's log (the run folder's train.log); raise hardware.ddp_timeout_sec if its "
+                         "start-up is that slow")
+    if decision.failed is not None:
+        raise RankFailed(f"learner rank {ranks.rank} stops: learner rank 0 could not start the run "
+                         f"({decision.failed})")
+    return decision
+
+
+def node_name() -> str:
+    """This host as Slurm names it (SLURMD_NODENAME), else its hostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def own_log(run_dir: Path, rank: int) -> str:
+    """Where this rank's log is: its file in <run_dir>/ranks/ (log_to_rank_file), else the file its output goes to
+    (Slurm's task output, submitit's `<jobid>_<task>_log.out`), else "its Slurm task's output"."""
+    mine = run_dir / RANKS_DIR / f"rank_{rank}.log"
+    if mine.is_file():
+        return str(mine)
+    try:
+        out = os.readlink("/proc/self/fd/1")
+    except OSError:
+        out = ""
+    return out if out.startswith(os.sep) else "its Slurm task's output"
+
+
+def record_rank(run_dir: Path, ranks: Ranks, **fields) -> None:
+    """A Slurm rank writes (and later completes with how it ended) its record, which rank 0 reads when a collective
+    breaks: rank 0 cannot see the other tasks' processes, which may run on other nodes."""
+    path = run_dir / RANKS_DIR / RECORD.format(rank=ranks.rank)
+    record = dict(_read_json(path) or {}, **fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(record)))
+
+
+def record_start(run_dir: Path, ranks: Ranks) -> None:
+    record_rank(run_dir, ranks, session=session_of(ranks), rank=ranks.rank, node=node_name(), pid=os.getpid(),
+                log=own_log(run_dir, ranks.rank), end=None, collective=False)
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _process_state(pid: int) -> Optional[str]:
+    """The state letter of live process `pid` on this host (/proc/<pid>/stat: R, S, D, T stopped, ...); None
+    when it is gone or only a zombie (dead, not yet reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+    return None if state in ("Z", "X") else state
+
+
+def _rank_end(record: dict, timeout_sec: float) -> str:
+    """How one rank of this start ended, from its record, as far as rank 0 can know it; a rank on this node that
+    hangs is killed (on another node Slurm ends it with the job step)."""
+    where = f"learner rank {record['rank']} on node {record['node']} (pid {record['pid']})"
+    if record.get("end"):
+        how = f"failed: {record['end']}"
+    elif record["node"] == node_name() and _process_state(record["pid"]) is not None:
+        stopped = "it is stopped (SIGSTOP or a debugger)" if _process_state(record["pid"]) in ("T", "t") else \
+            "it hangs, blocked in its env, its sampler or a collective"
+        how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}; killed"
+        os.kill(record["pid"], signal.SIGKILL)
+    else:
+        how = ("ended without saying why (killed by a signal such as SIGKILL, out of memory, or its node went "
+               "down: `sacct -j $SLURM_JOB_ID` shows how)")
+    return f"{where} {how} (its log: {record['log']})"
+
+
+def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool) -> str:
+    """Rank 0's account of the Slurm rank whose end broke a collective: the first rank whose failure was its own,
+    else the first that left no end of its own (killed, hung), else the first that ended; each named with its
+    node, how it ended and its log. A rank failing on this node gets time to finish its record, unless the
+    collective `timed_out` (then the ranks still running hang)."""
+    deadline = time.monotonic() + (3.0 if timed_out else 30.0)
+    while True:
+        records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
+        records = [r for r in records if r and r.get("session") == session_of(ranks)]
+        own = [r for r in records if r.get("end") and not r.get("collective")]
+        silent = [r for r in records if not r.get("end")]
+        running = [r for r in silent if r["node"] == node_name() and _process_state(r["pid"]) is not None]
+        if own or not running or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    chosen = (own or silent or records)[:1]
+    if not chosen:
+        return (f"a learner rank > 0 ended before it recorded itself in {run_dir / RANKS_DIR} (see the Slurm "
+                "tasks' output)")
+    return _rank_end(chosen[0], timeout_sec)

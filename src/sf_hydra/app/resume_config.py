@@ -5,7 +5,10 @@ folder also holds a checkpoint and the run resumes (`restart_behavior=resume`), 
 base (`resumed_config`): the command line's overrides typed now are applied to it, and nothing else of
 the newly composed config is (a default changed since the run was saved, or a value a preset sets, stays
 as saved). A typed override may change only keys that say how long, where to report and on what to run,
-never what is trained: those keys (RESUMABLE) take their new values; a typed override of any other key
+never what is trained: those keys (RESUMABLE) take their new values, except the hardware keys that change
+what is trained (TRAINED_BY: the number of learner ranks, which sets how many frames a learner step averages
+over and which samplers feed it, and the precision of the learner's arithmetic), which are compared like
+any other; a typed override of any other key
 that differs from the saved value is refused before any process starts, every such override at once,
 with a ConfigError naming each key and both values (`restart_behavior=restart` or `overwrite` starts the
 experiment anew instead). `train(cfg)` called with a composed config and no overrides treats every key of
@@ -59,10 +62,16 @@ RESUMABLE = (
     "trainer.", "callbacks.",
     "eval.",  # evaluation during training reads the weights; it changes nothing of training
 )
+# Hardware keys that change what is trained: a resume keeps them as saved (the learner's Trainer copies are
+# trainer.devices, trainer.num_nodes, trainer.precision, interpolated from them).
+TRAINED_BY = ("hardware.devices", "hardware.num_nodes", "hardware.precision", "hardware.learner_precision",
+              "trainer.devices", "trainer.num_nodes", "trainer.precision")
 _ABSENT = object()
 
 
 def resumable(key: str) -> bool:
+    if key in TRAINED_BY:
+        return False
     return key in PLACE or any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUMABLE)
 
 
@@ -165,7 +174,9 @@ def resumes(cfg: DictConfig) -> bool:
 
 
 MAY_CHANGE = ("only budgets (train_for_env_steps, train_for_seconds, train_until_avg_return), logger.*, hardware.*, "
-              "trainer.*, callbacks.*, eval.*, save_*, keep_checkpoints and load_checkpoint_kind may change")
+              "trainer.*, callbacks.*, eval.*, save_*, keep_checkpoints and load_checkpoint_kind may change, but not "
+              "hardware.devices, hardware.num_nodes (the learner ranks: how many frames a learner step learns from) "
+              "nor hardware.precision, hardware.learner_precision (the learner's arithmetic)")
 START_ANEW = ("restart_behavior=restart (moves the old run aside) or restart_behavior=overwrite (deletes it) starts "
               "anew with this config; experiment=<name> starts a new run in its own folder")
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import pickle
 import signal
 import time
+import traceback
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -17,7 +19,20 @@ from omegaconf import OmegaConf
 
 from sf_hydra.app.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
 from sf_hydra.app.loggers import build_loggers, finish_wandb
-from sf_hydra.app.ranks import Ranks, log_to_rank_file, ranks_of, start_local_ranks, use_interface_to_peers
+from sf_hydra.app.ranks import (
+    Ranks,
+    StartDecision,
+    announce_start,
+    await_start,
+    log_to_rank_file,
+    ranks_of,
+    record_rank,
+    record_start,
+    session_of,
+    slurm_rank_end,
+    start_local_ranks,
+    use_interface_to_peers,
+)
 from sf_hydra.app.resume_config import finished, save_config
 from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import more_workers_than_cores
@@ -122,7 +137,9 @@ def finite_or_none(value):
 
 
 def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_seconds: float,
-                  session_steps: int) -> dict:
+                  session_steps: int, world_size: int = 1) -> dict:
+    """<run_dir>/summary.json: the run's counters and returns (every rank's), and the profile, which in a
+    data-parallel run (`world_size` > 1) is learner rank 0's alone and says so (`profile_of`)."""
     summary = {
         "env_steps": module.env_steps, "train_seconds": module.train_seconds,
         "fps": session_steps / session_seconds if session_seconds > 0 else 0.0,
@@ -135,6 +152,8 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
                      for k, s in enumerate(module.stats)],
         "profile": module.profile.report(),  # seconds per component, this session (learner/profile.py)
     }
+    if world_size > 1:  # each rank's profile is its own (its learner's parts, its sampler's workers)
+        summary["profile_of"] = "learner rank 0 (the other ranks log their own at the end of their log)"
     (run_dir / "summary.json").write_text(json.dumps(finite_or_none(summary), indent=2, allow_nan=False))
     return summary
 
@@ -149,6 +168,7 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
     if not ranks.is_zero:  # a data-parallel rank > 0: rank 0 holds the folder's lock and writes into it
         if ranks.via_slurm:
             log_to_rank_file(run_dir, ranks.rank)
+            return _as_slurm_rank(cfg, run_dir, ranks)
         return _train_in(cfg, run_dir)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
         return _train_in(cfg, run_dir)
@@ -157,26 +177,30 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
 def _train_in(cfg, run_dir: Path) -> dict:
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
-    if ranks.is_zero:
-        rd.prepare(run_dir, cfg.restart_behavior)
-    done = finished(cfg)  # the run already reached a budget: (its summary, what to say)
+    if not ranks.is_zero:  # acts on rank 0's decision, never on the folder as it finds it (ranks.py)
+        start = await_start(run_dir, ranks, cfg.hardware.ddp_timeout_sec)
+        if start.finished is not None:
+            log.info("%s", start.finished)
+            return {"rank": ranks.rank, "stop_reason": None, "finished": start.finished}
+        ckpt = Path(start.checkpoint) if start.checkpoint else None
+        return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
+    done, ckpt = _decide_start(cfg, run_dir, ranks)
     if done is not None:
         log.info("%s", done[1])
         return done[0]
-    if ranks.is_zero:
-        warn_more_workers_than_cores(cfg)
-    ckpt = rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)  # ConfigError: kind=best and no best yet
-    if not ranks.is_zero:
-        return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
+    warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
     rd.save_spaces(run_dir, plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)  # for Policy.load
-    if not ranks.distributed or ranks.via_slurm:
+    if not ranks.distributed:
         return _fit(cfg, run_dir, plan, ckpt, ranks)
+    if ranks.via_slurm:
+        return _fit_slurm_rank_0(cfg, run_dir, plan, ckpt, ranks)
     others = start_local_ranks(ranks, run_dir, pickle.dumps(resolved(cfg)))
     try:
         summary = _fit(cfg, run_dir, plan, ckpt, ranks)
     except BaseException as e:
-        failure = others.stop(grace_sec=30.0)
+        hung = _from_a_collective(e) and _timed_out(e)  # a rank that still runs answers no collective: no grace
+        failure = others.stop(grace_sec=3.0 if hung else 30.0)
         if failure is not None and not _own_fault(e):  # rank 0's error (a collective's) follows from that rank's
             raise RankFailed(f"the run stopped: {failure}") from e
         if ranks.distributed:
@@ -186,6 +210,50 @@ def _train_in(cfg, run_dir: Path) -> dict:
     if failure is not None:
         raise RankFailed(f"the run stopped: {failure}")
     return summary
+
+
+def _as_slurm_rank(cfg, run_dir: Path, ranks: Ranks) -> dict:
+    """Rank r > 0 of a Slurm job: its record tells rank 0, which cannot see this task's process, where it runs,
+    where it logs and, when it fails, how (ranks.py record_rank)."""
+    record_start(run_dir, ranks)
+    try:
+        return _train_in(cfg, run_dir)
+    except BaseException as e:
+        what = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        record_rank(run_dir, ranks, end=f"{type(e).__name__}: {what}"[:500], collective=_from_a_collective(e))
+        raise
+
+
+def _fit_slurm_rank_0(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) -> dict:
+    """Rank 0 of a Slurm job trains; a collective broken by another rank's end is reported as that rank's end
+    (its node, how it ended, its log: ranks.py slurm_rank_end), rank 0's own failure as rank 0's."""
+    try:
+        return _fit(cfg, run_dir, plan, ckpt, ranks)
+    except BaseException as e:
+        if _own_fault(e):
+            log.error("learner rank 0 failed (%s: %s); the other ranks stop with it", type(e).__name__, e)
+            raise
+        ended = slurm_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e))
+        raise RankFailed(f"the run stopped: {ended}") from e
+
+
+def _decide_start(cfg, run_dir: Path, ranks: Ranks):
+    """Rank 0 prepares the run folder and decides how the run starts: (finished()'s answer, None) for a run
+    that already reached its budget, else (None, the checkpoint to resume or None). With several ranks the
+    decision, or rank 0's failure to decide, is announced to the others (ranks.py StartDecision)."""
+    session = session_of(ranks) if ranks.distributed else None
+    try:
+        rd.prepare(run_dir, cfg.restart_behavior)
+        done = finished(cfg)  # the run already reached a budget: (its summary, what to say)
+        ckpt = None if done is not None else rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)
+    except BaseException as e:  # ConfigError: kind=best and no best yet; CheckpointError: none loads
+        if session is not None:
+            announce_start(run_dir, StartDecision(session, failed=f"{type(e).__name__}: {e}"))
+        raise
+    if session is not None:
+        announce_start(run_dir, StartDecision(session, str(ckpt) if ckpt else None,
+                                              done[1] if done is not None else None))
+    return done, ckpt
 
 
 def warn_more_workers_than_cores(cfg) -> None:
@@ -198,11 +266,33 @@ def warn_more_workers_than_cores(cfg) -> None:
 
 
 def _own_fault(e: BaseException) -> bool:
-    """Whether rank 0 failed for a reason of its own (its sampler, its training, a signal), not because
-    another rank's failure broke a collective: then the other ranks' ends follow from it."""
+    """Whether rank 0 failed for a reason of its own (its sampler, its training, a signal, any error of its own
+    code), not because another rank's failure broke a collective: then the other ranks' ends follow from it."""
     from sf_hydra.sampler.sampler import SamplerError  # loaded by the launch already
 
-    return isinstance(e, (SamplerError, NonFiniteTraining, Fault, ConfigError, KeyboardInterrupt, SystemExit))
+    own = (SamplerError, NonFiniteTraining, Fault, ConfigError, KeyboardInterrupt, SystemExit)
+    return isinstance(e, own) or not _from_a_collective(e)
+
+
+def _from_a_collective(e: BaseException) -> bool:
+    """Whether `e`, or the exception it was raised from, came out of torch.distributed: a collective (or the
+    process group under it) that failed or timed out, which is what another rank's end looks like here."""
+    while e is not None:
+        if any(f"{os.sep}torch{os.sep}distributed{os.sep}" in frame.f_code.co_filename
+               for frame, _ in traceback.walk_tb(e.__traceback__)):
+            return True
+        e = e.__cause__
+    return False
+
+
+def _timed_out(e: BaseException) -> bool:
+    """Whether a collective's error says it timed out (gloo: "Timed out waiting", NCCL: "timeout"), not that a
+    rank's connection closed: the ranks still running then hang, and waiting for them to end is in vain."""
+    while e is not None:
+        if "timed out" in str(e).lower() or "timeout" in str(e).lower():
+            return True
+        e = e.__cause__
+    return False
 
 
 def resolved(cfg):
@@ -268,8 +358,11 @@ def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) 
         signals.release()  # caught since StopConditions.on_train_start; the final save is behind us
     elapsed = time.monotonic() - t0
     if not ranks.is_zero:
+        for line in profile_lines(module.profile.report()):
+            log.info("learner rank %d: %s", ranks.rank, line)
         return {"env_steps": module.env_steps, "stop_reason": stop.reason, "rank": ranks.rank}
-    summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps)
+    summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps,
+                            ranks.world_size)
     for line in profile_lines(summary["profile"]):
         log.info("%s", line)
     if cfg.benchmark:

@@ -476,6 +476,11 @@ def _check_data_parallel(cfg) -> None:
                               "evaluate its checkpoints with enjoy.py)")
     if cfg.hardware.get("reproducible", False):
         raise ConfigError("hardware.reproducible", True, f"false {why} ranks' samplers run asynchronously)")
+    if hw.serial_mode:  # its workers act in the learner's process, whose generators every rank seeds alike
+        raise ConfigError("hardware.serial_mode", True, f"false {why}: serial workers draw their actions from the "
+                          "learner's torch generator, which every rank seeds with the run's seed for identical "
+                          "initial weights (and a resume restores rank 0's), so every rank would draw the same "
+                          "random stream)")
 
 
 def check_pbt_against_env(cfg, reported, shaping) -> None:

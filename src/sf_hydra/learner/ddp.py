@@ -4,8 +4,9 @@ Invariant: every rank holds the same learner state after every learner step (wei
 optimizer state, learning rates, versions, counters, statistics windows). It holds because every rank starts
 from rank 0's weights (AllReduceDDP broadcasts them) and then changes its state only by what all ranks reduced
 together, in the same order: the averaged gradient of each minibatch (with the loss statistics the learning
-rate schedules read), the merged moments of the normalizers (models/normalizer.py), the run's env steps and
-episodes (every rank's, in rank order), and the stop and checkpoint decisions. Each rank's own batches, its
+rate schedules read), the moments its advantages are normalized with (every rank's share of the minibatch),
+the merged moments of the normalizers (models/normalizer.py), the run's env steps, episodes and step statistics
+(every rank's, in rank order), and the stop and checkpoint decisions. Each rank's own batches, its
 sampler and its worker seeds differ.
 
 Every collective here runs with the process group's timeout (hardware.ddp_timeout_sec): a rank that died or
@@ -15,7 +16,7 @@ hangs ends the others' wait with an error instead of a hang.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -77,6 +78,22 @@ def average_gradients(parameters: Sequence[torch.nn.Parameter],
             p.grad.copy_(averaged)
         offset += size
     return dict(zip(names, flat[offset:].unbind()))
+
+
+def moments(values: torch.Tensor) -> Tuple[int, torch.Tensor, torch.Tensor]:
+    """(count, mean, standard deviation with Bessel's correction) of `values` together with every other rank's
+    `values` (one all-reduce of count, sum and sum of squares, in float64): a minibatch split over the ranks
+    is normalized as one. One rank: `values`' own, as torch computes them."""
+    if world_size() == 1:
+        return values.numel(), values.mean(), values.std()
+    flat = values.reshape(-1).double()
+    total = torch.stack([torch.tensor(float(flat.numel()), dtype=torch.float64, device=flat.device), flat.sum(),
+                         (flat * flat).sum()])
+    dist.all_reduce(total)
+    n = int(total[0].item())
+    mean = total[1] / max(n, 1)
+    var = (total[2] - n * mean * mean) / max(n - 1, 1)
+    return n, mean.to(values.dtype), var.clamp(min=0.0).sqrt().to(values.dtype)
 
 
 def gather(value) -> List:

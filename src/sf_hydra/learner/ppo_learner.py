@@ -11,7 +11,7 @@ batch in minibatches of `batch_size` transitions, then that policy's version goe
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import lightning as L
 import torch
@@ -218,12 +218,12 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
     # -- the iteration -----------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         meta = batch.pop("meta")
-        self._record_meta(meta)
         k = meta["policy"]
+        run = self._record_meta(meta, None if self.settings.benchmark else self._lag_moments(batch, k))
         if self.settings.benchmark:  # the sampler's ceiling: counted, not learned from
             self.last_policy = k
-            self.last_metrics = {"learner/wait_for_data_sec": float(meta["wait_seconds"]),
-                                 **worker_shares(meta["worker_seconds"])}
+            self.last_metrics = {"learner/wait_for_data_sec": float(run["wait_seconds"]),
+                                 **worker_shares(run["worker_seconds"])}
             self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
             return
         model, stats, opt = self.policies[k], self.stats[k], self.optimizer_of(k)
@@ -235,20 +235,20 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             advantages, targets, old_values = self._advantages_and_targets(model, batch, valid, hyper["gamma"])
             data = self._chunks(batch, advantages, targets, old_values, valid)
             data, bounds = self._minibatch_bounds(data)
-        lag = (stats.version - batch["policy_versions"]).float()
-        if valid is not None:
-            lag = lag[valid > 0]
         t0 = time.perf_counter()
         stats.metrics = self._train_epochs(model, opt, stats, data, hyper, bounds)
         train_time = time.perf_counter() - t0
         stats.version += 1
         self.last_policy = k
         self.profile.mark_startup("first_update_s", seconds_since_launch())
+        lag_min, lag_sum, lag_max, samples = run["lag"]  # every rank's transitions (_run_meta)
         stats.metrics.update({
-            "policy_lag/min": lag.min().item(), "policy_lag/avg": lag.mean().item(), "policy_lag/max": lag.max().item(),
+            "policy_lag/min": lag_min, "policy_lag/avg": lag_sum / max(samples, 1), "policy_lag/max": lag_max,
             "learner/lr": opt.param_groups[0]["lr"],
             "learner/policy_version": float(stats.version),
-            "learner/samples_per_sec": lag.numel() * self.algo.num_epochs / max(train_time, 1e-9),
+            # the run's samples over this rank's training time (the ranks train in step: every minibatch's
+            # gradients are averaged across them)
+            "learner/samples_per_sec": samples * self.algo.num_epochs / max(train_time, 1e-9),
         })
         if self.reward_shaping and (true_return := stats.avg_true_return()) is not None:
             stats.metrics["episode/true_return"] = true_return  # beside episode/return, which is shaped
@@ -256,12 +256,22 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             "learner/nonfinite_updates_skipped": float(self.nonfinite_skipped),
             "env/nonfinite_values": float(self.nonfinite_env_values),
             "env/restarts": float(self.env_restarts),
-            "learner/dropped_trajectories": float(meta["dropped_trajectories"]),
+            "learner/dropped_trajectories": float(run["dropped_trajectories"]),
             "learner/dropped_trajectories_total": float(self.dropped_total),
-            "learner/wait_for_data_sec": float(meta["wait_seconds"]),
-            **worker_shares(meta["worker_seconds"]),
+            "learner/wait_for_data_sec": float(run["wait_seconds"]),
+            **worker_shares(run["worker_seconds"]),
         }
         self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
+
+    def _lag_moments(self, batch: dict, k: int) -> Tuple[float, float, float, int]:
+        """(min, sum, max, count) of how many versions policy `k`'s transitions in `batch` lag its learner."""
+        lag = (self.stats[k].version - batch["policy_versions"]).float()
+        valid = self._valid(batch, k)
+        if valid is not None:
+            lag = lag[valid > 0]
+        if lag.numel() == 0:
+            return (0.0, 0.0, 0.0, 0)
+        return (lag.min().item(), lag.sum().item(), lag.max().item(), lag.numel())
 
     def _train_epochs(self, model, opt, stats: PolicyStats, data: dict, hyper: Dict[str, float],
                       bounds: Sequence[int]) -> Dict[str, float]:
@@ -330,14 +340,10 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
         """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
         is a mean over the policy's transitions, so weighting each micro-batch by its share of
         them gives the minibatch's gradient and statistics exactly; advantages are normalized
-        over the whole minibatch first. Returns the statistics as 0-d tensors (no host sync)."""
-        adv, valid = mb["advantages"], mb.get("valids")
-        if valid is None:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        else:
-            mine = adv[valid > 0]
-            adv = (adv - mine.mean()) / (mine.std() + 1e-8) * valid if mine.numel() > 1 else adv * 0.0
-        mb = {**mb, "advantages": adv}
+        over the whole minibatch first (every rank's share of it: normalized_advantages). Returns the statistics as
+        0-d tensors (no host sync)."""
+        mb = {**mb, "advantages": normalized_advantages(mb["advantages"], mb.get("valids"))}
+        valid = mb.get("valids")
         rows = mb["actions"].shape[0]
         step = max(1, self.micro_batch // self.recurrence) if self.micro_batch > 0 else rows
         if step >= rows and valid is None:  # one pass: no weights
@@ -426,6 +432,17 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             weights = checkpoint["state_dict"]
             for key in [k for k in weights if k.startswith("model.")]:
                 weights["policies.0." + key[len("model."):]] = weights.pop(key)
+
+
+def normalized_advantages(adv: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
+    """A minibatch's advantages less their mean, over their standard deviation, both over the policy's own
+    transitions (`valid`) of the whole minibatch, every learner rank's share of it (learner/ddp.py moments): the
+    ranks train as one run on one minibatch. Zeros where fewer than two transitions are the policy's."""
+    if valid is None:
+        _, mean, std = ddp.moments(adv)
+        return (adv - mean) / (std + 1e-8)
+    count, mean, std = ddp.moments(adv[valid > 0])
+    return (adv - mean) / (std + 1e-8) * valid if count > 1 else adv * 0.0
 
 
 def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:

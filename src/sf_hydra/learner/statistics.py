@@ -5,7 +5,7 @@ that progress lines, summaries and PBT read, and what a checkpoint keeps of them
 from __future__ import annotations
 
 from collections import deque
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -118,20 +118,33 @@ class LearnerStatistics:
         self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
         self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
 
-    def _run_meta(self, meta: dict) -> dict:
+    def _run_meta(self, meta: dict, lag: Optional[Tuple[float, float, float, int]]) -> dict:
         """What the run counts of a batch's meta: its frames, episodes, games and sampler counters, summed
-        (episodes and games listed) over every learner rank's batch of this step in rank order (learner/ddp.py);
-        with one rank, this rank's."""
+        (episodes and games listed) over every learner rank's batch of this step in rank order (learner/ddp.py),
+        with the rollout workers' seconds per activity summed, the longest wait for data, and the policy `lag`
+        moments (min, sum, max, count) merged; with one rank, this rank's. Every rank gets the same: what the
+        run logs is every rank's, not rank 0's alone."""
         keys = ("frames", "episodes", "games", "nonfinite_replaced", "env_restarts", "dropped_trajectories")
-        mine = {k: meta.get(k, 0) for k in keys}
+        mine = {**{k: meta.get(k, 0) for k in keys}, "worker_seconds": dict(meta["worker_seconds"]),
+                "wait_seconds": float(meta["wait_seconds"]), "lag": lag}
         ranks = ddp.gather(mine)
         if len(ranks) == 1:
             return mine
         listed = ("episodes", "games")
-        return {k: [x for r in ranks for x in r[k]] if k in listed else sum(int(r[k]) for r in ranks) for k in keys}
+        run = {k: [x for r in ranks for x in r[k]] if k in listed else sum(int(r[k]) for r in ranks) for k in keys}
+        seconds: Dict[str, float] = {}
+        for r in ranks:
+            for name, value in r["worker_seconds"].items():
+                seconds[name] = seconds.get(name, 0.0) + value
+        lags = [r["lag"] for r in ranks if r["lag"] is not None and r["lag"][3] > 0]
+        merged = (min(x[0] for x in lags), sum(x[1] for x in lags), max(x[2] for x in lags),
+                  sum(x[3] for x in lags)) if lags else lag
+        return {**run, "worker_seconds": seconds, "wait_seconds": max(r["wait_seconds"] for r in ranks),
+                "lag": merged}
 
-    def _record_meta(self, meta: dict) -> None:
-        run = self._run_meta(meta)
+    def _record_meta(self, meta: dict, lag: Optional[Tuple[float, float, float, int]] = None) -> dict:
+        """Counts the batch's meta (every rank's: _run_meta) into the run's counters and windows; returns it."""
+        run = self._run_meta(meta, lag)
         self.env_steps += int(run["frames"])
         self.profile.learner["wait_for_data"] += meta["wait_seconds"]
         self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
@@ -164,6 +177,7 @@ class LearnerStatistics:
         self.nonfinite_env_values += int(run["nonfinite_replaced"])
         self.env_restarts += int(run["env_restarts"])
         self.dropped_total += int(run["dropped_trajectories"])
+        return run
 
     def avg_return(self):
         return float(np.mean(self.episode_returns)) if self.episode_returns else None
