@@ -139,6 +139,8 @@ def config_differences(cfg: DictConfig, saved: DictConfig) -> Tuple[List[tuple],
             accepted.append((key, after, before))
         elif before is _ABSENT and _typed_parent(cfg, key):
             ignored.append(key)  # a schema field added since the run was saved: its default
+        elif before is _ABSENT and key.split(".")[0] == "trainer":
+            ignored.append(key)  # saved before the trainer group: its hardware.* sources, compared here, decide
         elif after is _ABSENT and OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT and _typed_parent(cfg, key):
             ignored.append(key)  # a schema field that no longer exists
         else:
