@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 
@@ -27,23 +28,12 @@ EXTRA_OF = {"onnx": ("onnx", "onnxscript", "onnxruntime")}  # what format=onnx n
 
 def parse(argv: Sequence[str]) -> Dict[str, Optional[str]]:
     """key=value arguments against KEYS, each checked before anything is loaded."""
-    args: Dict[str, Optional[str]] = dict(KEYS)
-    for item in argv:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ConfigError(item, None, f"key=value with a key of {', '.join(KEYS)}")
-        if key not in KEYS:
-            raise ConfigError(key, value, f"a key of sf-export: {', '.join(KEYS)}")
-        args[key] = value
-    if args["format"] not in FORMATS:
-        raise ConfigError("format", args["format"], " or ".join(FORMATS))
-    if args["kind"] not in ("last", "best"):
-        raise ConfigError("kind", args["kind"], "last (the run's newest checkpoint) or best")
-    if not str(args["policy"]).isdigit():
-        raise ConfigError("policy", args["policy"], "a trained policy's index: 0, 1, ...")
-    if bool(args["experiment"]) == bool(args["run_dir"]):
-        raise ConfigError("experiment", args["experiment"], "exactly one of experiment=<a run in train_dir> or "
-                          "run_dir=<a run folder or checkpoint file>")
+    args = parse_key_values(argv, KEYS, "sf-export")
+    check_choice(args, "format", {f: "" for f in FORMATS})
+    check_choice(args, "kind", {"last": "the run's newest checkpoint", "best": ""})
+    check_index(args, "policy", "a trained policy's index")
+    check_one_of(args, "experiment", "run_dir", "experiment=<a run in train_dir> or run_dir=<a run folder or "
+                 "checkpoint file>")
     missing = [m for m in EXTRA_OF.get(args["format"], ()) if not _installed(m)]
     if missing:
         raise ConfigError("format", args["format"], f"torchscript, or ONNX with the export extra (missing: "

@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 from sf_hydra.core.faults import Fault
@@ -53,14 +54,7 @@ HUB_MODULES = ("huggingface_hub", "safetensors")
 
 # -- arguments ------------------------------------------------------------------------------------------------------
 def parse(argv: Sequence[str], keys: Dict[str, Optional[str]], command: str) -> Dict[str, Optional[str]]:
-    args: Dict[str, Optional[str]] = dict(keys)
-    for item in argv:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ConfigError(item, None, f"key=value with a key of {', '.join(keys)}")
-        if key not in keys:
-            raise ConfigError(key, value, f"a key of {command}: {', '.join(keys)}")
-        args[key] = value
+    args = parse_key_values(argv, keys, command)
     for key in ("private", "overwrite"):
         if key in args and str(args[key]).lower() not in ("true", "false"):
             raise ConfigError(key, args[key], "true or false")
@@ -71,13 +65,9 @@ def parse(argv: Sequence[str], keys: Dict[str, Optional[str]], command: str) -> 
 
 def parse_push(argv: Sequence[str]) -> Dict[str, Optional[str]]:
     args = parse(argv, PUSH_KEYS, "sf-push")
-    if bool(args["experiment"]) == bool(args["run_dir"]):
-        raise ConfigError("experiment", args["experiment"], "exactly one of experiment=<a run in train_dir> or "
-                          "run_dir=<a run folder>")
-    if args["kind"] not in ("last", "best"):
-        raise ConfigError("kind", args["kind"], "last (the run's newest learner state) or best")
-    if not str(args["policy"]).isdigit():
-        raise ConfigError("policy", args["policy"], "a trained policy's index: 0, 1, ...")
+    check_one_of(args, "experiment", "run_dir", "experiment=<a run in train_dir> or run_dir=<a run folder>")
+    check_choice(args, "kind", {"last": "the run's newest learner state", "best": ""})
+    check_index(args, "policy", "a trained policy's index")
     if not args["repo"] and not args["local_dir"]:
         raise ConfigError("repo", None, "user/name (the Hub repo to upload to), or local_dir=PATH to write the "
                           "repo into a folder and upload nothing")

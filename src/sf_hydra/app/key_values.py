@@ -1,0 +1,41 @@
+"""The key=value arguments of the commands that are not Hydra apps (sf-export, sf-push, sf-pull), read the way
+Hydra's commands take theirs: each key checked against the command's own before anything is loaded, a bad one
+refused as a ConfigError naming the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+from sf_hydra.core.errors import ConfigError
+
+
+def parse_key_values(argv: Sequence[str], keys: Dict[str, Optional[str]], command: str) -> Dict[str, Optional[str]]:
+    """{key: value} of `argv` over `keys`' defaults; an argument without '=' or a key `command` does not take is
+    refused."""
+    args: Dict[str, Optional[str]] = dict(keys)
+    for item in argv:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(item, None, f"key=value with a key of {command}: {', '.join(keys)}")
+        if key not in keys:
+            raise ConfigError(key, value, f"a key of {command}: {', '.join(keys)}")
+        args[key] = value
+    return args
+
+
+def check_index(args: Dict[str, Optional[str]], key: str, what: str) -> None:
+    if not str(args[key]).isdigit():
+        raise ConfigError(key, args[key], f"{what}: 0, 1, ...")
+
+
+def check_choice(args: Dict[str, Optional[str]], key: str, allowed: Dict[str, str]) -> None:
+    """`allowed`: {value: what it means}."""
+    if args[key] not in allowed:
+        raise ConfigError(key, args[key], " or ".join(f"{v} ({meaning})" if meaning else v
+                                                        for v, meaning in allowed.items()))
+
+
+def check_one_of(args: Dict[str, Optional[str]], first: str, second: str, what: str) -> None:
+    """Exactly one of the keys `first` and `second` is given (`what` says what each names)."""
+    if bool(args[first]) == bool(args[second]):
+        raise ConfigError(first, args[first], f"exactly one of {what}")
