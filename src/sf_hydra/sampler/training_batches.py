@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch.utils.data import IterableDataset
@@ -128,6 +128,7 @@ class TrainingBatches(IterableDataset):
             received.start = time.monotonic() - t_start
         pending = [deque() for _ in range(self.num_policies)]
         in_round, turn = 0, 0
+        replacements = self._replacements()
         while True:
             t0 = time.monotonic()
             silent_since = t0
@@ -163,7 +164,9 @@ class TrainingBatches(IterableDataset):
             batch["meta"]["first_trajectory_s"] = self.first_trajectory_s
             self.waiting = sum(len(p) for p in pending) + (in_round if self.sync else 0)
             yield batch
-            received.dropped += self._drop_stale(pending)  # the learner may have replaced weights meanwhile (PBT)
+            if self._replaced_since(replacements):  # PBT gave a policy other weights during that step
+                replacements = self._replacements()
+                received.dropped += self._drop_stale(pending)
             if self.sync and in_round >= self.round_size and not any(pending):
                 self.sampler.release_round()
                 in_round = 0
@@ -222,6 +225,16 @@ class TrainingBatches(IterableDataset):
                 free.append(s)
         if free:
             self.sampler.free(free)
+
+    def _replacements(self) -> Tuple[int, ...]:
+        """Each policy's first trainable version (its weights' last replacement)."""
+        return tuple(self.first_version(k) for k in range(self.num_policies))
+
+    def _replaced_since(self, seen: Tuple[int, ...]) -> bool:
+        """Whether a policy's weights were replaced since `seen`: only then can trajectories already waiting
+        have become untrainable between two batches (checking every waiting trajectory after each learner
+        step measurably cost frames per second: benchmarks/README.md)."""
+        return self._replacements() != seen
 
     def _drop_stale(self, pending) -> int:
         """Drops, per policy, trajectories whose oldest step of that policy is older than it may train on:
