@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values
+from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values, run_command
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 
@@ -56,25 +56,20 @@ def source(args: Dict[str, Optional[str]]) -> Path:
     return path
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    try:
-        args = parse(sys.argv[1:] if argv is None else argv)
-        path = source(args)
-        from sf_hydra.evaluation.export import default_path, export
-        from sf_hydra.evaluation.policy import Policy
+def export_command(argv: List[str]) -> None:
+    args = parse(argv)
+    path = source(args)
+    from sf_hydra.evaluation.export import default_path, export
+    from sf_hydra.evaluation.policy import Policy
 
-        policy = Policy.load(path, policy=int(args["policy"]), kind=args["kind"])
-        written, described = export(policy, args["format"], default_path(policy, args["format"], args["out"]))
-    except ConfigError as e:
-        log.error("bad config: %s", e)
-        return 2
-    except FileNotFoundError as e:
-        log.error("%s", e)
-        return 2
+    policy = Policy.load(path, policy=int(args["policy"]), kind=args["kind"])
+    written, described = export(policy, args["format"], default_path(policy, args["format"], args["out"]))
     log.info("exported policy %d of %s (%s env steps) as %s: %s, how to call it: %s", policy.origin.policy,
              policy.origin.checkpoint, policy.origin.env_steps, args["format"], written, described)
-    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_command(export_command, argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values
+from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values, run_command
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 from sf_hydra.core.faults import Fault
@@ -388,19 +388,7 @@ def pull(args: Dict[str, Optional[str]]) -> Path:
 
 # -- the commands ---------------------------------------------------------------------------------------------------
 def _main(parse_fn, act, argv: Optional[List[str]]) -> int:
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    try:
-        act(parse_fn(sys.argv[1:] if argv is None else argv))
-    except ConfigError as e:
-        log.error("bad config: %s", e)
-        return 2
-    except FileNotFoundError as e:
-        log.error("%s", e)
-        return 2
-    except Fault as e:
-        log.error("%s", e)
-        return e.exit_code
-    return 0
+    return run_command(lambda args: act(parse_fn(args)), argv)
 
 
 def push_main(argv: Optional[List[str]] = None) -> int:

@@ -4,9 +4,32 @@ refused as a ConfigError naming the key, the value and what is allowed."""
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+import logging
+import sys
+from typing import Callable, Dict, List, Optional, Sequence
 
 from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.faults import Fault
+
+log = logging.getLogger("sf_hydra")
+
+
+def run_command(command: Callable[[List[str]], None], argv: Optional[List[str]]) -> int:
+    """Runs `command` on the arguments (sys.argv's when None) and returns the exit status: 0; 2 for a bad key or
+    value (ConfigError) or a run or file that is not there; a Fault's own status; each said in one log line."""
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    try:
+        command(sys.argv[1:] if argv is None else list(argv))
+    except ConfigError as e:
+        log.error("bad config: %s", e)
+        return 2
+    except FileNotFoundError as e:
+        log.error("%s", e)
+        return 2
+    except Fault as e:
+        log.error("%s", e)
+        return e.exit_code
+    return 0
 
 
 def parse_key_values(argv: Sequence[str], keys: Dict[str, Optional[str]], command: str) -> Dict[str, Optional[str]]:

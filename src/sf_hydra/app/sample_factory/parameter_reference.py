@@ -184,7 +184,7 @@ def render() -> str:
             "| flag (1.x) | Sample Factory 1.x default | ours | our default | meaning |", "|---|---|---|---|---|"]
     out += ["| " + " | ".join(_cell(c) for c in row_cells(row)) + " |" for row in V1_FLAGS]
     out += ["", "## Env names (`--env`)", "",
-            "Derived from the config files (src/sf_hydra/sample_factory/env_names.py): `doom_<x>` and",
+            "Derived from the config files (src/sf_hydra/app/sample_factory/env_names.py): `doom_<x>` and",
             "`mujoco_<x>` -> `<family>/<x>`, `dmlab_<x>` -> `dmlab/dmlab_<x>`, `atari_<game>` -> `atari/<game>`",
             "(Sample Factory writes a game without underscores), a gymnasium id -> the gym config with that",
             "`env.id`, any other registered id -> `env=gym/any env.id=<id>`; irregular names: "
