@@ -139,3 +139,49 @@ def test_sf_train_help_and_a_packaged_preset(venv, tmp_path):
                env=clean_env()).stdout
     assert "cartpole" in job, job[-2000:]
     assert list(tmp_path.iterdir()) == []
+
+
+def _has(venv: Path, *modules: str) -> bool:
+    """Whether the venv's Python imports every one of `modules` (its own packages or, deps_from_here, this one's)."""
+    code = "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]"
+    return subprocess.run([venv / "bin" / "python", "-c", code, *modules], env=clean_env(),
+                          capture_output=True).returncode == 0
+
+
+def test_after_training_commands_from_an_empty_folder(venv, tmp_path):
+    """After a run trained with the wheel: `sf_hydra.Policy` acts from plain Python, `sf-export` writes an ONNX file
+    that onnxruntime runs to the Policy's deterministic actions, `sf-push local_dir=` writes a Hub repo and
+    `sf-pull local_dir=` lays it out as a run that `sf-enjoy` plays; all from a folder holding nothing else."""
+    for modules, extra in ((("onnx", "onnxruntime"), "export"), (("huggingface_hub", "safetensors"), "hub")):
+        if not _has(venv, *modules):
+            pytest.skip(f"the after-training commands need the {extra} extra ({', '.join(modules)})")
+    project = tmp_path / "project"
+    project.mkdir()
+    _run([venv / "bin" / "sf-train", "env=gym/cartpole", "experiment=pole", "train_for_env_steps=2000", *TINY],
+         cwd=project, env=clean_env())
+
+    # Policy: the deterministic actions of 64 observations, saved for the ONNX comparison below.
+    act = ("import json, numpy as np; from sf_hydra import Policy;"
+           "p = Policy.load('train_dir/pole'); obs = np.random.default_rng(0).normal(size=(64, 4)).astype('float32');"
+           "np.save('obs.npy', obs); a, _ = p.act(obs, deterministic=True); print(json.dumps(np.asarray(a).tolist()))")
+    out = _run([venv / "bin" / "python", "-c", act], cwd=project, env=clean_env()).stdout
+    actions = json.loads(out.splitlines()[-1])
+    assert len(actions) == 64 and set(actions) <= {0, 1}, actions
+
+    _run([venv / "bin" / "sf-export", "experiment=pole", "format=onnx"], cwd=project, env=clean_env())
+    model = project / "train_dir" / "pole" / "export" / "policy_0.onnx"
+    spec = json.loads(model.with_suffix(".json").read_text())
+    assert [i["name"] for i in spec["inputs"]] == ["obs"] and "action" in spec["outputs"], spec
+    run = ("import json, sys, numpy as np, onnxruntime as ort; s = ort.InferenceSession(sys.argv[1]);"
+           "out = dict(zip([o.name for o in s.get_outputs()], s.run(None, {'obs': np.load('obs.npy')})));"
+           "print(json.dumps(np.asarray(out['action']).tolist()))")
+    exported = _run([venv / "bin" / "python", "-c", run, model], cwd=project, env=clean_env()).stdout.splitlines()[-1]
+    assert json.loads(exported) == actions
+
+    _run([venv / "bin" / "sf-push", "experiment=pole", "repo=someone/pole", "local_dir=hub_repo"], cwd=project,
+         env=clean_env())
+    assert (project / "hub_repo" / "README.md").is_file()
+    _run([venv / "bin" / "sf-pull", "local_dir=hub_repo", "experiment=pulled"], cwd=project, env=clean_env())
+    _run([venv / "bin" / "sf-enjoy", "experiment=pulled", "episodes=1"], cwd=project, env=clean_env())
+    assert json.loads((project / "train_dir" / "pulled" / "enjoy" / "eval.json").read_text())
+    assert sorted(p.name for p in project.iterdir()) == ["hub_repo", "obs.npy", "train_dir"]
