@@ -1,0 +1,76 @@
+"""The documentation site (docs/, mkdocs.yml): the generated config reference is the generator's output and names
+every key of the default composed config; every page is in the site's navigation; the site builds with
+`mkdocs build --strict` (the `docs` extra); README, the front door, stays at most README_MAX_LINES lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sf_hydra.app.config_reference import all_keys, render
+from sf_hydra.config.location import find_configs
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+REFERENCE = DOCS / "reference" / "config.md"
+README_MAX_LINES = 150
+REGENERATE = "python -m sf_hydra.app.config_reference > docs/reference/config.md"
+
+
+def test_config_reference_is_the_generators_output():
+    assert REFERENCE.read_text() == render(find_configs()[1]), f"docs/reference/config.md is stale: {REGENERATE}"
+
+
+def test_config_reference_names_every_key_of_the_default_config():
+    page = REFERENCE.read_text()
+    keys = all_keys(find_configs()[1])
+    assert len(keys) > 150, keys
+    missing = [key for key in keys if f"| `{key}` |" not in page]
+    assert not missing, f"keys of `python train.py --cfg job` the reference leaves out: {missing}"
+    for group in ("env", "algo", "model", "hardware", "hydra/launcher"):
+        assert f"| `{group}` |" in page, group
+
+
+def _nav_pages(nav) -> list:
+    """Every page file named in mkdocs.yml's nav, in order."""
+    pages = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += _nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+def nav_pages() -> list:
+    config = yaml.load((REPO / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)  # no tags in ours
+    return _nav_pages(config["nav"])
+
+
+def test_every_page_is_in_the_navigation():
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    listed = nav_pages()
+    assert sorted(pages - set(listed)) == [], "pages missing from mkdocs.yml's nav"
+    assert sorted(set(listed) - pages) == [], "nav entries without a page"
+
+
+def test_readme_is_the_front_door():
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines: keep it <= {README_MAX_LINES}"
+    links = set(re.findall(r"\]\((docs/[^)#]+)", "\n".join(lines)))
+    assert links, "README links into the docs"
+    assert not [link for link in links if not (REPO / link).is_file()], links
+
+
+def test_site_builds_strictly(tmp_path):
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
+        pytest.skip("the docs extra is not installed (mkdocs-material)")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
+    assert (tmp_path / "site" / "search" / "search_index.json").is_file()
