@@ -159,8 +159,9 @@ def test_loading_and_acting_import_no_lightning_and_compose_no_config(mlp_run):
 
 @pytest.mark.slow
 def test_readmes_python_example_plays_an_episode(mlp_run):
-    """README's `sf_hydra.Policy` block, as written, on a trained CartPole run in place of train_dir/cartpole."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """The docs' `sf_hydra.Policy` block (docs/guides/after-training.md), as written, on a trained CartPole run in
+    place of train_dir/cartpole."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "after-training.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
     block = next(b for b in blocks if "Policy.load" in b)
     assert 'Policy.load("train_dir/cartpole")' in block

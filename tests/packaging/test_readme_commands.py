@@ -1,20 +1,21 @@
-"""README.md's commands as a user pastes them: every bash block after "Set up" (As a package, Use, sweeps,
-data-parallel, self-play, PBT, seeds, evaluation, W&B, callbacks), line by line, in the README's order, in ONE
-folder (a block's `mkdir x && cd x` holds until the block ends), so a line that lands on an earlier line's run
-(resumed, refused, or found finished) or needs an install README did not show fails. Run as written, with a
-budget appended (`train_for_env_steps=3000`; enjoy: one short episode), in the venv the tests run in (CI's is
-installed by .ci/run as README's "Set up" says). A line whose extra is missing is skipped, naming the extra.
+"""README.md's and the documentation site's commands as a user pastes them: every bash block of README (after
+"Set up") and of each page of docs/ in the site's order (mkdocs.yml's nav), line by line, each file in ONE folder
+of its own (a block's `mkdir x && cd x` holds until the block ends), so a line that lands on an earlier line's run
+of its page (resumed, refused, or found finished) or needs an install the docs did not show fails. Run as
+written, with a budget appended (`train_for_env_steps=3000`; enjoy: one short episode), in the venv the tests run
+in (CI's is installed by .ci/run as README's "Set up" says). A line whose extra is missing is skipped, naming the
+extra. A README line that a docs page also holds is run there (README's first commands are the quick start's).
 
 Lines that would cost too much even at a small budget are composed and checked instead of trained
 (`check_command_line`: every stage before a process starts, a resume's included, in the same folder): ViZDoom
-(~10 s a run), Acrobot through `env=gym/any`, the custom env family (tests/examples trains it), the serial
-and `num_workers=auto` CartPole lines (the seeds block's serial line and `python train.py` train the same
-paths), the sweeps (several runs each), two learner ranks, PBT's four policies, evaluation during training,
-the CSV logger and Trainer-argument lines: ~90 s in all on a 2-core CPU. Composed only: the line
-for a 32-GPU cluster (no CUDA here). Not run, with the reason: `wandb sync` (uploads, needs a login), the
-report lines (they need a sweep's or PBT run's folder, and those lines are checked, not run), and the lines
-of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`). The "Set up" block
-(pip install, pytest) is what CI itself runs. The lines run in order and build on each other: run the
+(~10 s a run), Atari and MuJoCo, Acrobot through `env=gym/any`, the custom env family (tests/examples trains
+it), the serial and `num_workers=auto` CartPole lines (the seeds page's serial line and `python train.py` train
+the same paths), the sweeps (several runs each), two learner ranks, PBT's four policies, evaluation during
+training, the CSV logger and Trainer-argument lines. Composed only: the line for a 32-GPU cluster (no CUDA
+here). Not run, with the reason: `wandb sync` (uploads, needs a login), the report lines (they need a sweep's or
+PBT run's folder, and those lines are checked, not run), the test commands (what CI runs itself), and the lines
+of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`). README's "Set up" block (pip
+install, pytest) is what CI itself runs. The lines of a page run in order and build on each other: run the
 module whole, not one line with -k."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+import yaml
 
 from sf_hydra.app.bad_input import compose_command_line
 from sf_hydra.app.checks import check_command_line
@@ -45,12 +47,16 @@ BUDGET = {  # appended to each line of its kind (a key the line sets is replaced
 # A line's text -> (the module it needs, the extra that installs it)
 NEEDS = {"env=doom/": ("vizdoom", "doom"), "+experiment=doom_": ("vizdoom", "doom"), "video=true": ("pygame", "render"),
          "logger=wandb": ("wandb", "wandb"), "hydra/sweeper=optuna": ("hydra_plugins.hydra_optuna_sweeper", "optuna"),
-         "format=onnx": ("onnxscript", "export"), "sf_hydra.app.hub": ("huggingface_hub", "hub")}
+         "format=onnx": ("onnxscript", "export"), "sf_hydra.app.hub": ("huggingface_hub", "hub"),
+         "env=atari/": ("ale_py", "atari"), "+experiment=atari_": ("ale_py", "atari"),
+         "env=mujoco/": ("mujoco", "mujoco"), "+experiment=mujoco_": ("mujoco", "mujoco")}
 EXTRA_MODULES = {"render": "pygame", "doom": "vizdoom", "dev": "pytest", "wandb": "wandb", "video": "imageio_ffmpeg",
                  "export": "onnxscript", "hub": "huggingface_hub"}
 # (a pattern of the line, what is done instead of training it, why): the first that matches; no match: trained
 INSTEAD = [
     (r"^wandb sync", "skip", "uploads to W&B: needs a login"),
+    (r"^python -m pytest", "skip", "the test suite itself: what CI runs (.ci/run)"),
+    (r"benchmarks/", "bench", "a benchmark runs for minutes or hours: its --help must take the line's flags"),
     (r"my_pkg\.|hydra\.searchpath=\[file://conf\]", "skip", "a template: my_pkg and conf/ are the user's own files"),
     (r"report train_dir/multirun/", "skip", "needs a sweep's folder: the sweep lines are checked, not run"),
     (r"report\.population", "skip", "needs a PBT run's folder: the PBT lines are checked, not run"),
@@ -58,6 +64,8 @@ INSTEAD = [
     (r"hydra/launcher=slurm", "check", "needs a Slurm cluster"),
     (r"--multirun", "check", "a sweep of several runs (~45 s for 4 CartPole runs)"),
     (r"env=doom/|\+experiment=doom_", "check", "a ViZDoom run costs ~10 s"),
+    (r"env=atari/|\+experiment=atari_", "check", "an Atari run's conv net and ALE start-up: ~15 s"),
+    (r"env=mujoco/|\+experiment=mujoco_", "check", "a MuJoCo run: 64 envs to start"),
     (r"env=gym/any", "check", "CartPole's lines cover training; Acrobot adds ~6 s"),
     (r"hardware\.devices=2", "check", "two learner ranks start twice the processes (~20 s)"),
     (r"pbt\.with_pbt=true", "check", "four policies with PBT (~10 s)"),
@@ -67,25 +75,41 @@ INSTEAD = [
     (r"eval\.every_env_steps|\+logger\.extra\.csv|trainer\.enable_model_summary", "check",
      "a training run each: their keys are tested in tests/evaluation and tests/train"),
 ]
-PLACEHOLDERS = {"<name>": "cartpole_2p"}  # the self-play block's enjoy line: the run just above it
-SECTIONS = ("### As a package", "## Use", "## Sweeps", "## Several learner processes", "### Several policies",
-            "### Population-based training", "### Seeds", "### Evaluation during training", "### Logging",
-            "### Callbacks")
+PLACEHOLDERS = {"<name>": "cartpole_2p"}  # the multi-agent page's enjoy line: the run just above it
+# Pages (and their sections) that must hold bash blocks: a block the regex stops finding fails here.
+SECTIONS = (("README.md", "## The first ten commands"), ("docs/quickstart.md", "## First commands"),
+            ("docs/guides/package.md", ""), ("docs/guides/sweeps.md", ""), ("docs/guides/several-hosts.md", ""),
+            ("docs/guides/multi-agent.md", ""), ("docs/guides/pbt.md", ""), ("docs/guides/reproducible.md", ""),
+            ("docs/guides/evaluation.md", ""), ("docs/guides/logging.md", ""), ("docs/guides/callbacks.md", ""),
+            ("docs/guides/after-training.md", ""), ("docs/guides/doom.md", ""), ("docs/guides/atari.md", ""),
+            ("docs/guides/mujoco.md", ""))
 
 # One user pasting README's lines in order: a later line plays the run an earlier one trained, so under
 # pytest-xdist this module's tests run in one process, in order (tests/conftest.py, ORDERED_MODULES).
 pytestmark = pytest.mark.slow
 
 
-def readme_lines() -> list:
-    """[(section, line)] of README's bash blocks after "Set up", in order; comments dropped, `\\` lines joined."""
-    text = (REPO / "README.md").read_text()
+def doc_files() -> list:
+    """README.md, then the site's pages in mkdocs.yml's nav order (paths relative to the repository)."""
+    nav = yaml.load((REPO / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["nav"]
+
+    def pages(entries):
+        for entry in entries:
+            value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            yield from pages(value) if isinstance(value, list) else [f"docs/{value}"]
+    return ["README.md", *pages(nav)]
+
+
+def bash_lines(path: str) -> list:
+    """[(section, line)] of a file's bash blocks, in order; comments dropped, `\\` lines joined; README's "Set up"
+    block left out (CI runs it)."""
+    text = (REPO / path).read_text()
     lines, section = [], ""
     for match in re.finditer(r"(?m)^(#+ [^\n]*)$|```bash\n(.*?)```", text, re.S):
         if match.group(1):
             section = match.group(1)
             continue
-        if section.startswith("## Set up"):
+        if path == "README.md" and section.startswith("## Set up"):
             continue
         for line in match.group(2).replace("\\\n", " ").splitlines():
             line = line.split("  #", 1)[0].split(" # ", 1)[0].strip()
@@ -94,11 +118,21 @@ def readme_lines() -> list:
     return lines
 
 
+def readme_lines() -> list:
+    """[(file, section, line)] of README's and the docs pages' bash blocks, file by file, in order."""
+    return [(path, section, line) for path in doc_files() for section, line in bash_lines(path)]
+
+
+def on_a_page(line: str) -> str:
+    """The docs page that also holds README's `line` ('' if none): the line is run there."""
+    return next((path for path in doc_files()[1:] if line in {text for _, text in bash_lines(path)}), "")
+
+
 def test_every_block_is_found():
-    sections = {section for section, _ in readme_lines()}
-    missing = [s for s in SECTIONS if not any(found.startswith(s) for found in sections)]
-    assert not missing, f"README sections with no bash block found: {missing}"
-    assert ("## Use", "python train.py") in readme_lines()
+    found = {(path, section) for path, section, _ in readme_lines()}
+    missing = [(path, s) for path, s in SECTIONS if not any(p == path and f.startswith(s) for p, f in found)]
+    assert not missing, f"pages (sections) with no bash block found: {missing}"
+    assert ("docs/quickstart.md", "## First commands", "python train.py") in readme_lines()
 
 
 def treatment(line: str):
@@ -108,16 +142,26 @@ def treatment(line: str):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> dict:
-    """The user's folder (the examples beside it, as in the checkout) and the block's current folder."""
-    base = tmp_path_factory.mktemp("readme_user")
+    """The user's folder for the current file (the examples beside it, as in the checkout) and the block's folder."""
+    return {"file": None, "base": None, "cwd": None, "section": None, "factory": tmp_path_factory}
+
+
+def _start_file(folder: dict, path: str) -> None:
+    """A file's lines start in a fresh folder of their own: a page is read on its own."""
+    base = folder["factory"].mktemp(re.sub(r"\W", "_", path))
     (base / "examples").symlink_to(REPO / "examples")
-    return {"base": base, "cwd": base, "section": None}
+    folder.update(file=path, base=base, cwd=base, section=None)
 
 
-@pytest.mark.parametrize("section, line", readme_lines(), ids=[line[:80] for _, line in readme_lines()])
-def test_readme_line_works_as_pasted(section, line, folder):
+@pytest.mark.parametrize("path, section, line", readme_lines(),
+                         ids=[f"{path}:{line[:80]}" for path, _, line in readme_lines()])
+def test_readme_line_works_as_pasted(path, section, line, folder):
+    if folder["file"] != path:
+        _start_file(folder, path)
     if folder["section"] != section:  # a block starts where the user is: the folder they started in
         folder["cwd"], folder["section"] = folder["base"], section
+    if path == "README.md" and on_a_page(line):
+        pytest.skip(f"run on {on_a_page(line)}")
     for text, (module, extra) in NEEDS.items():
         if text in line and importlib.util.find_spec(module.split(".")[0]) is None:
             pytest.skip(f"the {extra} extra is not installed ({module})")
@@ -133,9 +177,27 @@ def test_readme_line_works_as_pasted(section, line, folder):
         folder["cwd"].mkdir()
         return
     env, args = _split(line)
+    if how == "bench":
+        return _check_benchmark(env, args)
     if how in ("check", "compose"):
         return _check(args, folder["cwd"], compose_only=how == "compose")
     _run(env, args, folder["cwd"], line)
+
+
+def _check_benchmark(env: dict, args) -> None:
+    """A benchmark line, not run: its script exists; a Python script's --help answers and names every --flag the
+    line gives; a shell script reads every VAR= the line sets."""
+    script = next(a for a in args if a.startswith("benchmarks/"))
+    assert (REPO / script).is_file(), f"no {script}"
+    if script.endswith(".sh"):
+        text = (REPO / script).read_text()
+        assert not [var for var in env if var not in text], f"{script} does not read {list(env)}"
+        return
+    proc = subprocess.run([sys.executable, str(REPO / script), "--help"], cwd=REPO, env=env_with_repo(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    flags = [a.split("=", 1)[0] for a in args[: args.index("--") if "--" in args else len(args)] if a.startswith("--")]
+    assert not [f for f in flags if f not in proc.stdout], f"{script} --help lacks {flags}: {proc.stdout[-3000:]}"
 
 
 def _installed(line: str) -> None:

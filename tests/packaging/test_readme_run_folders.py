@@ -1,5 +1,6 @@
-"""Every `python train.py` line of README.md that starts a single run lands in a run folder of its own: two
-different lines naming one folder would make the second resume (or refuse, or find finished) the first's run.
+"""Every `python train.py` line of README.md and of the docs pages that starts a single run lands in a run folder
+of its own: two different lines naming one folder would make the second resume (or refuse, or find finished) the
+first's run (a user follows several pages in one folder).
 The lines are composed (not run) as train.py composes them; a run's folder is `${train_dir}/${experiment}`."""
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ from pathlib import Path
 
 from tests.conftest import compose_cfg
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def single_run_lines() -> list:
-    """(line, its overrides) of every `python train.py` / `sf-train` line in README's bash blocks that starts
-    one run: not --multirun, --cfg or --help, no --config-dir (a folder of the user's); leading VAR=value kept out."""
+    """(line, its overrides) of every `python train.py` / `sf-train` line in README's and the docs' bash blocks that
+    starts one run: not --multirun, --cfg or --help, no --config-dir (a folder of the user's); leading VAR=value kept
+    out."""
     lines = []
-    for block in re.findall(r"```bash\n(.*?)```", README.read_text(), re.S):
+    blocks = [b for doc in DOCS for b in re.findall(r"```bash\n(.*?)```", doc.read_text(), re.S)]
+    for block in blocks:
         for line in block.replace("\\\n", " ").splitlines():
             args = shlex.split(line, comments=True)
             while args and re.fullmatch(r"[A-Z_]+=\S*", args[0]):
@@ -48,4 +52,4 @@ def test_each_readme_line_that_starts_a_variant_has_its_own_run_folder():
         folders[folder].add(frozenset(args) - {"env=gym/cartpole"})  # the default env
     shared = {folder: sorted(" ".join(sorted(a)) for a in variants) for folder, variants in folders.items()
               if len(variants) > 1}
-    assert not shared, f"README lines sharing a run folder (give each its own experiment=): {shared}"
+    assert not shared, f"README / docs lines sharing a run folder (give each its own experiment=): {shared}"
