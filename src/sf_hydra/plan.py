@@ -80,8 +80,7 @@ def resolved_recurrence(algo, use_rnn: bool) -> int:
 def resolved_micro_batch(micro: int, recurrence: int, device: str, obs_space: gym.Space, bf16: bool = False) -> int:
     """hardware.learner_micro_batch with -1 resolved: for image observations on CPU, 256 samples, or 512 with
     bf16 forward passes (`bf16`: resolved_learner_bf16), rounded to whole recurrence chunks; else 0 (no
-    split). The sizes measured fastest per sample (one thread): fp32 256 (~2x faster than 1024); bf16 on
-    Doom basic's 1024-sample update, 5 alternating runs, CPU ms: 512 619-695, 256 722-785, 1024 685-836."""
+    split). These sizes cost the least CPU per sample (one thread; the figures: docs/results.md)."""
     if micro != -1:
         return micro
     has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())
@@ -101,8 +100,8 @@ def native_bf16(device: str) -> bool:
 
 def resolved_learner_bf16(precision: str, device: str, obs_space: gym.Space) -> bool:
     """hardware.learner_precision with auto resolved: bf16 where it was measured to pay, image observations
-    (conv encoders) on a CPU with native bf16 (benchmarks/learner_update.py: Doom basic ~0.65x the CPU time
-    per update; CartPole's MLP gained nothing); fp32 elsewhere (CUDA: not measured yet)."""
+    (conv encoders) on a CPU with native bf16 (benchmarks/learner_update.py; docs/results.md: CartPole's MLP
+    gained nothing); fp32 elsewhere (CUDA: not measured yet)."""
     if precision != "auto":
         return precision == "bf16"
     has_images = any(len(shape) == 3 for shape in obs_shapes(obs_space).values())

@@ -169,7 +169,7 @@ class HardwareConfig:
     num_workers: int = 2  # rollout worker processes (auto: one per core this run may use)
     num_envs_per_worker: int = 16  # envs each worker steps
     # Splits of a worker's envs (2: double buffering). With the policy inside the worker, splits only
-    # shrink its inference batches: 2 measured slower than 1 on the 2-core reference machine.
+    # shrink its inference batches, so 1 (docs/results.md, "Inference placement").
     worker_num_splits: int = 1
     serial_mode: bool = False  # everything in one process (debugging)
     # a promise that two runs with this seed give bit-identical weights (and a resumed run the weights of one that
@@ -185,17 +185,17 @@ class HardwareConfig:
     precision: Precision = Precision["32-true"]
     # The learner's forward passes in bfloat16 autocast (losses, advantages, optimizer in float32), acting
     # unchanged (with precision=bf16-mixed both apply): auto = bf16 for image observations on a CPU with
-    # native bf16 (AVX512-BF16 / AMX), where it measured ~1.5x less CPU per update, else fp32
-    # (benchmarks/README.md "Learner update")
+    # native bf16 (AVX512-BF16 / AMX), where it costs less CPU per update, else fp32
+    # (docs/results.md, "The learner's step")
     learner_precision: LearnerPrecision = LearnerPrecision.auto
     # torch.compile of the learner's forward pass (each policy's `evaluate`; the backward follows): less CPU
     # per update once compiled, at a compile cost of seconds to a minute at the run's start and at a new
     # minibatch shape (benchmarks/README.md "Learner update")
     learner_compile: bool = False
     # Samples per learner forward/backward pass; a larger minibatch is split and its gradients
-    # summed (the same gradient, one optimizer step). -1: auto (for image observations on CPU 256,
-    # measured ~2x faster per sample than 1024 in fp32, and 512 with bf16 forward passes
-    # (learner_precision), ~0.9x the CPU of 256 on Doom basic; else the whole minibatch);
+    # summed (the same gradient, one optimizer step). -1: auto (for image observations on CPU 256 in
+    # fp32 and 512 with bf16 forward passes (learner_precision), the sizes that cost the least CPU per
+    # sample: cache sizes, docs/results.md; else the whole minibatch);
     # 0: never split; N > 0: a multiple of the recurrence.
     learner_micro_batch: int = -1
     # Nice level of the rollout worker processes and their env processes (0-19). On a
@@ -210,7 +210,8 @@ class HardwareConfig:
     # stops with the env's traceback. 0: the first crash stops the run
     max_env_restarts: int = 5
     # also interrupt a hung env step (SIGALRM after worker_stall_timeout_sec) and re-create the env; it arms a
-    # timer per env call (measured ~20% of CartPole FPS), so off by default: a hang is then named and stops the run
+    # timer per env call (a cost on cheap envs: docs/results.md), so off by default: a hang is then named and
+    # stops the run
     restart_hung_envs: bool = False
     # each worker sleeps a random time up to this before its first rollout, so workers do not run in lockstep
     decorrelate_experience_max_seconds: float = 0.0

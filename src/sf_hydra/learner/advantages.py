@@ -8,10 +8,8 @@ across blocks the same recurrence runs on the blocks' first steps (T / SCAN_BLOC
 recursively). Its cost grows with B T SCAN_BLOCK, for any rollout length; the former [B, T, T]
 matrix grew with B T^2 and gave way to a loop of T Python steps above B T^2 = 2^17 on CPU (every
 rollout of 128 steps; LeanRL's 2,048). On CPU (one thread) the loop, whose ~14 operations a
-step serve every row at once, still costs less with many rows: `benchmarks/learner_update.py
---advantages` measured GAE at B = 2, T = 1,024: 61 ms loop, 1.0 ms scan; B = 32, T = 128: 9.8 /
-1.2; B = 32, T = 32: 2.4 / 0.7; B = 256, T = 32: 3.3 / 1.4; B = 512: alike (3.1 / 3.9, runs
-spread ~2x); B = 1,024: 2.0 / 5.7. So on CPU the scan runs up to SCAN_ROWS_CPU rows.
+step serve every row at once, still costs less with many rows (`benchmarks/learner_update.py
+--advantages`; the figures: docs/results.md). So on CPU the scan runs up to SCAN_ROWS_CPU rows.
 `gae_loop` is the backward recursion, also the tests' reference."""
 
 from __future__ import annotations

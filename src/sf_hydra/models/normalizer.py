@@ -153,7 +153,7 @@ class ObservationPreprocessor(nn.Module):
 
 
 # Rows of an image batch scaled at a time on the autocast path: a float32 chunk of 16 Doom frames
-# (3x72x128) is ~1.8 MB, near the L2 cache; 8 to 32 rows measured alike (256 frames: 11.3-11.5 ms CPU).
+# (3x72x128) is ~1.8 MB, near the L2 cache (8 to 32 rows cost alike).
 _CHUNK_ROWS = 16
 
 
@@ -171,9 +171,8 @@ def _scaled_in_chunks(x: torch.Tensor, scaler: Callable[[torch.Tensor], Callable
     out as _float_copy lays it out, computed `_CHUNK_ROWS` rows at a time in one reused float32 buffer.
     The invariant: the result equals `scale_(_float_copy(x)).to(dtype)` bit for bit (the same float32
     arithmetic element by element, then the same rounding autocast applies at the first conv), while the
-    batch's float32 copy never leaves the cache. Measured (CPU time, one thread) on 256 Doom frames with
-    per-pixel normalization: 11-14 ms against 18-28 ms for the whole-batch float32 passes and autocast's
-    cast; the learner's whole Doom update (1024 samples) 709-799 ms against 782-1007 ms."""
+    batch's float32 copy never leaves the cache, which costs less CPU than whole-batch float32 passes (the
+    figures: docs/results.md)."""
     fmt = torch.channels_last if torch.is_grad_enabled() else torch.contiguous_format
     out = torch.empty(x.shape, dtype=dtype, device=x.device, memory_format=fmt)
     rows = x.shape[0]
@@ -194,8 +193,8 @@ def _memory_format(x: torch.Tensor) -> torch.memory_format:
 
 def _float_copy(x: torch.Tensor) -> torch.Tensor:
     """The one float copy of an observation batch. Images in a gradient pass (the learner's
-    large batches) are laid out channels-last: measured ~10-15% faster conv forward+backward
-    on CPU at 256 samples, while at inference batch sizes (8) it is ~20% slower."""
+    large batches) are laid out channels-last, faster for conv forward+backward on CPU at the learner's
+    batch sizes and slower at inference batch sizes (docs/results.md)."""
     if x.dim() == 4 and torch.is_grad_enabled():
         out = torch.empty(x.shape, dtype=torch.float32, device=x.device, memory_format=torch.channels_last)
         return out.copy_(x)

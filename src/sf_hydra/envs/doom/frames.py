@@ -1,10 +1,9 @@
 """Rendered frame -> observation: channel-first uint8, downsampled by an integer factor, then
 optionally resized to any size by nearest neighbour (Sample Factory's res_w x res_h).
 
-Downsampling keeps every `factor`-th pixel (stride pooling, i.e. nearest neighbour).
-Measured on a 3x144x256 frame: 11 us, against 100 us for a 2x2 block mean computed in
-uint16 and ~1 ms for a float mean; one basic step with frameskip 4 costs ~390 us, so the
-block mean would cost ~25% of the env's throughput for little gain at factor 2.
+Downsampling keeps every `factor`-th pixel (stride pooling, i.e. nearest neighbour): a block
+mean would cost a sizeable share of the env's own step for little gain at factor 2 (the figures:
+docs/results.md).
 """
 
 from __future__ import annotations
