@@ -50,7 +50,8 @@ NEEDS = {"env=doom/": ("vizdoom", "doom"), "+experiment=doom_": ("vizdoom", "doo
          "format=onnx": ("onnxscript", "export"), "sf_hydra.app.hub": ("huggingface_hub", "hub"),
          "env=atari/": ("ale_py", "atari"), "+experiment=atari_": ("ale_py", "atari"),
          "env=mujoco/": ("mujoco", "mujoco"), "+experiment=mujoco_": ("mujoco", "mujoco")}
-EXTRA_MODULES = {"render": "pygame", "doom": "vizdoom", "dev": "pytest", "wandb": "wandb", "video": "imageio_ffmpeg",
+EXTRA_MODULES = {"docs": "material", "render": "pygame", "doom": "vizdoom", "dev": "pytest", "wandb": "wandb",
+                 "video": "imageio_ffmpeg",
                  "export": "onnxscript", "hub": "huggingface_hub"}
 # (a pattern of the line, what is done instead of training it, why): the first that matches; no match: trained
 INSTEAD = [
