@@ -4,7 +4,8 @@ of its own (a block's `mkdir x && cd x` holds until the block ends), so a line t
 of its page (resumed, refused, or found finished) or needs an install the docs did not show fails. Run as
 written, with a budget appended (`train_for_env_steps=3000`; enjoy: one short episode), in the venv the tests run
 in (CI's is installed by .ci/run as README's "Set up" says). A line whose extra is missing is skipped, naming the
-extra. A README line that a docs page also holds is run there (README's first commands are the quick start's).
+extra. A README (or docs/index.md) line that another page also holds is run there (their first commands are
+the quick start's).
 
 Lines that would cost too much even at a small budget are composed and checked instead of trained
 (`check_command_line`: every stage before a process starts, a resume's included, in the same folder): ViZDoom
@@ -90,6 +91,9 @@ SECTIONS = (("README.md", "## The first ten commands"), ("docs/quickstart.md", "
 pytestmark = pytest.mark.slow
 
 
+FRONT_DOORS = ("README.md", "docs/index.md")  # their lines are the quick start's: run there
+
+
 def doc_files() -> list:
     """README.md, then the site's pages in mkdocs.yml's nav order (paths relative to the repository)."""
     nav = yaml.load((REPO / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["nav"]
@@ -126,7 +130,8 @@ def readme_lines() -> list:
 
 def on_a_page(line: str) -> str:
     """The docs page that also holds README's `line` ('' if none): the line is run there."""
-    return next((path for path in doc_files()[1:] if line in {text for _, text in bash_lines(path)}), "")
+    return next((path for path in doc_files() if path not in FRONT_DOORS
+                 and line in {text for _, text in bash_lines(path)}), "")
 
 
 def test_every_block_is_found():
@@ -161,7 +166,7 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
         _start_file(folder, path)
     if folder["section"] != section:  # a block starts where the user is: the folder they started in
         folder["cwd"], folder["section"] = folder["base"], section
-    if path == "README.md" and on_a_page(line):
+    if path in FRONT_DOORS and on_a_page(line):
         pytest.skip(f"run on {on_a_page(line)}")
     for text, (module, extra) in NEEDS.items():
         if text in line and importlib.util.find_spec(module.split(".")[0]) is None:
