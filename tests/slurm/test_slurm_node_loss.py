@@ -72,7 +72,7 @@ def error_line(path, marker: str):
 
 @pytest.mark.slow  # ~2 min: a two-node job, the node lost, the job requeued and run again
 def test_lost_node_stops_the_run_naming_it_and_the_requeued_job_resumes_on_both_nodes(losable_node, sweep):
-    budget = 8000
+    budget = 6000
     sweep.start("hardware.num_nodes=2", "hardware.devices=1", "hardware.num_workers=1", f"train_for_env_steps={budget}",
                 f"hydra.launcher.partition={PARTITION}", "save_every_sec=1", "keep_checkpoints=100",
                 f"hardware.ddp_timeout_sec={DDP_TIMEOUT}", "+hydra.launcher.additional_parameters.exclusive=true")
@@ -120,7 +120,7 @@ def test_lost_node_stops_the_run_naming_it_and_the_requeued_job_resumes_on_both_
     first, resumed = text.split(f"run folder {run} (resuming from ")
     steps_after = logged_steps(resumed)
     assert saved_at < steps_after[0] < budget, (saved_at, steps_after[:3])
-    assert "learner rank 0 on node sfn1: gloo over" in first and "learner rank 0 on node sfn1: gloo over" in resumed
+    assert first.count("learner rank 0 on node sfn1: gloo over") == 2  # logged before each session's "run folder"
     rank1 = (run / "ranks" / "rank_1.log").read_text()
     assert rank1.count(f"learner rank 1 on node {LOST}: gloo over") == 2 and "(resuming from " in rank1
     summary = json.loads((run / "summary.json").read_text())
