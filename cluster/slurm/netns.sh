@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The two-node mode's network (sourced by start.sh and stop.sh, after common.sh): two more
+# The two-node mode's network (sourced by start.sh, stop.sh and node.sh, after common.sh): two more
 # "hosts" on this machine, each a network namespace with a hostname of its own, joined to the
 # root namespace by a bridge:
 #
@@ -42,6 +42,20 @@ net_hosts_file() {
     for n in "${NET_NODES[@]}"; do
         [[ $n == "$self" ]] || echo "$(net_addr "$n") $n"
     done
+}
+
+# `launch_in_node NODE`: the slurmd of namespace node NODE, as start.sh's launch() starts a daemon, inside the
+# node's network namespace (nsenter, not `ip netns exec`: that remounts /sys, and slurmd
+# then fails on cgroups), with a UTS namespace for its hostname and a mount namespace in
+# which the node's hosts file replaces /etc/hosts (the jobs' processes inherit all three).
+launch_in_node() {
+    local node=$1
+    # shellcheck disable=SC2016  # $1 and $2 are bash -c's own arguments, expanded inside
+    setsid nsenter --net="$NETNS_DIR/$(net_ns "$node")" unshare --uts --mount --propagation private \
+        bash -c 'hostname "$1" && mount --bind "$2" /etc/hosts && exec /usr/sbin/slurmd -D -N "$1"' \
+        _ "$node" "$ETC/hosts.$node" </dev/null >>"$LOGS/slurmd-$node.out" 2>&1 &
+    # nsenter, unshare and bash each exec the next: the pid becomes slurmd's own
+    echo "$! $(realpath /usr/sbin/slurmd)" >"$PIDS/slurmd-$node"
 }
 
 net_in_use() { ip -o -4 addr show | grep -q " inet $NET_PREFIX\."; }

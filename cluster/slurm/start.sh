@@ -74,20 +74,6 @@ launch() {
     echo "$! $(realpath "$1")" >"$PIDS/$name"
 }
 
-# `launch_in_node NODE`: the slurmd of namespace node NODE, as launch() does it, inside the
-# node's network namespace (nsenter, not `ip netns exec`: that remounts /sys, and slurmd
-# then fails on cgroups), with a UTS namespace for its hostname and a mount namespace in
-# which the node's hosts file replaces /etc/hosts (the jobs' processes inherit all three).
-launch_in_node() {
-    local node=$1
-    # shellcheck disable=SC2016  # $1 and $2 are bash -c's own arguments, expanded inside
-    setsid nsenter --net="$NETNS_DIR/$(net_ns "$node")" unshare --uts --mount --propagation private \
-        bash -c 'hostname "$1" && mount --bind "$2" /etc/hosts && exec /usr/sbin/slurmd -D -N "$1"' \
-        _ "$node" "$ETC/hosts.$node" </dev/null >"$LOGS/slurmd-$node.out" 2>&1 &
-    # nsenter, unshare and bash each exec the next: the pid becomes slurmd's own
-    echo "$! $(realpath /usr/sbin/slurmd)" >"$PIDS/slurmd-$node"
-}
-
 make_state_dirs() {
     mkdir -p "$STATE" "$ETC" "$PIDS" "$LOGS" "$RUN" "$STATE/slurmctld" "$STATE/slurmd" "$STATE/mysql" "$STATE/munge"
     chmod 755 "$STATE" "$ETC"

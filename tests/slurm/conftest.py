@@ -12,6 +12,8 @@ import pytest
 from tests.slurm.jobs import SlurmSweep
 
 START = "cluster/slurm/start.sh"
+PARTITION = "two_nodes"  # start.sh --two-nodes: nodes sfn1 and sfn2
+NODES = {"sfn1": "10.87.0.2", "sfn2": "10.87.0.3"}  # cluster/slurm/netns.sh: each node's address on the bridge
 
 
 def cluster_problem() -> Optional[str]:
@@ -44,3 +46,15 @@ def sweep(slurm_cluster, tmp_path):
     s = SlurmSweep(tmp_path)
     yield s
     s.stop()
+
+
+@pytest.fixture
+def two_nodes(slurm_cluster):
+    """Skips unless both namespace nodes of `start.sh --two-nodes` can take a job."""
+    out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-N", "-o", "%N %T"], capture_output=True, text=True,
+                         timeout=30)
+    states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+    usable = {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in {"idle", "mixed"}}
+    if usable != set(NODES):
+        pytest.skip(f"the two-node cluster is not up (partition {PARTITION}: {states or 'none'}); start it with "
+                    f"{START} --two-nodes")

@@ -7,29 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 import torch
 
 from tests.conftest import REPO_ROOT
 from tests.ddp.test_two_ranks import _same
+from tests.slurm.conftest import NODES, PARTITION
 
-PARTITION = "two_nodes"
-NODES = {"sfn1": "10.87.0.2", "sfn2": "10.87.0.3"}  # cluster/slurm/netns.sh: each node's address on the bridge
 STATE = "tests.helpers.rank_state.WriteRankState"
 SOCKETS = "tests.helpers.rank_sockets.WriteRankSockets"
-
-
-@pytest.fixture
-def two_nodes(slurm_cluster):
-    out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-N", "-o", "%N %T"], capture_output=True, text=True,
-                         timeout=30)
-    states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-    usable = {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in {"idle", "mixed"}}
-    if usable != set(NODES):
-        pytest.skip(f"the two-node cluster is not up (partition {PARTITION}: {states or 'none'}); start it with "
-                    "cluster/slurm/start.sh --two-nodes")
 
 
 @pytest.mark.slow  # ~1 min: a two-node job on the local cluster

@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from sf_hydra.config import ConfigError
 from sf_hydra.core.faults import RankFailed
@@ -378,10 +378,44 @@ def _process_state(pid: int) -> Optional[str]:
     return None if state in ("Z", "X") else state
 
 
-def _rank_end(record: dict, timeout_sec: float) -> str:
-    """How one rank of this start ended, from its record, as far as rank 0 can know it; a rank on this node that
-    hangs is killed (on another node Slurm ends it with the job step)."""
+def _scontrol_field(args: List[str], name: str) -> Optional[str]:
+    """The value of `name` (`Name=value` or `Name = value`) in what `scontrol <args>` prints; None when scontrol
+    fails, does not answer within a few seconds or prints no such field."""
+    try:
+        out = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for word in out.replace(" = ", "=").split():
+        if word.startswith(f"{name}="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def node_silent(node: str, wait_sec: float = 3.0) -> Optional[str]:
+    """Why Slurm node `node` counts as lost: its slurmd (at the node's NodeAddr and the cluster's SlurmdPort)
+    accepts no connection within `wait_sec`, said with Slurm's state of the node; None when it answers, or when
+    nothing can be asked (no scontrol): a rank that ended alone is never mistaken for its node's loss. A node that
+    merely lost a process still runs its slurmd; one that went down, lost power or its network does not, long
+    before Slurm's own SlurmdTimeout marks it DOWN."""
+    address = _scontrol_field(["show", "node", node], "NodeAddr")
+    if address is None:
+        return None
+    port = int(_scontrol_field(["show", "config"], "SlurmdPort") or 6818)
+    try:
+        with socket.create_connection((address, port), timeout=wait_sec):
+            return None
+    except OSError as e:
+        why = "no answer" if isinstance(e, socket.timeout) else (e.strerror or type(e).__name__).lower()
+    state = _scontrol_field(["show", "node", node], "State") or "unknown"
+    return f"node {node} does not answer: its slurmd at {address}:{port}: {why} (Slurm has the node as {state})"
+
+
+def _rank_end(record: dict, timeout_sec: float) -> Tuple[str, Optional[str]]:
+    """How one rank of this start ended, from its record, as far as rank 0 can know it, and the node lost with it
+    (None: its node still answers); a rank on this node that hangs is killed (on another node Slurm ends it with
+    the job step)."""
     where = f"learner rank {record['rank']} on node {record['node']} (pid {record['pid']})"
+    lost = None
     if record.get("end"):
         how = f"failed: {record['end']}"
     elif record["node"] == node_name() and _process_state(record["pid"]) is not None:
@@ -389,17 +423,20 @@ def _rank_end(record: dict, timeout_sec: float) -> str:
             "it hangs, blocked in its env, its sampler or a collective"
         how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}; killed"
         os.kill(record["pid"], signal.SIGKILL)
+    elif record["node"] != node_name() and (silent := node_silent(record["node"])) is not None:
+        how, lost = f"was lost with its node: {silent}", record["node"]
     else:
         how = ("ended without saying why (killed by a signal such as SIGKILL, out of memory, or its node went "
                "down: `sacct -j $SLURM_JOB_ID` shows how)")
-    return f"{where} {how} (its log: {record['log']})"
+    return f"{where} {how} (its log: {record['log']})", lost
 
 
-def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool) -> str:
+def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool) -> Tuple[str, Optional[str]]:
     """Rank 0's account of the Slurm rank whose end broke a collective: the first rank whose failure was its own,
-    else the first that left no end of its own (killed, hung), else the first that ended; each named with its
-    node, how it ended and its log. A rank failing on this node gets time to finish its record, unless the
-    collective `timed_out` (then the ranks still running hang)."""
+    else the first that left no end of its own (killed, hung, lost with its node), else the first that ended; each
+    named with its node, how it ended and its log. Also the node lost with that rank (node_silent), None when its
+    node still answers. A rank failing on this node gets time to finish its record, unless the collective
+    `timed_out` (then the ranks still running hang)."""
     deadline = time.monotonic() + (3.0 if timed_out else 30.0)
     while True:
         records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
@@ -413,5 +450,5 @@ def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: b
     chosen = (own or silent or records)[:1]
     if not chosen:
         return (f"a learner rank > 0 ended before it recorded itself in {run_dir / RANKS_DIR} (see the Slurm "
-                "tasks' output)")
+                "tasks' output)"), None
     return _rank_end(chosen[0], timeout_sec)

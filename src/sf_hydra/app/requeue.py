@@ -10,17 +10,28 @@ progress since the last periodic checkpoint. So training takes the signal first
 returned does this launcher hand the signal on to submitit's handler. The requeued job
 runs the same Hydra job in the same run folder, which resumes from last.ckpt with its
 step counter (`restart_behavior=resume`).
+
+A lost node (every process of one of the job's nodes gone, its slurmd too: sf_hydra.core.faults.NodeLost,
+which rank 0 raises when a collective broke and the rank's node no longer answers) is requeued too: Slurm
+itself would only notice it after SlurmdTimeout (minutes), and until then the job step waits for the lost
+task while the sweep waits for the job. Rank 0 requeues the job (`scontrol requeue`, as submitit does on
+preemption) and exits without a result, up to NODE_LOSS_REQUEUES times per job; Slurm runs it again once it
+has the nodes (after its requeue hold), and the run resumes from its last checkpoint.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import subprocess
 import sys
 
 from sf_hydra.core import signals
+from sf_hydra.core.faults import NodeLost
 
 log = logging.getLogger("sf_hydra")
+NODE_LOSS_REQUEUES = 3  # a job's requeues (of all causes, SLURM_RESTART_COUNT) below which a lost node requeues it
 
 
 class RequeueAfterCheckpoint:
@@ -31,9 +42,11 @@ class RequeueAfterCheckpoint:
     def __call__(self, *args, **kwargs):
         signals.hold_preemption()
         try:
-            return super().__call__(*args, **kwargs)
+            result = super().__call__(*args, **kwargs)
         finally:
             after_stop_signal()
+        requeue_after_node_loss(getattr(result, "_return_value", None))  # Hydra's JobReturn: the run's error
+        return result
 
 
 def after_stop_signal() -> None:
@@ -53,3 +66,28 @@ def after_stop_signal() -> None:
             return
     log.error("stopped by %s with a checkpoint saved: the job ends without a result", sig.name)
     sys.exit(128 + sig)
+
+
+def requeue_after_node_loss(error) -> None:
+    """When the run ended with a lost node (`error` is NodeLost, raised by rank 0) and the job was requeued fewer
+    than NODE_LOSS_REQUEUES times: requeues it and exits without a result (the sweep keeps waiting for the job,
+    as after a preemption); else returns, and the job reports the error."""
+    if not isinstance(error, NodeLost):
+        return
+    job, restarts = os.environ.get("SLURM_JOB_ID"), int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    if job is None:
+        return
+    if restarts >= NODE_LOSS_REQUEUES:
+        log.error("node %s was lost; job %s is not requeued: it was requeued %d times already", error.node, job,
+                  restarts)
+        return
+    try:
+        subprocess.run(["scontrol", "requeue", job], check=True, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        log.error("node %s was lost; requeueing job %s failed (%s)", error.node, job,
+                  getattr(e, "stderr", None) or e)
+        return
+    log.warning("node %s was lost: job %s requeued (%d of at most %d requeues for lost nodes); it runs again once "
+                "Slurm has its nodes back and resumes from the run's last checkpoint", error.node, job,
+                restarts + 1, NODE_LOSS_REQUEUES)
+    sys.exit(-1)  # as submitit after its own requeue: no result, so the sweep waits for the job's next run

@@ -38,7 +38,7 @@ from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import more_workers_than_cores
 from sf_hydra.core import run_dir as rd
 from sf_hydra.core import signals
-from sf_hydra.core.faults import Fault, NonFiniteTraining, RankFailed
+from sf_hydra.core.faults import Fault, NodeLost, NonFiniteTraining, RankFailed
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.plan import RunPlan, plan_for_rank
 
@@ -233,7 +233,9 @@ def _fit_slurm_rank_0(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], r
         if _own_fault(e):
             log.error("learner rank 0 failed (%s: %s); the other ranks stop with it", type(e).__name__, e)
             raise
-        ended = slurm_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e))
+        ended, lost_node = slurm_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e))
+        if lost_node is not None:  # a Slurm job is requeued for it (sf_hydra.app.requeue)
+            raise NodeLost(f"the run stopped: {ended}", lost_node) from e
         raise RankFailed(f"the run stopped: {ended}") from e
 
 

@@ -60,6 +60,19 @@ class RankFailed(Fault):
     the whole run ended. The message names the rank and the cause."""
 
 
+class NodeLost(RankFailed):
+    """A learner rank ended with its node: the node's slurmd stopped answering too (the host went down, lost
+    power or its network). The run's state is whole up to its last checkpoint, so a Slurm job is requeued and
+    resumes from it (sf_hydra.app.requeue); `node` is the node's Slurm name."""
+
+    def __init__(self, message: str, node: str):
+        super().__init__(message)
+        self.node = node
+
+    def __reduce__(self):  # pickled with the job's result (submitit): both arguments, not only the message
+        return type(self), (str(self), self.node)
+
+
 class EnvStartError(Fault):
     """The env could not be built (or reset) in the learner's process before training."""
 
