@@ -8,7 +8,9 @@ The folder is Sample Factory's experiment folder (its config.json and checkpoint
 repo holds the same files). Its config goes through the config import (sf_hydra.app.sample_factory.translate:
 every flag honoured or named), the config is composed as train.py composes it, the model it describes is built
 from the env's spaces, and the checkpoint's weights are mapped onto it by name (app/sample_factory/weights.py):
-a part of Sample Factory's model that ours does not have the same of is refused naming it. The run folder gets
+a part of Sample Factory's model that ours does not have the same of is refused naming it. A Doom run also gets
+the render settings of Sample Factory's own scenario files (SF_DOOM_RENDER: its doom_basic shows the status
+bar), so that the policy sees the frames it was trained on. The run folder gets
 config.yaml, spaces.json and checkpoints/last.ckpt: the weights and normalizers, the env steps and policy
 version Sample Factory reached (what a resume counts on from), and Sample Factory's Adam moments re-indexed to
 our parameters (fresh moments when its checkpoint holds none): training on takes the learning rate and the
@@ -37,6 +39,23 @@ log = logging.getLogger("sf_hydra")
 KEYS = {"source": None, "experiment": None, "train_dir": "train_dir", "checkpoint": "last", "policy": "0",
         "overwrite": "false"}
 SF_CONFIG = "config.json"
+# Sample Factory's Doom envs load scenario .cfg files of its own, which render differently from ViZDoom's stock
+# ones that ours load (doom_basic: the status bar shown, no decals or particles): its policies saw those frames.
+# Per Sample Factory env, the DoomGame render settings its scenario file sets (read from sf_examples 2.1.1's
+# scenarios/), applied through env.kwargs (DoomGame setters).
+_HUD_WEAPON = {"render_hud": True, "render_crosshair": False, "render_weapon": True}
+_NO_HUD = {"render_hud": False, "render_crosshair": False, "render_weapon": False}
+_MULTIPLAYER = {"render_hud": True, "render_crosshair": True, "render_weapon": True}
+_WEAPON_ONLY = {"render_hud": False, "render_crosshair": False, "render_weapon": True}
+SF_DOOM_RENDER: Dict[str, Dict[str, bool]] = {
+    **{name: _HUD_WEAPON for name in ("doom_basic", "doom_defend_the_center", "doom_defend_the_center_flat_actions",
+                                       "doom_deadly_corridor", "doom_defend_the_line")},
+    **{name: _NO_HUD for name in ("doom_two_colors_easy", "doom_two_colors_hard", "doom_health_gathering",
+                                   "doom_health_gathering_supreme")},
+    **{name: _MULTIPLAYER for name in ("doom_dm", "doom_dwango5", "doom_battle", "doom_battle2", "doom_duel_bots",
+                                        "doom_deathmatch_bots", "doom_duel", "doom_deathmatch_full", "doom_benchmark")},
+    **{name: _WEAPON_ONLY for name in ("doom_my_way_home", "doom_my_way_home_flat_actions")},
+}
 
 
 # -- arguments ------------------------------------------------------------------------------------------------------
@@ -73,7 +92,8 @@ def sf_checkpoint(folder: Path, policy: int, kind: str) -> Path:
     found = sorted((folder / f"checkpoint_p{policy}").glob(pattern))
     if not found:
         have = sorted(p.name for p in folder.glob("checkpoint_p*"))
-        raise ConfigError("checkpoint" if have else "policy", kind if have else policy,
+        there = (folder / f"checkpoint_p{policy}").is_dir()
+        raise ConfigError("checkpoint" if there else "policy", kind if there else policy,
                           f"a checkpoint the run saved (checkpoint_p{policy}/{pattern}: none; it has "
                           f"{have or 'no checkpoint_p*/ folder'})")
     return found[-1]
@@ -87,6 +107,10 @@ def imported_overrides(sf_cfg: Dict[str, Any], experiment: str, train_dir: str) 
 
     imported = import_config(sf_cfg, find_configs()[1])
     overrides = [o for o in imported.overrides() if not o.startswith(("experiment=", "algo.num_policies="))]
+    render = SF_DOOM_RENDER.get(str(sf_cfg.get("env")), {})
+    overrides += [f"++env.kwargs.{k}={str(v).lower()}" for k, v in {**render, "render_decals": False,
+                                                                     "render_particles": False}.items()] \
+        if render else []
     return overrides + ["algo.num_policies=1", f"experiment={experiment}", f"train_dir={train_dir}"], \
         imported.dropped
 
@@ -162,8 +186,9 @@ def check_same_function(sf_cfg: Dict[str, Any], sf_model: Dict[str, Any], model)
                                  "obs_subtract_mean), ours every key of a dict observation")
 
 
-def learner_state(cfg, model, sf_ckpt: Dict[str, Any], weights: Dict[str, Any]) -> Dict[str, Any]:
-    """Our learner checkpoint (what train.py resumes and Policy.load reads) for one policy with these weights:
+def learner_state(cfg, model, sf_ckpt: Dict[str, Any]) -> Dict[str, Any]:
+    """Our learner checkpoint (what train.py resumes and Policy.load reads) for one policy, `model` (the imported
+    weights loaded):
     Sample Factory's env steps and train step (our policy version), its Adam moments re-indexed to our
     parameters, the optimizer's groups as our config sets them, no episodes yet."""
     import lightning
@@ -183,7 +208,7 @@ def learner_state(cfg, model, sf_ckpt: Dict[str, Any], weights: Dict[str, Any]) 
     none = {"episode_returns": [], "episode_lengths": [], "episodes_total": 0}
     return {
         "epoch": 0, "global_step": 0, "pytorch-lightning_version": lightning.__version__,
-        "state_dict": {f"policies.0.{k}": v for k, v in weights.items()},
+        "state_dict": {f"policies.0.{k}": v for k, v in model.state_dict().items()},  # our order
         "optimizer_states": [optimizer_state], "lr_schedulers": [],
         SAVED_AT_KEY: time.time(),
         "sf_hydra": {"policy_version": version, "env_steps": env_steps, "train_seconds": 0.0, **none,
@@ -225,7 +250,7 @@ def import_run(source: Path, run_dir: Path, checkpoint: str = "last", policy: in
     check_same_function(sf_cfg, sf_ckpt["model"], model)
     weights = map_weights(sf_ckpt["model"], model.state_dict())
     model.load_state_dict(weights)
-    state = learner_state(cfg, model, sf_ckpt, weights)
+    state = learner_state(cfg, model, sf_ckpt)
     if run_dir.exists() and any(run_dir.iterdir()):
         if not overwrite:
             raise ConfigError("experiment", run_dir.name, f"a name with no run in {run_dir.parent} yet ({run_dir} "
