@@ -53,6 +53,9 @@ INSTEAD = [
     (r"^wandb sync", "skip", "uploads to W&B: needs a login"),
     (r"my_pkg\.|hydra\.searchpath=\[file://conf\]", "skip", "a template: my_pkg and conf/ are the user's own files"),
     (r"report train_dir/multirun/", "skip", "needs a sweep's folder: the sweep lines are checked, not run"),
+    (r"sf-import-run|experiment=doom_basic_sf|repo=someone/sf_", "skip",
+     "needs a Sample Factory run folder or Hub repo: tests/sample_factory/test_import_run.py imports runs Sample "
+     "Factory 2.1.1 made, plays them and trains on"),
     (r"report\.population", "skip", "needs a PBT run's folder: the PBT lines are checked, not run"),
     (r"hardware=gpu", "compose", "a cluster of 4 nodes with 8 GPUs each: composed only (no CUDA here)"),
     (r"hydra/launcher=slurm", "check", "needs a Slurm cluster"),

@@ -19,10 +19,11 @@ from sf_hydra.core.errors import ConfigError
 
 # (Sample Factory's name prefix, ours). `{key}` is an observation key. Shared weights (the default) and
 # separate actor/critic towers (actor_critic_share_weights=False) both.
+_OBS_NORM = r"obs_normalizer\.running_mean_std\.running_mean_std\.(?P<key>[^.]+)"
 SF_PREFIXES: List[Tuple[str, str]] = [
-    (r"obs_normalizer\.running_mean_std\.running_mean_std\.(?P<key>[^.]+)\.running_mean$", "preprocess.norms.{key}.mean"),
-    (r"obs_normalizer\.running_mean_std\.running_mean_std\.(?P<key>[^.]+)\.running_var$", "preprocess.norms.{key}.var"),
-    (r"obs_normalizer\.running_mean_std\.running_mean_std\.(?P<key>[^.]+)\.count$", "preprocess.norms.{key}.count"),
+    (_OBS_NORM + r"\.running_mean$", "preprocess.norms.{key}.mean"),
+    (_OBS_NORM + r"\.running_var$", "preprocess.norms.{key}.var"),
+    (_OBS_NORM + r"\.count$", "preprocess.norms.{key}.count"),
     (r"returns_normalizer\.running_mean$", "returns_norm.mean"),
     (r"returns_normalizer\.running_var$", "returns_norm.var"),
     (r"returns_normalizer\.count$", "returns_norm.count"),
