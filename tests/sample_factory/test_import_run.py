@@ -92,6 +92,20 @@ def test_the_imported_doom_agent_scores_what_it_scored_in_sample_factory(tmp_pat
     assert abs(ours["mean_return"] - sf_mean) <= sf_std, (ours["mean_return"], ours["std_return"], sf_mean, sf_std)
 
 
+@pytest.mark.slow  # a short Doom training session
+def test_the_imported_doom_agent_trains_on(tmp_path):
+    """`train.py experiment=<the imported Doom run>` (no env typed: the saved config's Doom env is resumed)
+    trains the conv+GRU on from the env steps Sample Factory reached."""
+    run_dir = imported(DOOM, tmp_path, "doom")
+    start = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["sf_hydra"]["env_steps"]
+    train = subprocess.run([sys.executable, str(REPO / "train.py"), f"train_dir={tmp_path}", "experiment=doom",
+                            f"train_for_env_steps={start + 4096}", "hardware.num_workers=1"],
+                           capture_output=True, text=True, timeout=300, env=env_with_repo())
+    assert train.returncode == 0, (train.stdout + train.stderr)[-3000:]
+    after = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["sf_hydra"]["env_steps"]
+    assert start + 4096 <= after < start + 40_000
+
+
 def test_the_checkpoint_holds_the_run_sample_factory_reached(tmp_path):
     """Env steps and train step carried over; Adam's moments re-indexed from Sample Factory's parameter order
     to ours; a checkpoint without optimizer state imports with fresh moments."""

@@ -10,8 +10,8 @@ every flag honoured or named), the config is composed as train.py composes it, t
 from the env's spaces, and the checkpoint's weights are mapped onto it by name (app/sample_factory/weights.py):
 a part of Sample Factory's model that ours does not have the same of is refused naming it. A Doom run also gets
 the render settings of Sample Factory's own scenario files (SF_DOOM_RENDER: its doom_basic shows the status
-bar), so that the policy sees the frames it was trained on. The run folder gets
-config.yaml, spaces.json and checkpoints/last.ckpt: the weights and normalizers, the env steps and policy
+bar), so that the policy sees the frames it was trained on. The run folder gets config.yaml, spaces.json and
+checkpoints/last.ckpt: the weights and normalizers, the env steps and policy
 version Sample Factory reached (what a resume counts on from), and Sample Factory's Adam moments re-indexed to
 our parameters (fresh moments when its checkpoint holds none): training on takes the learning rate and the
 rest of the config from the imported config, not Sample Factory's decayed `curr_lr`.
@@ -270,12 +270,15 @@ def import_run(source: Path, run_dir: Path, checkpoint: str = "last", policy: in
 
 
 def import_command(argv: List[str]) -> None:
+    """sf-import-run's arguments checked, then the import."""
     args = parse(argv)
     import_run(Path(args["source"]), Path(args["train_dir"]) / args["experiment"], args["checkpoint"],
                int(args["policy"]), args["overwrite"] == "true")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The `sf-import-run` entry point: exit status 0, or 2 for a bad key or value or a model that cannot be
+    mapped (key_values.run_command)."""
     return run_command(import_command, argv)
 
 

@@ -107,6 +107,7 @@ def map_weights(sf_state: Dict[str, torch.Tensor], ours: Dict[str, torch.Tensor]
 
 
 def _near(target: Optional[str], ours: Dict[str, torch.Tensor]) -> str:
+    """What a refusal adds about where a Sample Factory tensor would have gone, and what ours has there."""
     if target is None:
         return " (no rule of app/sample_factory/weights.py SF_PREFIXES names it)"
     prefix = target.rsplit(".", 1)[0]
