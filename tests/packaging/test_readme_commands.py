@@ -46,7 +46,7 @@ BUDGET = {  # appended to each line of its kind (a key the line sets is replaced
     "enjoy": ("episodes=1", "max_episode_steps=30"),
 }
 # A line's text -> (the module it needs, the extra that installs it)
-NEEDS = {"env=doom/": ("vizdoom", "doom"), "+experiment=doom_": ("vizdoom", "doom"), "video=true": ("pygame", "render"),
+NEEDS = {"env=doom/": ("vizdoom", "doom"), "doom_basic_sf": ("vizdoom", "doom"), "+experiment=doom_": ("vizdoom", "doom"), "video=true": ("pygame", "render"),
          "logger=wandb": ("wandb", "wandb"), "hydra/sweeper=optuna": ("hydra_plugins.hydra_optuna_sweeper", "optuna"),
          "format=onnx": ("onnxscript", "export"), "sf_hydra.app.hub": ("huggingface_hub", "hub"),
          "env=atari/": ("ale_py", "atari"), "+experiment=atari_": ("ale_py", "atari"),
@@ -61,6 +61,10 @@ INSTEAD = [
     (r"benchmarks/", "bench", "a benchmark runs for minutes or hours: its --help must take the line's flags"),
     (r"my_pkg\.|hydra\.searchpath=\[file://conf\]", "skip", "a template: my_pkg and conf/ are the user's own files"),
     (r"report train_dir/multirun/", "skip", "needs a sweep's folder: the sweep lines are checked, not run"),
+    (r"repo=someone/sf_", "skip", "downloads a Hub repo (no network here): tests/sample_factory/test_import_run.py "
+     "pulls a Sample Factory repo from a folder"),
+    (r"experiment=doom_basic_sf train_for_env_steps", "resume",
+     "trains the imported run on to 1M steps (hours): checked as the resume of the run the line above imported"),
     (r"report\.population", "skip", "needs a PBT run's folder: the PBT lines are checked, not run"),
     (r"hardware=gpu", "compose", "a cluster of 4 nodes with 8 GPUs each: composed only (no CUDA here)"),
     (r"hydra/launcher=slurm", "check", "needs a Slurm cluster"),
@@ -77,6 +81,8 @@ INSTEAD = [
     (r"eval\.every_env_steps|\+logger\.extra\.csv|trainer\.enable_model_summary", "check",
      "a training run each: their keys are tested in tests/evaluation and tests/train"),
 ]
+# Runs Sample Factory 2.1.1 made (tests/data/sample_factory/README.md): a user's `sf_train_dir` in every page's folder
+SF_RUNS = REPO / "tests" / "data" / "sample_factory"
 PLACEHOLDERS = {"<name>": "cartpole_2p"}  # the multi-agent page's enjoy line: the run just above it
 # Pages (and their sections) that must hold bash blocks: a block the regex stops finding fails here.
 SECTIONS = (("README.md", "## The first ten commands"), ("docs/quickstart.md", "## First commands"),
@@ -84,7 +90,8 @@ SECTIONS = (("README.md", "## The first ten commands"), ("docs/quickstart.md", "
             ("docs/guides/multi-agent.md", ""), ("docs/guides/pbt.md", ""), ("docs/guides/reproducible.md", ""),
             ("docs/guides/evaluation.md", ""), ("docs/guides/logging.md", ""), ("docs/guides/callbacks.md", ""),
             ("docs/guides/after-training.md", ""), ("docs/guides/doom.md", ""), ("docs/guides/atari.md", ""),
-            ("docs/guides/mujoco.md", ""))
+            ("docs/guides/mujoco.md", ""),
+            ("docs/guides/sample-factory.md", "## Bringing a trained Sample Factory run over"))
 
 # One user pasting README's lines in order: a later line plays the run an earlier one trained, so under
 # pytest-xdist this module's tests run in one process, in order (tests/conftest.py, ORDERED_MODULES).
@@ -156,6 +163,7 @@ def _start_file(folder: dict, path: str) -> None:
     """A file's lines start in a fresh folder of their own: a page is read on its own."""
     base = folder["factory"].mktemp(re.sub(r"\W", "_", path))
     (base / "examples").symlink_to(REPO / "examples")
+    (base / "sf_train_dir").symlink_to(SF_RUNS)  # the Sample Factory runs the import lines bring over
     folder.update(file=path, base=base, cwd=base, section=None)
 
 
@@ -185,8 +193,8 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
     env, args = _split(line)
     if how == "bench":
         return _check_benchmark(env, args)
-    if how in ("check", "compose"):
-        return _check(args, folder["cwd"], compose_only=how == "compose")
+    if how in ("check", "compose", "resume"):
+        return _check(args, folder["cwd"], compose_only=how == "compose", resume=how == "resume")
     _run(env, args, folder["cwd"], line)
 
 
@@ -276,11 +284,11 @@ def _run(env: dict, args, cwd: Path, line: str) -> None:
         assert "anonymous" not in out, out[-3000:]  # wandb's warning on every run, which we no longer cause
 
 
-def _check(args, cwd: Path, compose_only: bool) -> None:
+def _check(args, cwd: Path, compose_only: bool, resume: bool = False) -> None:
     """The line's command line through train.py's checks (or composed only), in the user's folder: a single run
-    must be a new one, not land on a folder an earlier line made."""
-    assert args[:2] == ["python", "train.py"], f"only train.py lines are checked: {args}"
-    argv = apply_aliases(args[2:] + [f"train_dir={cwd / 'train_dir'}"])
+    must be a new one, not land on a folder an earlier line made; a `resume` line must land on one."""
+    assert args[:2] == ["python", "train.py"] or args[0] == "sf-train", f"only train.py lines are checked: {args}"
+    argv = apply_aliases(args[(1 if args[0] == "sf-train" else 2):] + [f"train_dir={cwd / 'train_dir'}"])
     here = Path.cwd()
     os.chdir(cwd)
     try:
@@ -291,6 +299,9 @@ def _check(args, cwd: Path, compose_only: bool) -> None:
         checked = check_command_line(argv, CONF)
     finally:
         os.chdir(here)
-    if checked is not None:
+    if resume:
+        assert checked is not None and (Path(checked.cfg.train_dir) / checked.cfg.experiment / "config.yaml").exists(), \
+            f"{args}: resumes no run an earlier line made"
+    elif checked is not None:
         run_dir = Path(checked.cfg.train_dir) / checked.cfg.experiment
         assert not (run_dir / "config.yaml").exists(), f"{args}: lands on an earlier line's run {run_dir}"

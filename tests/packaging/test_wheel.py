@@ -185,3 +185,16 @@ def test_after_training_commands_from_an_empty_folder(venv, tmp_path):
     _run([venv / "bin" / "sf-enjoy", "experiment=pulled", "episodes=1"], cwd=project, env=clean_env())
     assert json.loads((project / "train_dir" / "pulled" / "enjoy" / "eval.json").read_text())
     assert sorted(p.name for p in project.iterdir()) == ["hub_repo", "obs.npy", "train_dir"]
+
+
+def test_sf_import_run_from_an_empty_folder(venv, tmp_path):
+    """`sf-import-run` from the wheel: a run Sample Factory 2.1.1 made (the test fixture, copied into an empty
+    folder) becomes ./train_dir/<name>, which `sf-enjoy` plays."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "tests" / "data" / "sample_factory" / "cartpole_mlp", project / "sf_runs" / "cartpole")
+    _run([venv / "bin" / "sf-import-run", "sf_runs/cartpole", "experiment=cartpole_sf"], cwd=project, env=clean_env())
+    run = project / "train_dir" / "cartpole_sf"
+    assert (run / "checkpoints" / "last.ckpt").is_file() and (run / "config.yaml").is_file()
+    _run([venv / "bin" / "sf-enjoy", "experiment=cartpole_sf", "episodes=1"], cwd=project, env=clean_env())
+    assert json.loads((run / "enjoy" / "eval.json").read_text())["episodes"]
+    assert sorted(p.name for p in project.iterdir()) == ["sf_runs", "train_dir"]

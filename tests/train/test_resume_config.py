@@ -222,3 +222,22 @@ def test_resuming_with_other_learner_ranks_is_refused_naming_the_key(tmp_path):
     assert "1, as saved" in str(info.value) and "how many frames a learner step learns from" in str(info.value)
     assert (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns == before
     assert not (run / "ranks").exists()  # no rank started
+
+
+def test_a_run_of_another_env_family_resumes_with_its_own_env_keys(tmp_path):
+    """`train.py experiment=<a Doom run>` composes the default env (gym): the saved run's env node is of its own
+    family's schema, so its keys (resolution, measurements, the game's settings) are taken as saved, not left out
+    as fields gym's schema lacks (the Doom family then found no env.measurements)."""
+    from sf_hydra.app.resume_config import save_config
+
+    run = tmp_path / "test"
+    (run / "checkpoints").mkdir(parents=True)
+    cfg = make_cfg(tmp_path, "env=doom/basic", "env.resolution=160x120", "+env.kwargs.render_hud=true")
+    save_config(cfg, run)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")  # a resume: a saved config and a checkpoint file
+    checked = check_command_line([f"train_dir={tmp_path}", "experiment=test", "train_for_env_steps=9000"],
+                                 str(CONF_DIR))
+    env = checked.cfg.env
+    assert env.family == "doom" and env.factory["_target_"].endswith("DoomFamily")
+    assert env.resolution == "160x120" and list(env.measurements) == [] and env.kwargs["render_hud"] is True
+    assert checked.cfg.train_for_env_steps == 9000

@@ -19,7 +19,11 @@ local_dir), local_dir, kind (last: the newest learner state, or best), policy (w
 (false). sf-pull: repo or local_dir (one), revision (with repo), experiment (default: the repo's name),
 train_dir, overwrite (false: an existing run folder is refused). A bad key or value is refused naming it, with
 exit status 2. Uploading goes through huggingface_hub (create_repo, then upload_folder); pulling through
-snapshot_download, which honours HF_HUB_OFFLINE=1 and reads the client's cache."""
+snapshot_download, which honours HF_HUB_OFFLINE=1 and reads the client's cache.
+
+A Sample Factory Hub repo (its config.json and checkpoint_p0/*.pth, as Sample Factory's push_to_hub uploads an
+experiment folder) is pulled through sf-import-run's import (sf_hydra.app.import_sf_run): config imported,
+weights mapped onto our model, its model card and replay kept."""
 
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from sf_hydra.app.import_sf_run import is_sf_folder
 from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values, run_command
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
@@ -347,7 +352,8 @@ def lay_out(repo_dir: Path, run_dir: Path, overwrite: bool = False) -> Path:
 
     for name in ("config.yaml", WEIGHTS, CKPT_JSON):
         if not (repo_dir / name).is_file():
-            raise ConfigError("repo", str(repo_dir), f"a repo written by sf-push (it has no {name})")
+            raise ConfigError("repo", str(repo_dir), f"a repo written by sf-push (it has no {name}), or a "
+                              "Sample Factory one (config.json and checkpoint_p0/*.pth)")
     if run_dir.exists() and any(run_dir.iterdir()):
         if not overwrite:
             raise ConfigError("experiment", run_dir.name, f"a name with no run in {run_dir.parent} yet ({run_dir} "
@@ -371,6 +377,22 @@ def lay_out(repo_dir: Path, run_dir: Path, overwrite: bool = False) -> Path:
     return run_dir
 
 
+def lay_out_sample_factory(repo_dir: Path, run_dir: Path, overwrite: bool = False) -> Path:
+    """The run folder of a Sample Factory Hub repo (its push_to_hub uploads the experiment folder: config.json,
+    checkpoint_p0/*.pth, a model card, a replay): imported as sf-import-run imports the folder, its card and
+    replay kept beside."""
+    from sf_hydra.app.import_sf_run import import_run
+
+    import_run(repo_dir, run_dir, overwrite=overwrite)
+    if (repo_dir / CARD).is_file():
+        shutil.copyfile(repo_dir / CARD, run_dir / CARD)
+    for suffix in VIDEO_SUFFIXES:
+        if (repo_dir / f"replay{suffix}").is_file():
+            (run_dir / "enjoy").mkdir(exist_ok=True)
+            shutil.copyfile(repo_dir / f"replay{suffix}", run_dir / "enjoy" / f"replay{suffix}")
+    return run_dir
+
+
 def pull(args: Dict[str, Optional[str]]) -> Path:
     if args["repo"]:
         repo_dir = fetch_repo(args["repo"], args["revision"])
@@ -380,7 +402,12 @@ def pull(args: Dict[str, Optional[str]]) -> Path:
         if not repo_dir.is_dir():
             raise ConfigError("local_dir", args["local_dir"], "a folder sf-push local_dir=... wrote")
         name = args["experiment"] or repo_dir.resolve().name
-    run_dir = lay_out(repo_dir, Path(args["train_dir"]) / name, args["overwrite"].lower() == "true")
+    run_dir = Path(args["train_dir"]) / name
+    overwrite = args["overwrite"].lower() == "true"
+    if is_sf_folder(repo_dir) and not (repo_dir / "config.yaml").is_file():
+        run_dir = lay_out_sample_factory(repo_dir, run_dir, overwrite)
+    else:
+        run_dir = lay_out(repo_dir, run_dir, overwrite)
     log.info("pulled %s into %s: python enjoy.py experiment=%s train_dir=%s plays it", args["repo"] or repo_dir,
              run_dir, name, args["train_dir"])
     return run_dir

@@ -318,7 +318,7 @@ def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str]) -> T
     kept (key, composed value, saved value). Interpolations are left for last and kept where they resolve to
     the saved value (algo.optimizer.lr follows algo.learning_rate); a resumable one keeps following its
     source (the callbacks' paths follow the run folder)."""
-    out, kept = copy.deepcopy(cfg), []
+    out, kept = _with_saved_env_schema(copy.deepcopy(cfg), saved), []
     for interpolations in (False, True):
         now = _plain_leaves(out)
         for key in list(now) + [k for k in saved if k not in now]:
@@ -337,6 +337,32 @@ def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str]) -> T
                 _set(out, key, saved[key])
                 kept.append((key, now.get(key, _ABSENT), saved[key]))
     return out, kept
+
+
+def _with_saved_env_schema(out: DictConfig, saved: Dict[str, Any]) -> DictConfig:
+    """`out` with an env node of the saved run's family's schema where the command line composed another family
+    (its env left untyped, the default env composed: `train.py experiment=<a Doom run>`), so that the family's
+    own keys (Doom's measurements, resolution, ...) are taken as saved instead of left out as fields the
+    composed schema lacks: the node is the saved env's values over the family's schema. A family typed now
+    that differs from the saved one is refused by the comparison."""
+    from sf_hydra.config.store import env_schemas
+
+    family = saved.get("env.family")
+    node = env_schemas().get(family) if family is not None else None
+    if node is None or OmegaConf.select(out, "env.family") == family:
+        return out
+    env: Dict[str, Any] = {}
+    for key, value in saved.items():
+        parts = key.split(".")
+        if parts[0] != "env" or len(parts) < 2 or parts[1] not in {f.name for f in dataclasses.fields(node)}:
+            continue  # not the env's, or a field the schema no longer has
+        where = env
+        for part in parts[1:-1]:
+            where = where.setdefault(part, {})
+        where[parts[-1]] = value
+    with open_dict(out):
+        out.env = OmegaConf.merge(OmegaConf.structured(node), env)
+    return out
 
 
 def _built_in_part(now: Dict[str, Any], key: str) -> bool:
