@@ -46,7 +46,8 @@ BUDGET = {  # appended to each line of its kind (a key the line sets is replaced
     "enjoy": ("episodes=1", "max_episode_steps=30"),
 }
 # A line's text -> (the module it needs, the extra that installs it)
-NEEDS = {"env=doom/": ("vizdoom", "doom"), "doom_basic_sf": ("vizdoom", "doom"), "+experiment=doom_": ("vizdoom", "doom"), "video=true": ("pygame", "render"),
+NEEDS = {"env=doom/": ("vizdoom", "doom"), "+experiment=doom_": ("vizdoom", "doom"),
+         "doom_basic_sf": ("vizdoom", "doom"), "video=true": ("pygame", "render"),
          "logger=wandb": ("wandb", "wandb"), "hydra/sweeper=optuna": ("hydra_plugins.hydra_optuna_sweeper", "optuna"),
          "format=onnx": ("onnxscript", "export"), "sf_hydra.app.hub": ("huggingface_hub", "hub"),
          "env=atari/": ("ale_py", "atari"), "+experiment=atari_": ("ale_py", "atari"),
@@ -300,8 +301,8 @@ def _check(args, cwd: Path, compose_only: bool, resume: bool = False) -> None:
     finally:
         os.chdir(here)
     if resume:
-        assert checked is not None and (Path(checked.cfg.train_dir) / checked.cfg.experiment / "config.yaml").exists(), \
-            f"{args}: resumes no run an earlier line made"
+        found = checked is not None and (Path(checked.cfg.train_dir) / checked.cfg.experiment / "config.yaml").exists()
+        assert found, f"{args}: resumes no run an earlier line made"
     elif checked is not None:
         run_dir = Path(checked.cfg.train_dir) / checked.cfg.experiment
         assert not (run_dir / "config.yaml").exists(), f"{args}: lands on an earlier line's run {run_dir}"
