@@ -111,7 +111,7 @@ def run(env_name: str, nodes: int, repeat: int, work: Path, mode: List[str], ove
         timeout: float) -> dict:
     """One Slurm sweep of one run on `nodes` nodes; its FPS, target, step and collective figures."""
     tag = f"{env_name}_{nodes}n_r{repeat}"
-    probe_dir = work / tag / "probe"
+    probe_dir = work / tag / "probe"  # collect() reads it
     name = f"sf_scaling_{uuid.uuid4().hex[:8]}"
     layout = ["hardware.num_nodes=2"] if nodes == 2 else ["hardware.num_nodes=1",
                                                           "+hydra.launcher.additional_parameters.nodelist=sfn1"]
@@ -126,18 +126,22 @@ def run(env_name: str, nodes: int, repeat: int, work: Path, mode: List[str], ove
         proc = run_tree(cmd, work / f"{tag}.log", cwd=work, env=job_env(), timeout=timeout)
     finally:
         subprocess.run(["scancel", f"--name={name}"], capture_output=True, timeout=60)
-    run_dirs = sorted((work / tag / "multirun" / "sweep").glob("*/summary.json"))
+    return {**collect(work / tag), "env": env_name, "nodes": nodes, "repeat": repeat, "wall": proc.wall_seconds,
+            "load": load, "other_cpu": proc.other_cpu, "log": str(work / f"{tag}.log"), "exit": proc.returncode}
+
+
+def collect(folder: Path) -> dict:
+    """What one run's folder holds: its steady FPS, env steps and training seconds at the target (None when it
+    stopped for another reason), final return, and the probe's figures."""
+    run_dirs = sorted((folder / "multirun" / "sweep").glob("*/summary.json"))
     run_dir = run_dirs[0].parent if run_dirs else None
     summary = read_summary(run_dir) if run_dir else {}
     reached = "train_until_avg_return" in str(summary.get("stop_reason"))
-    probes = [json.loads(p.read_text()) for p in sorted(probe_dir.glob("collectives_rank_*.json"))]
-    out = {"env": env_name, "nodes": nodes, "repeat": repeat, "ok": proc.returncode == 0 and bool(summary),
-           "fps": steady_fps(read_tb_scalars(run_dir, "perf/env_steps")) if run_dir else None,
-           "steps": summary.get("env_steps") if reached else None,
-           "train_s": summary.get("train_seconds") if reached else None,
-           "wall": proc.wall_seconds, "final": summary.get("avg_return"), "load": load,
-           "other_cpu": proc.other_cpu, "log": str(work / f"{tag}.log"), **probe_figures(probes)}
-    return out
+    probes = [json.loads(p.read_text()) for p in sorted((folder / "probe").glob("collectives_rank_*.json"))]
+    return {"ok": bool(summary), "fps": steady_fps(read_tb_scalars(run_dir, "perf/env_steps")) if run_dir else None,
+            "steps": summary.get("env_steps") if reached else None,
+            "train_s": summary.get("train_seconds") if reached else None, "final": summary.get("avg_return"),
+            **probe_figures(probes)}
 
 
 def probe_figures(probes: List[dict]) -> dict:
@@ -254,13 +258,10 @@ def small_collective(ranks_across_nodes: int = 8) -> float:
     return 2 * math.ceil(math.log2(ranks_across_nodes)) * INFINIBAND["latency"] + 2 * NVLINK["latency"]
 
 
-def estimate(results: List[dict]) -> None:
-    """ESTIMATE for 8 nodes x 8 GPUs from the collectives measured per learner step (their count and bytes)."""
-    print("\nESTIMATE (not measured) for 8 nodes x 8 GPUs, from the collectives counted per learner step above and "
-          f"assumed links: NVLink {NVLINK['bandwidth'] / 1e9:.0f} GB/s, {NVLINK['latency'] * 1e6:.0f} us per ring "
-          f"step; InfiniBand {INFINIBAND['bandwidth'] / 1e9:.0f} GB/s per GPU, {INFINIBAND['latency'] * 1e6:.0f} us "
-          "per step; hierarchical ring for gradients, a tree for small collectives (object gathers pickle and "
-          "send twice).")
+def estimate(results: List[dict], fit: Optional[tuple]) -> None:
+    """What the measured collectives per learner step cost here on the bare link (the raw all-reduce's fit: the
+    rest of their measured time is waiting for the other rank), and an ESTIMATE for 8 nodes x 8 GPUs from their
+    count and bytes."""
     rows = []
     for env_name in ENVS:
         two = [r for r in results if r["env"] == env_name and r["nodes"] == 2 and r.get("kinds")]
@@ -270,18 +271,30 @@ def estimate(results: List[dict]) -> None:
         big = {k: v for k, v in kinds.items() if k.startswith("all_reduce") and v["bytes"] >= 1024 * v["calls"]}
         big_calls = sum(v["calls"] for v in big.values())
         per_call = sum(v["bytes"] for v in big.values()) / big_calls if big_calls else 0
-        t_grad = big_calls * hierarchical_allreduce(per_call)
         small_calls = sum(v["calls"] * (2 if k == "all_gather_object" else 1) for k, v in kinds.items() if k not in big)
-        t_small = small_calls * small_collective()
-        rows.append([env_name, f"{big_calls:.0f} x {per_call / 1024:,.1f} KiB", fmt(1e3 * t_grad, ".2f"),
-                     f"{small_calls:.0f}", fmt(1e3 * t_small, ".2f"), fmt(1e3 * (t_grad + t_small), ".2f")])
-    if rows:
-        print_table(["env", "all-reduces per step", "ms", "small collectives", "ms", "ESTIMATE ms per step"], rows)
+        link = None
+        if fit:  # every collective as one all-reduce of its bytes on this link
+            link = sum(v["calls"] * (2 if k == "all_gather_object" else 1) * fit[0] + v["bytes"] / fit[1]
+                       for k, v in kinds.items())
+        t = big_calls * hierarchical_allreduce(per_call) + small_calls * small_collective()
+        rows.append([env_name, f"{big_calls:.0f} x {per_call / 1024:,.1f} KiB", f"{small_calls:.0f}",
+                     fmt(median(r.get("coll_ms") for r in two), ".1f"), fmt(link and 1e3 * link, ".1f"),
+                     fmt(1e3 * t, ".2f"), fmt(t / (t + 0.010), ".2f"), fmt(t / (t + 0.050), ".2f")])
+    if not rows:
+        return
+    print("\nCollectives per learner step: measured on the two nodes (rank 0, waiting included), the bare link's "
+          "cost of the same calls (the fit above), and an ESTIMATE (not measured) for 8 nodes x 8 GPUs with assumed "
+          f"links: NVLink {NVLINK['bandwidth'] / 1e9:.0f} GB/s, {NVLINK['latency'] * 1e6:.0f} us per ring step; "
+          f"InfiniBand {INFINIBAND['bandwidth'] / 1e9:.0f} GB/s per GPU, {INFINIBAND['latency'] * 1e6:.0f} us per "
+          "step; a hierarchical ring for the gradients, a tree for the small collectives (an object gather is two); "
+          "its share of an assumed GPU learner step of 10 or 50 ms.")
+    print_table(["env", "gradient all-reduces", "small", "measured ms", "link ms", "ESTIMATE 8x8 ms",
+                 "share (10 ms step)", "share (50 ms step)"], rows)
     print("Each rank samples on its own; FPS(64) ~ 64 x FPS(1 GPU) x step / (step + collectives) while the "
           "learner is the limit. First to measure on real hardware: (1) one rank's learner step and FPS on one "
           "GPU with its share of the node's cores; (2) nccl all-reduce of the model's gradients at 8 and 64 ranks "
-          "(nccl-tests all_reduce_perf, sizes above); (3) the object gathers' latency at 64 ranks (they are "
-          "latency-bound and pickled: the first thing to fold into one tensor all-reduce if they dominate); "
+          "(nccl-tests all_reduce_perf, sizes above); (3) the small collectives' latency at 64 ranks (latency-bound, "
+          "the object gathers pickled: the first to fold into one tensor all-reduce if they dominate); "
           "(4) learning per frame with a 64x larger update batch (steps to target at equal per-rank batch).")
 
 
@@ -293,7 +306,7 @@ def report(results: List[dict], envs: List[str]) -> None:
              fmt(r.get("cycle_ms"), ".1f"), fmt(r.get("coll_ms"), ".2f"), fmt(r.get("coll_share"), ".3f"),
              fmt(r["steps"]), fmt(r["train_s"], ".0f"), fmt(r["final"], ".1f"), fmt(r["wall"], ".0f"),
              fmt(r["load"], ".2f"), fmt(r["other_cpu"], ".2f"), " ".join(r.get("placement", [])),
-             "" if r["ok"] else "FAILED"] for r in results]
+             "" if r["ok"] and r.get("exit", 0) == 0 else "FAILED"] for r in results]
     print_table(["env", "nodes", "rep", "FPS", "step ms", "cycle ms", "coll ms", "coll share", "steps to target",
                  "s to target", "final return", "wall s", "load1", "other CPU", "host:cores/children", ""], rows)
     print()
@@ -330,7 +343,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS))
-    parser.add_argument("--doom-seconds", type=float, default=40.0, help="Doom basic's training budget per run")
+    parser.add_argument("--doom-seconds", type=float, default=30.0, help="Doom basic's training budget per run")
     parser.add_argument("--quick", action="store_true",
                         help="one repeat, CartPole capped at 60k env steps, Doom 20 s, a short raw all-reduce")
     parser.add_argument("--skip-allreduce", action="store_true", help="no raw all-reduce between the nodes")
@@ -339,7 +352,13 @@ def main(argv=None) -> None:
                         help="before each run, wait up to this long for the two-node partition to be empty")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep runs here (default: a temp dir)")
     parser.add_argument("overrides", nargs="*", help="after `--`: extra Hydra overrides for every run")
+    parser.add_argument("--report", type=Path, default=None, metavar="RESULTS_JSON",
+                        help="print the tables of an earlier measurement (its work folder's results.json), run nothing")
     args, work = start_benchmark(parser, argv, "scaling_")
+    if args.report:
+        saved = json.loads(args.report.read_text())
+        present(saved["results"], saved["raw"], saved["envs"])
+        return
     problem = two_nodes_problem()
     if problem:
         raise SystemExit(f"benchmarks/scaling.py needs the two-node Slurm cluster: {problem}")
@@ -358,24 +377,34 @@ def main(argv=None) -> None:
                       f"{fmt(r.get('step_ms'), '.1f')} ms, collectives {fmt(r.get('coll_share'), '.3f')} of the cycle, "
                       f"target at {fmt(r['steps'])} steps / {fmt(r['train_s'], '.0f')} s, wall {r['wall']:.0f} s, "
                       f"load {r['load']:.2f}{'' if r['ok'] else ', FAILED: ' + r['log']}", flush=True)
-    print()
-    report(results, args.envs)
+    raw = {}
     if not args.skip_allreduce:
         numbers = {r["env"]: r["numbers"] for r in results if r.get("numbers")}
         sizes = sorted(set(SWEEP_SIZES[:4] if args.quick else SWEEP_SIZES) | set(numbers.values()))
         wait_for_free_nodes(args.wait_free)
         raw = raw_allreduce(sizes, 0.5 if args.quick else 2.0, work)
-        if raw:
-            times = {int(k): v for k, v in raw.items() if k.isdigit()}
-            latency, bandwidth = fit_latency_bandwidth(times)
-            named = {n: e for e, n in numbers.items()}
-            print(f"\nRaw gloo all-reduce of float32, 2 ranks, {raw['hosts'][0]} <-> {raw['hosts'][1]} over the veth "
-                  f"bridge (rank 0 on cores {raw['cores']}); load {loadavg():.2f}")
-            print_table(["numbers", "KiB", "us per all-reduce", "MB/s (bytes / time)", "model"],
-                        [[f"{n:,}", fmt(4 * n / 1024, ",.1f"), fmt(t * 1e6, ",.0f"), fmt(4 * n / t / 1e6, ",.0f"),
-                          named.get(n, "")] for n, t in sorted(times.items())])
-            print(f"fit: latency {latency * 1e6:.0f} us + bytes / {bandwidth / 1e6:,.0f} MB/s")
-    estimate(results)
+        raw["load"] = loadavg()
+    (work / "results.json").write_text(json.dumps({"results": results, "raw": raw, "envs": args.envs}, indent=1))
+    present(results, raw, args.envs)
+
+
+def present(results: List[dict], raw: dict, envs: List[str]) -> None:
+    """The tables: per run and per layout, the raw all-reduce and its fit, the estimate."""
+    print()
+    report(results, envs)
+    fit = None
+    if raw.get("hosts"):
+        numbers = {r["env"]: r["numbers"] for r in results if r.get("numbers")}
+        times = {int(k): v for k, v in raw.items() if k.isdigit()}
+        fit = fit_latency_bandwidth(times)
+        named = {n: e for e, n in numbers.items()}
+        print(f"\nRaw gloo all-reduce of float32, 2 ranks, {raw['hosts'][0]} <-> {raw['hosts'][1]} over the veth "
+              f"bridge (rank 0 on cores {raw['cores']}); load {raw.get('load', float('nan')):.2f}")
+        print_table(["numbers", "KiB", "us per all-reduce", "MB/s (bytes / time)", "model"],
+                    [[f"{n:,}", fmt(4 * n / 1024, ",.1f"), fmt(t * 1e6, ",.0f"), fmt(4 * n / t / 1e6, ",.0f"),
+                      named.get(n, "")] for n, t in sorted(times.items())])
+        print(f"fit: latency {fit[0] * 1e6:.0f} us + bytes / {fit[1] / 1e6:,.0f} MB/s")
+    estimate(results, fit)
 
 
 if __name__ == "__main__":
