@@ -110,7 +110,9 @@ def main(argv=None) -> None:
         assert torch.equal(gathered[0], stats) and out == [("reason", 1.0)], "one rank's gathers differ"
     finally:
         dist.destroy_process_group()
-    print(f"{torch.cuda.get_device_name()}: nccl {'.'.join(map(str, torch.cuda.nccl.version()))}, one rank; "
+    nccl = torch.cuda.nccl.version()  # a tuple in recent torch, an int in older ones
+    nccl = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+    print(f"{torch.cuda.get_device_name()}: nccl {nccl}, one rank; "
           f"{args.env} model: {numbers:,} trainable numbers ({4 * numbers / 2**20:.2f} MiB of float32 gradients)")
     print_table(["collective", "numbers", "us (median)"], [[a, b, f"{t * 1e6:,.1f}"] for a, b, t in rows])
     print("results checked: one rank's collectives return their input")

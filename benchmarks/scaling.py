@@ -1,8 +1,8 @@
 """Data-parallel scaling across the two Slurm nodes of `cluster/slurm/start.sh --two-nodes` (sfn1, sfn2: network
 namespaces joined by a veth bridge), each node pinned to one core: one rank on one node against one rank per node.
 
-    python benchmarks/scaling.py                  # CartPole and Doom basic, 3 repeats, the raw all-reduce (~14 min)
-    python benchmarks/scaling.py --quick          # one repeat, short runs (~4 min)
+    python benchmarks/scaling.py                  # CartPole and Doom basic, 3 repeats, the raw all-reduce (~15 min)
+    python benchmarks/scaling.py --quick          # one repeat, short runs (~5 min)
     python benchmarks/scaling.py --envs cartpole --repeats 5 -- algo.batch_size=256
 
 Every run is `python train.py --multirun hydra/launcher=slurm hydra.launcher.partition=two_nodes
