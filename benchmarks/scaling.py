@@ -101,6 +101,7 @@ def job_env() -> dict:
 
 
 def loadavg() -> float:
+    """The machine's 1-minute load average (shared: printed beside every figure)."""
     return os.getloadavg()[0]
 
 
@@ -302,6 +303,7 @@ def estimate(results: List[dict], fit: Optional[tuple]) -> None:
 
 
 def report(results: List[dict], envs: List[str]) -> None:
+    """The per-run table, then per env and layout the medians and the scaling efficiency."""
     rows = [[r["env"], str(r["nodes"]), str(r["repeat"]), fmt(r["fps"]), fmt(r.get("step_ms"), ".1f"),
              fmt(r.get("cycle_ms"), ".1f"), fmt(r.get("coll_ms"), ".2f"), fmt(r.get("coll_share"), ".3f"),
              fmt(r["steps"]), fmt(r["train_s"], ".0f"), fmt(r["final"], ".1f"), fmt(r["wall"], ".0f"),
@@ -331,6 +333,7 @@ def report(results: List[dict], envs: List[str]) -> None:
 
 
 def main(argv=None) -> None:
+    """The command line: the measurement (or `--report` of an earlier one), or a raw all-reduce task under srun."""
     if argv is None and "--allreduce-child" in sys.argv:
         child = argparse.ArgumentParser()
         child.add_argument("--allreduce-child", action="store_true")

@@ -29,12 +29,15 @@ KINDS = ("all_reduce", "all_gather", "all_gather_object", "broadcast")
 
 def _payload_bytes(kind: str, args, kwargs) -> int:
     """The bytes this rank contributes to one call: the tensor's (all_reduce, broadcast, all_gather's input) or
-    the pickled object's (all_gather_object)."""
+    the pickled object's (all_gather_object); positional or keyword arguments as torch.distributed names them."""
     if kind == "all_gather_object":
         obj = args[1] if len(args) > 1 else kwargs.get("obj")
         return len(pickle.dumps(obj))
-    tensor = args[1] if kind == "all_gather" else args[0]
-    return tensor.numel() * tensor.element_size()
+    if kind == "all_gather":
+        tensor = args[1] if len(args) > 1 else kwargs.get("tensor")
+    else:
+        tensor = args[0] if args else kwargs.get("tensor")
+    return tensor.numel() * tensor.element_size() if isinstance(tensor, torch.Tensor) else 0
 
 
 class CollectiveProbe(L.Callback):
@@ -53,6 +56,7 @@ collective's kind named with its size ("all_reduce 18712 B": the gradients apart
         self._info: dict = {}
 
     def _wrap(self, kind: str, fn: Callable) -> Callable:
+        """fn, adding each call's count, bytes and wall seconds to the current step's record."""
         def timed(*args, **kwargs):
             size = _payload_bytes(kind, args, kwargs)
             start = time.perf_counter()
