@@ -223,12 +223,27 @@ def raw_allreduce(sizes: List[int], seconds_per_size: float, work: Path, timeout
 
 
 def fit_latency_bandwidth(times: Dict[int, float]) -> tuple:
-    """(latency s, bandwidth B/s) of t = latency + bytes / bandwidth, least squares over the measured sizes."""
-    xs = [4 * n for n in times]
-    ys = list(times.values())
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return my - slope * mx, 1 / slope if slope > 0 else float("inf")
+    """(latency s, bandwidth B/s) of t = latency + bytes / bandwidth: the latency is the median time of the
+    sizes up to 64 KiB, the bandwidth the median of bytes / (t - latency) over the sizes from 1 MiB. Robust to
+    one disturbed size, which a least-squares line over sizes this far apart is not (its intercept follows the
+    largest sizes' noise)."""
+    small = [t for n, t in times.items() if 4 * n <= 64 * 1024]
+    latency = statistics.median(small) if small else 0.0
+    rates = [4 * n / (t - latency) for n, t in times.items() if 4 * n >= 2**20 and t > latency]
+    return latency, statistics.median(rates) if rates else float("inf")
+
+
+def link_seconds(nbytes: float, times: Dict[int, float]) -> float:
+    """Seconds of one all-reduce of nbytes on the measured link: linear between the two measured sizes around it,
+    the smallest size's time below them, the last two sizes' slope above them."""
+    points = sorted((4 * n, t) for n, t in times.items())
+    if nbytes <= points[0][0] or len(points) == 1:
+        return points[0][1]
+    for (b0, t0), (b1, t1) in zip(points, points[1:]):
+        if nbytes <= b1:
+            return t0 + (t1 - t0) * (nbytes - b0) / (b1 - b0)
+    (b0, t0), (b1, t1) = points[-2:]
+    return t1 + (t1 - t0) * (nbytes - b1) / (b1 - b0)
 
 
 # ----------------------------------------------------------------------------- the estimate
@@ -259,10 +274,10 @@ def small_collective(ranks_across_nodes: int = 8) -> float:
     return 2 * math.ceil(math.log2(ranks_across_nodes)) * INFINIBAND["latency"] + 2 * NVLINK["latency"]
 
 
-def estimate(results: List[dict], fit: Optional[tuple]) -> None:
-    """What the measured collectives per learner step cost here on the bare link (the raw all-reduce's fit: the
-    rest of their measured time is waiting for the other rank), and an ESTIMATE for 8 nodes x 8 GPUs from their
-    count and bytes."""
+def estimate(results: List[dict], times: Optional[Dict[int, float]]) -> None:
+    """What the measured collectives per learner step cost here on the bare link (each call as a raw all-reduce of
+    its bytes, link_seconds: the rest of their measured time is waiting for the other rank), and an ESTIMATE for
+    8 nodes x 8 GPUs from their count and bytes."""
     rows = []
     for env_name in ENVS:
         two = [r for r in results if r["env"] == env_name and r["nodes"] == 2 and r.get("kinds")]
@@ -274,9 +289,9 @@ def estimate(results: List[dict], fit: Optional[tuple]) -> None:
         per_call = sum(v["bytes"] for v in big.values()) / big_calls if big_calls else 0
         small_calls = sum(v["calls"] * (2 if k == "all_gather_object" else 1) for k, v in kinds.items() if k not in big)
         link = None
-        if fit:  # every collective as one all-reduce of its bytes on this link
-            link = sum(v["calls"] * (2 if k == "all_gather_object" else 1) * fit[0] + v["bytes"] / fit[1]
-                       for k, v in kinds.items())
+        if times:  # every collective as all-reduces of its bytes on this link (an object gather: size, then bytes)
+            link = sum(v["calls"] * (2 if k == "all_gather_object" else 1)
+                       * link_seconds(v["bytes"] / v["calls"], times) for k, v in kinds.items() if v["calls"])
         t = big_calls * hierarchical_allreduce(per_call) + small_calls * small_collective()
         rows.append([env_name, f"{big_calls:.0f} x {per_call / 1024:,.1f} KiB", f"{small_calls:.0f}",
                      fmt(median(r.get("coll_ms") for r in two), ".1f"), fmt(link and 1e3 * link, ".1f"),
@@ -284,8 +299,9 @@ def estimate(results: List[dict], fit: Optional[tuple]) -> None:
     if not rows:
         return
     print("\nCollectives per learner step: measured on the two nodes (rank 0, waiting included), the bare link's "
-          "cost of the same calls (the fit above), and an ESTIMATE (not measured) for 8 nodes x 8 GPUs with assumed "
-          f"links: NVLink {NVLINK['bandwidth'] / 1e9:.0f} GB/s, {NVLINK['latency'] * 1e6:.0f} us per ring step; "
+          "cost of the same calls (the raw all-reduce's times at their sizes), and an ESTIMATE (not measured) "
+          f"for 8 nodes x 8 GPUs with assumed links: NVLink {NVLINK['bandwidth'] / 1e9:.0f} GB/s, "
+          f"{NVLINK['latency'] * 1e6:.0f} us per ring step; "
           f"InfiniBand {INFINIBAND['bandwidth'] / 1e9:.0f} GB/s per GPU, {INFINIBAND['latency'] * 1e6:.0f} us per "
           "step; a hierarchical ring for the gradients, a tree for the small collectives (an object gather is two); "
           "its share of an assumed GPU learner step of 10 or 50 ms.")
@@ -407,7 +423,7 @@ def present(results: List[dict], raw: dict, envs: List[str]) -> None:
                     [[f"{n:,}", fmt(4 * n / 1024, ",.1f"), fmt(t * 1e6, ",.0f"), fmt(4 * n / t / 1e6, ",.0f"),
                       named.get(n, "")] for n, t in sorted(times.items())])
         print(f"fit: latency {fit[0] * 1e6:.0f} us + bytes / {fit[1] / 1e6:,.0f} MB/s")
-    estimate(results, fit)
+    estimate(results, times if fit else None)
 
 
 if __name__ == "__main__":

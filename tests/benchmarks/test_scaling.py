@@ -17,7 +17,7 @@ from tests.conftest import REPO_ROOT
 BENCH = REPO_ROOT / "benchmarks"
 JOB_PATH = BENCH / "_scaling_job"
 sys.path.insert(0, str(BENCH))
-from scaling import fit_latency_bandwidth, hierarchical_allreduce, probe_figures  # noqa: E402
+from scaling import fit_latency_bandwidth, hierarchical_allreduce, link_seconds, probe_figures  # noqa: E402
 
 AFFINITY = "import os; print(sorted(os.sched_getaffinity(0)))"
 
@@ -64,8 +64,14 @@ def test_probe_figures_are_rank_zeros_medians_after_start_up():
 
 
 def test_latency_and_bandwidth_fit_and_the_ring_cost():
-    latency, bandwidth = fit_latency_bandwidth({n: 1e-3 + 4 * n / 1e8 for n in (1, 1000, 100000)})
+    times = {1: 1e-3, 1000: 1e-3, 16384: 1.2e-3, 2**18: 1e-3 + 2**20 / 1e8, 2**20: 1e-3 + 2**22 / 1e8,
+             2**22: 0.5}  # the last size disturbed
+    latency, bandwidth = fit_latency_bandwidth(times)
     assert latency == pytest.approx(1e-3) and bandwidth == pytest.approx(1e8)
+    measured = {1: 1e-3, 1000: 3e-3, 2000: 5e-3}  # float32 numbers -> seconds
+    assert link_seconds(2, measured) == 1e-3  # below the smallest size (4 bytes)
+    assert link_seconds(6000, measured) == pytest.approx(4e-3)  # between 4,000 and 8,000 bytes
+    assert link_seconds(12000, measured) == pytest.approx(9e-3)  # the last slope, extended
     # 8 x 8, 8 MB: NVLink 2*7*8us + 2*7/8*8e6/150e9; IB over 1 MB shards: 2*7*20us + 2*7/8*1e6/20e9
     expected = 14 * 8e-6 + 1.75 * 8e6 / 150e9 + 14 * 20e-6 + 1.75 * 1e6 / 20e9
     assert hierarchical_allreduce(8e6) == pytest.approx(expected)
