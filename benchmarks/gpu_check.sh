@@ -2,7 +2,9 @@
 # The checks that need an NVIDIA GPU, as one script for a lent GPU machine (16 cores, one GPU,
 # PyTorch and Lightning installed, nothing fetchable): the `gpu`-marked tests, then Doom battle
 # frames/s of Sample Factory 2.1.1 (batched inference + learner on the GPU) against ours with
-# the learner on CUDA, acting through an inference server on CUDA and in the rollout workers.
+# the learner on CUDA, acting through an inference server on CUDA and in the rollout workers; the
+# data-parallel learner's collectives on nccl with one rank and the Doom model's sizes
+# (benchmarks/gpu_collectives.py). Without an NVIDIA GPU it refuses at once (exit 2), running nothing.
 #
 # Packages the machine lacks travel as wheels (Python 3.12): ours in .whl/, Sample Factory's
 # in .whl_sf/ (it wants gymnasium<1, so it gets a folder of its own and vizdoom twice):
@@ -16,6 +18,11 @@
 # The call carries at most 64 MiB: vizdoom's wheel is repacked without freedoom1.wad (unused here).
 # then, from the repository root: bash benchmarks/gpu_check.sh  (results under $OUT)
 set -u
+# No GPU, no checks: refuse before installing or running anything.
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu_check.sh needs an NVIDIA GPU: nvidia-smi is missing or lists no GPU here; nothing run" >&2
+    exit 2
+fi
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -63,6 +70,9 @@ export PYTHONPATH=/tmp/site:$PWD/src:$PWD
 [ "${SKIP_TESTS:-0}" = 1 ] || timeout 150 python3 -m pytest -p no:cacheprovider -q -rs -m gpu -o addopts="" \
     tests/learner/test_cuda_learner.py tests/train/test_server_inference.py tests/sampler/test_inference_server.py tests/sampler/test_graphed_act.py \
     2>&1 | tee "$OUT/gpu_tests.log"
+
+# The nccl path with one rank: every collective of a data-parallel learner step, the Doom model's payloads.
+timeout 120 python3 benchmarks/gpu_collectives.py --env doom/basic 2>&1 | tee "$OUT/gpu_collectives.log"
 
 variant_args=()
 if [ -n "$BASELINE" ]; then  # the older revision and ours alternate, both with the first variant's overrides
