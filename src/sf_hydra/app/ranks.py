@@ -185,15 +185,15 @@ class LocalRanks:
         """A message naming the first rank that exited with an error (its exit code and log), or None."""
         for r, (p, log) in enumerate(zip(self.processes, self.logs), start=self.first):
             code = p.poll()
-            r = f"{r} on node {self.node}" if self.node else r
+            who = f"learner rank {r}" + (f" on node {self.node}" if self.node else "")
             if r in self.hung:
                 what = "was stopped (SIGSTOP or a debugger)" if self.hung[r] in ("T", "t") else "hung"
-                return (f"learner rank {r} {what}: it answered no collective within hardware.ddp_timeout_sec and did "
+                return (f"{who} {what}: it answered no collective within hardware.ddp_timeout_sec and did "
                         f"not end with the run, so it was killed (its log: {log})")
             if code not in (None, 0):
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 cause = last_error(log)
-                return f"learner rank {r} {how}{': ' + cause if cause else ''} (its log: {log})"
+                return f"{who} {how}{': ' + cause if cause else ''} (its log: {log})"
         return None
 
     def stop(self, grace_sec: float) -> Optional[str]:
@@ -487,12 +487,13 @@ def _rank_end(record: dict, timeout_sec: float) -> str:
     return f"{where} {how} (its log: {record['log']})"
 
 
-def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool) -> str:
+def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool, devices: int = 1) -> str:
     """Rank 0's account of the rank (a Slurm task's, or one on another machine: record_rank) whose end broke a
-    collective: the first rank whose failure was its own,
-    else the first that left no end of its own (killed, hung), else the first that ended; each named with its
-    node, how it ended and its log. A rank failing on this node gets time to finish its record, unless the
-    collective `timed_out` (then the ranks still running hang)."""
+    collective: the first rank whose failure was its own, else the ranks that never recorded themselves for this
+    start, else the first that left no end of its own (killed, hung), else the first that ended; each named with
+    its node, how it ended and its log. A rank failing on this node gets time to finish its record, unless the
+    collective `timed_out` (then the ranks still running hang). `devices`: ranks per node (which node a rank
+    that never recorded itself was to run on)."""
     deadline = time.monotonic() + (3.0 if timed_out else 30.0)
     while True:
         records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
@@ -503,8 +504,16 @@ def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out
         if own or not running or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
-    chosen = (own or silent or records)[:1]
-    if not chosen:
-        where = "the Slurm tasks' output" if ranks.via_slurm else "the other nodes' ranks/rank_<r>.log"
-        return f"a learner rank > 0 ended before it recorded itself in {run_dir / RANKS_DIR} (see {where})"
-    return _rank_end(chosen[0], timeout_sec)
+    missing = sorted(set(range(1, ranks.world_size)) - {r.get("rank") for r in records})
+    if own or not missing:
+        chosen = (own or silent or records)[0]
+        return _rank_end(chosen, timeout_sec)
+    if ranks.via_slurm:
+        return (f"learner rank {missing[0]} ended before it recorded itself in {run_dir / RANKS_DIR} (see the "
+                "Slurm tasks' output)")
+    nodes = sorted({r // devices for r in missing})
+    return (f"learner rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never joined this start "
+            f"({session_of(ranks)}: no record in {run_dir / RANKS_DIR}): on the machine{'s' if len(nodes) > 1 else ''} "
+            f"with NODE_RANK={', '.join(map(str, nodes))} the command did not start, failed before learner rank 0's "
+            "decision reached it, or does not see this run folder (train_dir must be on a filesystem every machine "
+            "shares): see its output there")

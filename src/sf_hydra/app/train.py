@@ -237,8 +237,10 @@ def _fit_beside(others: LocalRanks, cfg, run_dir: Path, plan: RunPlan, ckpt: Opt
     except BaseException as e:
         hung = _from_a_collective(e) and _timed_out(e)  # a rank that still runs answers no collective: no grace
         failure = others.stop(grace_sec=3.0 if hung else 30.0)
-        if failure is None and ranks.via_env and ranks.is_zero and not _own_fault(e):
-            failure = recorded_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e))
+        if (failure is None or others.hung) and ranks.via_env and ranks.is_zero and not _own_fault(e):
+            # a rank of this node that hung in the collective waited for one elsewhere, which the records name
+            failure = recorded_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e),
+                                        cfg.hardware.devices)
         if failure is not None and not _own_fault(e):  # this error (a collective's) follows from that rank's
             raise RankFailed(f"the run stopped: {failure}") from e
         log.error("%s failed (%s: %s); the other ranks stopped with it", me, type(e).__name__, e)
@@ -260,8 +262,6 @@ def _as_recorded_rank(cfg, run_dir: Path, ranks: Ranks) -> dict:
     except BaseException as e:
         what = str(e).strip().splitlines()[0] if str(e).strip() else ""
         record_rank(run_dir, ranks, end=f"{type(e).__name__}: {what}"[:500], collective=_from_a_collective(e))
-        if ranks.via_env:
-            log.error("learner rank %d on node %s: %s: %s", ranks.rank, node_name(), type(e).__name__, what)
         raise
 
 
