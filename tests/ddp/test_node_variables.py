@@ -10,6 +10,7 @@ import pytest
 
 from sf_hydra.app.ranks import Ranks, env_rendezvous, ranks_of
 from sf_hydra.config import ConfigError
+from tests.conftest import make_cfg
 from tests.faults.runs import REPO, env_with_repo
 
 VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
@@ -78,3 +79,16 @@ def test_train_py_refuses_them_before_it_writes_anything(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "bad config: NODE_RANK" in proc.stderr and "2" in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []  # no run folder, no Hydra files
+
+
+def test_a_machine_running_another_command_is_refused_naming_the_key(tmp_path):
+    from omegaconf import OmegaConf
+
+    from sf_hydra.app.train import resolved, same_config
+
+    node_0 = OmegaConf.to_yaml(resolved(make_cfg(tmp_path, "hardware.num_nodes=2", "seed=1")))
+    same_config(make_cfg(tmp_path, "hardware.num_nodes=2", "seed=1"), node_0, "learner rank 1 on node b")
+    with pytest.raises(ConfigError) as refused:
+        same_config(make_cfg(tmp_path, "hardware.num_nodes=2", "seed=2"), node_0, "learner rank 1 on node b")
+    assert (refused.value.key, refused.value.value) == ("seed", 2)
+    assert "1, node 0's value (learner rank 1 on node b runs another command" in str(refused.value)

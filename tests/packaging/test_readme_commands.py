@@ -9,7 +9,8 @@ Lines that would cost too much even at a small budget are composed and checked i
 (`check_command_line`: every stage before a process starts, a resume's included, in the same folder): ViZDoom
 (~10 s a run), Acrobot through `env=gym/any`, the custom env family (tests/examples trains it), the serial
 and `num_workers=auto` CartPole lines (the seeds block's serial line and `python train.py` train the same
-paths), the sweeps (several runs each), two learner ranks, PBT's four policies, evaluation during training,
+paths), the sweeps (several runs each), two learner ranks, the two machines' commands of a run across them
+(their variables checked as well), PBT's four policies, evaluation during training,
 the CSV logger and Trainer-argument lines: ~90 s in all on a 2-core CPU. Composed only: the line
 for a 32-GPU cluster (no CUDA here). Not run, with the reason: `wandb sync` (uploads, needs a login), the
 report lines (they need a sweep's or PBT run's folder, and those lines are checked, not run), and the lines
@@ -32,6 +33,7 @@ import tomllib
 
 from sf_hydra.app.bad_input import compose_command_line
 from sf_hydra.app.checks import check_command_line
+from sf_hydra.app.ranks import ranks_of
 from sf_hydra.config.aliases import apply_aliases
 from tests.faults.runs import env_with_repo
 
@@ -59,6 +61,8 @@ INSTEAD = [
     (r"--multirun", "check", "a sweep of several runs (~45 s for 4 CartPole runs)"),
     (r"env=doom/|\+experiment=doom_", "check", "a ViZDoom run costs ~10 s"),
     (r"env=gym/any", "check", "CartPole's lines cover training; Acrobot adds ~6 s"),
+    (r"NODE_RANK=", "check", "one machine's command of a run on two (tests/ddp/test_torchrun_nodes.py runs both on "
+                             "two hosts): its variables are checked too"),
     (r"hardware\.devices=2", "check", "two learner ranks start twice the processes (~20 s)"),
     (r"pbt\.with_pbt=true", "check", "four policies with PBT (~10 s)"),
     (r"env=custom/catch", "check", "tests/examples trains the custom env family (~10 s)"),
@@ -134,7 +138,7 @@ def test_readme_line_works_as_pasted(section, line, folder):
         return
     env, args = _split(line)
     if how in ("check", "compose"):
-        return _check(args, folder["cwd"], compose_only=how == "compose")
+        return _check(args, folder["cwd"], compose_only=how == "compose", env=env)
     _run(env, args, folder["cwd"], line)
 
 
@@ -208,9 +212,10 @@ def _run(env: dict, args, cwd: Path, line: str) -> None:
         assert "anonymous" not in out, out[-3000:]  # wandb's warning on every run, which we no longer cause
 
 
-def _check(args, cwd: Path, compose_only: bool) -> None:
+def _check(args, cwd: Path, compose_only: bool, env: dict) -> None:
     """The line's command line through train.py's checks (or composed only), in the user's folder: a single run
-    must be a new one, not land on a folder an earlier line made."""
+    must be a new one, not land on a folder an earlier line made. A line's rendezvous variables (`env`: MASTER_ADDR,
+    NODE_RANK, ...) must give its process a place among the run's ranks (ranks_of, which train.py runs too)."""
     assert args[:2] == ["python", "train.py"], f"only train.py lines are checked: {args}"
     argv = apply_aliases(args[2:] + [f"train_dir={cwd / 'train_dir'}"])
     here = Path.cwd()
@@ -226,3 +231,15 @@ def _check(args, cwd: Path, compose_only: bool) -> None:
     if checked is not None:
         run_dir = Path(checked.cfg.train_dir) / checked.cfg.experiment
         assert not (run_dir / "config.yaml").exists(), f"{args}: lands on an earlier line's run {run_dir}"
+    if checked is not None and env:
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            ranks = ranks_of(checked.cfg.hardware.devices, checked.cfg.hardware.num_nodes)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name)
+                else:
+                    os.environ[name] = value
+        assert ranks.via_env and ranks.node_rank == int(env["NODE_RANK"]), (env, ranks)

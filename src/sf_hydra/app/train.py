@@ -310,17 +310,21 @@ def sees_run_folder(run_dir: Path, session: str, who: str, wait_sec: float = 15.
 
 
 def same_config(cfg, rank_0_yaml: Optional[str], who: str) -> None:
-    """ConfigError naming the first key whose value here differs from rank 0's: every machine must run the same
-    command (its ranks would otherwise train, seed or stop differently from rank 0's)."""
+    """ConfigError naming the key whose value here differs from rank 0's (the least nested one: the key a command
+    line sets, not the keys interpolated from it): every machine must run the same command (its ranks would
+    otherwise train, seed or stop differently from rank 0's)."""
     if rank_0_yaml is None:
         return
     theirs = _flat_config(OmegaConf.create(rank_0_yaml))
     mine = _flat_config(resolved(cfg))
-    for key in sorted(set(theirs) | set(mine)):
-        if theirs.get(key, "<unset>") != mine.get(key, "<unset>"):
-            raise ConfigError(key, mine.get(key, "<unset>"),
-                              f"{theirs.get(key, '<unset>')!r}, as on node 0 ({who}): run the same command, with the "
-                              "same overrides, on every machine (only NODE_RANK differs)")
+    differ = sorted((k for k in set(theirs) | set(mine) if theirs.get(k, "<unset>") != mine.get(k, "<unset>")),
+                    key=lambda k: (k.count("."), k))
+    if differ:
+        key = differ[0]
+        more = f"; {len(differ) - 1} more keys differ" if len(differ) > 1 else ""
+        raise ConfigError(key, mine.get(key, "<unset>"),
+                          f"{theirs.get(key, '<unset>')!r}, node 0's value ({who} runs another command{more}): run the "
+                          "same command, with the same overrides, on every machine (only NODE_RANK differs)")
 
 
 def _flat_config(cfg) -> dict:
