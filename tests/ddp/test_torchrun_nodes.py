@@ -72,14 +72,13 @@ def run_on_both(tmp_path, overrides, timeout: float, hide_on_node_1: Path | None
     return codes, [log.read_text() for log in logs]
 
 
-@pytest.mark.slow  # ~1.5 min: four learner ranks, two per host
+@pytest.mark.slow  # ~2 min: four learner ranks, two per host, and a rerun
 def test_two_hosts_train_one_run_by_torchruns_convention(two_hosts, tmp_path):
     states, train_dir = tmp_path / "states", tmp_path / "train"
-    codes, outs = run_on_both(tmp_path, [f"train_dir={train_dir}", "train_for_env_steps=6000", "algo.batch_size=256",
-                                         f"+callbacks.rank_state._target_={STATE}",
-                                         f"+callbacks.rank_state.directory={states}",
-                                         f"+callbacks.rank_sockets._target_={SOCKETS}",
-                                         f"+callbacks.rank_sockets.directory={states}"], timeout=300)
+    command = [f"train_dir={train_dir}", "train_for_env_steps=6000", "algo.batch_size=256",
+               f"+callbacks.rank_state._target_={STATE}", f"+callbacks.rank_state.directory={states}",
+               f"+callbacks.rank_sockets._target_={SOCKETS}", f"+callbacks.rank_sockets.directory={states}"]
+    codes, outs = run_on_both(tmp_path, command, timeout=300)
     assert codes == [0, 0], f"node 0:\n{outs[0][-3000:]}\nnode 1:\n{outs[1][-3000:]}"
 
     # One run folder, whose files rank 0 wrote; every rank's frames counted (2 x 256 per rank and learner step).
@@ -117,6 +116,11 @@ def test_two_hosts_train_one_run_by_torchruns_convention(two_hosts, tmp_path):
     assert _same(ckpt["state_dict"], ranks[0]["weights"]) == []
     assert _same(ckpt["optimizer_states"], ranks[0]["optimizers"]) == []
     assert ckpt["sf_hydra"]["env_steps"] == summary["env_steps"] == ranks[3]["sf_hydra"]["env_steps"]
+
+    # The same commands again: rank 0 finds the run finished, and node 1 acts on that decision of this start.
+    codes, outs = run_on_both(tmp_path, command, timeout=300)
+    assert codes == [0, 0], f"node 0:\n{outs[0][-3000:]}\nnode 1:\n{outs[1][-3000:]}"
+    assert all(f"run folder {run} is finished" in out for out in outs), outs
 
 
 @pytest.mark.slow  # ~1.5 min: node 1 looks for the folder for 15 s, rank 0 waits hardware.ddp_timeout_sec for it

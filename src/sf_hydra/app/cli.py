@@ -168,8 +168,9 @@ def _train_main() -> None:
         # process imports what the later stages need (the targets' modules, the env family's code).
         checked = check_command_line(sys.argv[1:], config_dir, rules_passed=mp.warm_up)
         ranks = None if checked is None else ranks_of(checked.cfg.hardware.devices, checked.cfg.hardware.num_nodes)
-        other_node = ranks is not None and ranks.via_env and not ranks.is_zero  # rank 0's node owns the folder
-        if checked is not None and checked.finished is not None and not other_node:  # nothing to do
+        several_machines = ranks is not None and ranks.via_env  # rank 0 tells the others how the run starts
+        other_node = several_machines and not ranks.is_zero  # rank 0's node owns the folder
+        if checked is not None and checked.finished is not None and not several_machines:  # nothing to do
             print(checked.finished)
             sys.exit(0)
         if checked is not None and not other_node:  # a single run: its folder is ours until this process ends

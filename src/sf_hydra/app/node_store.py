@@ -12,6 +12,8 @@ Loaded by app/train.py only for such runs (torch is imported here, not by app/ra
 
 from __future__ import annotations
 
+import socket
+import time
 import uuid
 from datetime import timedelta
 from typing import Optional, Tuple
@@ -20,6 +22,7 @@ from sf_hydra.core.faults import RankFailed
 
 DECISION = "sf_hydra/start"  # rank 0's StartDecision as JSON
 CONFIG = "sf_hydra/config"  # rank 0's composed config, resolved, as YAML: every node must run the same command
+READ = "sf_hydra/read"  # how many ranks > 0 read the decision (a counter)
 _server = None  # rank 0's store (torch.distributed.TCPStore), kept until the run ends (release)
 
 
@@ -47,6 +50,15 @@ def publish(decision_json: str, config_yaml: Optional[str]) -> None:
     _server.set(DECISION, decision_json)
 
 
+def await_readers(count: int, timeout_sec: float) -> int:
+    """Rank 0, which will not train (the run is finished, or it failed to start), waits up to `timeout_sec` until
+    `count` ranks read its decision: its store ends with this process. Returns how many did."""
+    deadline = time.monotonic() + timeout_sec
+    while (read := _server.add(READ, 0)) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return read
+
+
 def release() -> None:
     """Rank 0 drops its store once the run ended (a later run in this process serves its own)."""
     global _server
@@ -57,13 +69,14 @@ def fetch(address: str, port: int, timeout_sec: float, who: str) -> Tuple[str, O
     """A rank > 0 (`who`: its rank and node) waits up to `timeout_sec` for rank 0's store and its decision;
     returns (the decision's JSON, rank 0's config's YAML or None). RankFailed naming MASTER_ADDR:MASTER_PORT when
     none comes: rank 0 is not started, failed before deciding, or is not reachable from here."""
-    from torch.distributed import TCPStore
-
+    deadline = time.monotonic() + timeout_sec
     try:
-        store = TCPStore(address, port, None, False, timeout=timedelta(seconds=timeout_sec))
+        store = _connect(address, port, deadline)
+        store.set_timeout(timedelta(seconds=max(1.0, deadline - time.monotonic())))
         store.wait([DECISION])
         decision = store.get(DECISION).decode()
         config = store.get(CONFIG).decode() if store.check([CONFIG]) else None
+        store.add(READ, 1)
     except Exception as e:  # torch's DistStoreError / DistNetworkError: no store, or no decision in time
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise RankFailed(f"{who}: no start decision from learner rank 0 at MASTER_ADDR={address} "
@@ -71,3 +84,20 @@ def fetch(address: str, port: int, timeout_sec: float, who: str) -> Tuple[str, O
                          "the same command with NODE_RANK=0 on the machine at MASTER_ADDR (see its train.log), and "
                          "check that this machine reaches that address and port") from e
     return decision, config
+
+
+def _connect(address: str, port: int, deadline: float):
+    """A client of the store at address:port once it accepts connections, tried until `deadline`
+    (time.monotonic()) with plain sockets first: torch's client, given the whole timeout, retries with delays that
+    overrun it and logs every failed attempt."""
+    from torch.distributed import TCPStore
+
+    while True:
+        try:
+            socket.create_connection((address, port), timeout=max(0.5, min(5.0, deadline - time.monotonic()))).close()
+            break
+        except OSError:  # refused or unreachable: rank 0 has not started its store yet
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+    return TCPStore(address, port, None, False, timeout=timedelta(seconds=max(1.0, deadline - time.monotonic())))

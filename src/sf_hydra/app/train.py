@@ -377,7 +377,8 @@ def _decide_start(cfg, run_dir: Path, ranks: Ranks):
 
 def _announce(cfg, run_dir: Path, ranks: Ranks, decision: StartDecision) -> None:
     """Rank 0's decision to <run_dir>/ranks/start.json, and on several machines also, after it, to the TCP store
-    with the config rank 0 runs (the file then proves to the other machines that they see this run folder)."""
+    with the config rank 0 runs (the file then proves to the other machines that they see this run folder); a
+    decision not to train waits until every other machine read it (up to hardware.ddp_timeout_sec)."""
     try:
         announce_start(run_dir, decision)
     finally:
@@ -385,6 +386,12 @@ def _announce(cfg, run_dir: Path, ranks: Ranks, decision: StartDecision) -> None
             from sf_hydra.app import node_store
 
             node_store.publish(json.dumps(decision.__dict__), OmegaConf.to_yaml(resolved(cfg)))
+            if decision.finished is not None or decision.failed is not None:  # no process group will wait for them
+                others = cfg.hardware.num_nodes - 1
+                read = node_store.await_readers(others, cfg.hardware.ddp_timeout_sec)
+                if read < others:
+                    log.warning("%d of the %d other machines read learner rank 0's decision within "
+                                "hardware.ddp_timeout_sec=%g s", read, others, cfg.hardware.ddp_timeout_sec)
 
 
 def warn_more_workers_than_cores(cfg) -> None:
