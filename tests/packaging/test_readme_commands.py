@@ -11,7 +11,8 @@ Lines that would cost too much even at a small budget are composed and checked i
 (`check_command_line`: every stage before a process starts, a resume's included, in the same folder): ViZDoom
 (~10 s a run), Atari and MuJoCo, Acrobot through `env=gym/any`, the custom env family (tests/examples trains
 it), the serial and `num_workers=auto` CartPole lines (the seeds page's serial line and `python train.py` train
-the same paths), the sweeps (several runs each), two learner ranks, PBT's four policies, evaluation during
+the same paths), the sweeps (several runs each), two learner ranks, the two machines' commands of a run across them
+(their variables checked as well), PBT's four policies, evaluation during
 training, the CSV logger and Trainer-argument lines. Composed only: the line for a 32-GPU cluster (no CUDA
 here). Not run, with the reason: `wandb sync` (uploads, needs a login), the report lines (they need a sweep's or
 PBT run's folder, and those lines are checked, not run), the test commands (what CI runs itself), and the lines
@@ -35,6 +36,7 @@ import yaml
 
 from sf_hydra.app.bad_input import compose_command_line
 from sf_hydra.app.checks import check_command_line
+from sf_hydra.app.ranks import ranks_of
 from sf_hydra.config.aliases import apply_aliases
 from tests.faults.runs import env_with_repo
 
@@ -74,6 +76,8 @@ INSTEAD = [
     (r"env=atari/|\+experiment=atari_", "check", "an Atari run's conv net and ALE start-up: ~15 s"),
     (r"env=mujoco/|\+experiment=mujoco_", "check", "a MuJoCo run: 64 envs to start"),
     (r"env=gym/any", "check", "CartPole's lines cover training; Acrobot adds ~6 s"),
+    (r"NODE_RANK=", "check", "one machine's command of a run on two (tests/ddp/test_torchrun_nodes.py runs both on "
+                             "two hosts): its variables are checked too"),
     (r"hardware\.devices=2", "check", "two learner ranks start twice the processes (~20 s)"),
     (r"pbt\.with_pbt=true", "check", "four policies with PBT (~10 s)"),
     (r"env=custom/catch", "check", "tests/examples trains the custom env family (~10 s)"),
@@ -195,7 +199,7 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
     if how == "bench":
         return _check_benchmark(env, args)
     if how in ("check", "compose", "resume"):
-        return _check(args, folder["cwd"], compose_only=how == "compose", resume=how == "resume")
+        return _check(args, folder["cwd"], compose_only=how == "compose", env=env, resume=how == "resume")
     _run(env, args, folder["cwd"], line)
 
 
@@ -285,9 +289,11 @@ def _run(env: dict, args, cwd: Path, line: str) -> None:
         assert "anonymous" not in out, out[-3000:]  # wandb's warning on every run, which we no longer cause
 
 
-def _check(args, cwd: Path, compose_only: bool, resume: bool = False) -> None:
+def _check(args, cwd: Path, compose_only: bool, env: dict, resume: bool = False) -> None:
     """The line's command line through train.py's checks (or composed only), in the user's folder: a single run
-    must be a new one, not land on a folder an earlier line made; a `resume` line must land on one."""
+    must be a new one, not land on a folder an earlier line made; a `resume` line must land on one. A line's
+    rendezvous variables (`env`: MASTER_ADDR, NODE_RANK, ...) must give its process a place among the run's ranks
+    (ranks_of, which train.py runs too)."""
     assert args[:2] == ["python", "train.py"] or args[0] == "sf-train", f"only train.py lines are checked: {args}"
     argv = apply_aliases(args[(1 if args[0] == "sf-train" else 2):] + [f"train_dir={cwd / 'train_dir'}"])
     here = Path.cwd()
@@ -306,3 +312,15 @@ def _check(args, cwd: Path, compose_only: bool, resume: bool = False) -> None:
     elif checked is not None:
         run_dir = Path(checked.cfg.train_dir) / checked.cfg.experiment
         assert not (run_dir / "config.yaml").exists(), f"{args}: lands on an earlier line's run {run_dir}"
+    if checked is not None and env:
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            ranks = ranks_of(checked.cfg.hardware.devices, checked.cfg.hardware.num_nodes)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name)
+                else:
+                    os.environ[name] = value
+        assert ranks.via_env and ranks.node_rank == int(env["NODE_RANK"]), (env, ranks)

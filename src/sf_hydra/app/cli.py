@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from sf_hydra.app.checks import Checked, check_command_line, config_to_train
 from sf_hydra.app.help import help_request, print_enjoy_help, print_help, prog
+from sf_hydra.app.ranks import ranks_of
 from sf_hydra.app.sample_factory.translate import sf_command_line
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
@@ -64,8 +65,9 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
             sys.exit(EXIT_BAD_CONFIG if isinstance(e, ConfigError) else getattr(e, "exit_code", 1))
         if signals.received() is not None and not in_sweep:
             sys.exit(128 + signals.received())  # this session was stopped (with a checkpoint) by that signal
-        # Sweepers (e.g. Optuna) optimise what the task function returns.
-        return summary["avg_return"] if summary["avg_return"] is not None else float("-inf")
+        # Sweepers (e.g. Optuna) optimise what the task function returns (a rank > 0 that found the run
+        # finished has no return of its own).
+        return summary["avg_return"] if summary.get("avg_return") is not None else float("-inf")
 
     return task
 
@@ -165,10 +167,13 @@ def _train_main() -> None:
         # Once the config's own rules pass, the fork server imports torch for the workers while this
         # process imports what the later stages need (the targets' modules, the env family's code).
         checked = check_command_line(sys.argv[1:], config_dir, rules_passed=mp.warm_up)
-        if checked is not None and checked.finished is not None:  # the run reached its budget: nothing to do
+        ranks = None if checked is None else ranks_of(checked.cfg.hardware.devices, checked.cfg.hardware.num_nodes)
+        several_machines = ranks is not None and ranks.via_env  # rank 0 tells the others how the run starts
+        other_node = several_machines and not ranks.is_zero  # rank 0's node owns the folder
+        if checked is not None and checked.finished is not None and not several_machines:  # nothing to do
             print(checked.finished)
             sys.exit(0)
-        if checked is not None:  # a single run: its folder is ours until this process ends
+        if checked is not None and not other_node:  # a single run: its folder is ours until this process ends
             RunLock(Path(checked.cfg.run_dir).absolute()).acquire()
         if checked is not None and checked.resuming is not None:  # which run, how far, made by which command
             print(checked.resuming, file=sys.stderr)

@@ -1,6 +1,7 @@
-"""Learner rank r > 0 of a local data-parallel run: `python -m sf_hydra.app.ddp_rank <run_dir>/ranks/config.pkl`,
-started by rank 0 (sf_hydra.app.ranks.start_local_ranks) with the rendezvous variables set. It trains with the
-config rank 0 composed and checked; it writes nothing into the run folder but its log (its stdout).
+"""Local rank r > 0 of a data-parallel run's node: `python -m sf_hydra.app.ddp_rank <run_dir>/ranks/config.pkl`,
+started by local rank 0 of its node (sf_hydra.app.ranks.start_local_ranks) with the rendezvous variables set. It
+trains with the config that process composed and checked; it writes nothing into the run folder but its log (its
+stdout) and, on several machines, its record (ranks/rank_<r>.json).
 
 Imports stay inside main(): the sampler's processes import this module again (as `__mp_main__`)."""
 
@@ -18,10 +19,11 @@ def main(argv=None) -> int:
     from sf_hydra.core.faults import Fault, NonFiniteTraining
 
     argv = sys.argv[1:] if argv is None else argv
-    rank = os.environ.get("LOCAL_RANK", "?")
+    cfg = pickle.loads(Path(argv[0]).read_bytes())
+    rank = int(os.environ.get("LOCAL_RANK", 0))  # on several machines the node's ranks follow node n's first
+    rank += int(os.environ.get("NODE_RANK", 0)) * cfg.hardware.devices if cfg.hardware.num_nodes > 1 else 0
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, force=True,
                         format=f"[%(asctime)s][rank {rank}, pid %(process)d][%(levelname)s] %(message)s")
-    cfg = pickle.loads(Path(argv[0]).read_bytes())
 
     from sf_hydra.app.train import train
     from sf_hydra.sampler.sampler import SamplerError

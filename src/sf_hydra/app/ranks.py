@@ -13,13 +13,19 @@ checking it again in every rank. We start the ranks ourselves instead and let Li
 - in a Slurm job whose step runs one task per rank (`hydra/launcher=slurm` with
   `hydra.launcher.tasks_per_node=<devices>` and `hydra.launcher.nodes=<num_nodes>`), submitit runs the
   Hydra task in every task and Lightning's SLURMEnvironment reads the ranks from SLURM_PROCID and
-  SLURM_LOCALID; the task of rank 0 owns the run folder.
+  SLURM_LOCALID; the task of rank 0 owns the run folder;
+- without Slurm, on several machines, by torchrun's convention (`env_rendezvous`): the same command on every
+  machine with MASTER_ADDR, MASTER_PORT and NODE_RANK set; node n's process is global rank n x devices and
+  starts its node's ranks as the local case does, with the rendezvous of the environment; global rank 0 (node
+  0) owns the run folder, which every node must see (a shared filesystem, as on clusters).
 
 Rank 0 alone decides how the run starts (it prepares the folder for `restart_behavior`, sees whether the run
 is finished, picks the checkpoint to resume) and writes that decision to `<run_dir>/ranks/start.json`; every
 other rank waits for the decision of this very start (`session_of`) and acts on it, never on what it reads in
 the folder itself: Slurm starts all tasks at once, and a rank > 0 reading the folder before rank 0 prepared it
-would resume an old checkpoint while rank 0 starts anew.
+would resume an old checkpoint while rank 0 starts anew. On several machines without Slurm the decision also
+travels through the TCP store at MASTER_ADDR:MASTER_PORT (app/node_store.py), which lives as long as this start's
+rank 0: a process id names no start across hosts.
 
 This module imports no torch and no Lightning (the command line's side).
 """
@@ -55,6 +61,9 @@ class Ranks:
     rank: int  # global rank; rank 0 owns the run folder
     local_rank: int  # rank on this node: it picks the CUDA device and the cores of this rank's workers
     via_slurm: bool  # the ranks are Slurm tasks (else rank 0 starts the others: start_local_ranks)
+    via_env: bool = False  # several machines by torchrun's convention: each node's first process starts its ranks
+    node_rank: int = 0  # the node this rank runs on (0 .. hardware.num_nodes - 1)
+    session: str = ""  # via_env: the token of this start, rank 0's (session_of); set once it is known
 
     @property
     def distributed(self) -> bool:
@@ -63,6 +72,11 @@ class Ranks:
     @property
     def is_zero(self) -> bool:
         return self.rank == 0
+
+    @property
+    def starts_node(self) -> bool:
+        """Whether this process starts the other ranks of its node (the command line's process, local rank 0)."""
+        return self.local_rank == 0 and not self.via_slurm
 
 
 def slurm_tasks() -> Optional[int]:
@@ -75,8 +89,9 @@ def slurm_tasks() -> Optional[int]:
 
 def ranks_of(devices: int, num_nodes: int) -> Ranks:
     """This process's place among `devices` x `num_nodes` ranks: from Slurm's task variables in a job step
-    of several tasks (which must be that many: ConfigError otherwise), else from LOCAL_RANK (unset: rank 0,
-    which starts the others). Several nodes need Slurm (ConfigError naming hardware.num_nodes)."""
+    of several tasks (which must be that many: ConfigError otherwise); on several nodes without Slurm from
+    torchrun's convention (env_rendezvous: MASTER_ADDR, MASTER_PORT, NODE_RANK; ConfigError when they are
+    missing or inconsistent); else from LOCAL_RANK (unset: rank 0, which starts the others)."""
     world = devices * num_nodes
     if world == 1:
         return Ranks(1, 0, 0, False)
@@ -88,12 +103,65 @@ def ranks_of(devices: int, num_nodes: int) -> Ranks:
                               "hydra.launcher.tasks_per_node=<hardware.devices> and "
                               "hydra.launcher.nodes=<hardware.num_nodes>")
         return Ranks(world, int(os.environ["SLURM_PROCID"]), int(os.environ.get("SLURM_LOCALID", 0)), True)
+    local = _int_variable("LOCAL_RANK", os.environ.get("LOCAL_RANK", "0"), devices)
     if num_nodes > 1:
-        raise ConfigError("hardware.num_nodes", num_nodes,
-                          "1 outside a Slurm job: several nodes are started by the Slurm launcher "
-                          "(hydra/launcher=slurm hydra.launcher.nodes=N hydra.launcher.tasks_per_node=<devices>)")
-    local = int(os.environ.get("LOCAL_RANK", 0))
+        rendezvous = env_rendezvous(devices, num_nodes)
+        return Ranks(world, rendezvous.node_rank * devices + local, local, False, via_env=True,
+                     node_rank=rendezvous.node_rank)
     return Ranks(world, local, local, False)
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the ranks of a run on several machines meet (torchrun's convention): rank 0's TCP store at
+    address:port, and which node this machine is."""
+
+    address: str
+    port: int
+    node_rank: int
+
+
+TORCHRUN_ONLY = ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "LOCAL_WORLD_SIZE")  # set by torchrun in its workers alone
+
+
+def env_rendezvous(devices: int, num_nodes: int) -> Rendezvous:
+    """The rendezvous of a run on `num_nodes` machines without Slurm, from MASTER_ADDR, MASTER_PORT and NODE_RANK
+    (the same command runs once on every machine, with its own NODE_RANK). ConfigError, naming the variable and
+    its value, when one is missing or out of range, when WORLD_SIZE is set and is not devices x num_nodes, and in a
+    process torchrun started (its workers are one per rank; here each machine's process starts its own ranks)."""
+    env = os.environ
+    spawned = [name for name in TORCHRUN_ONLY if name in env]
+    if spawned:
+        raise ConfigError(spawned[0], env[spawned[0]],
+                          "unset: this process was started by torchrun (or another launcher of one process per "
+                          "rank); run `python train.py hardware.num_nodes=N hardware.devices=D ...` once per machine "
+                          "with MASTER_ADDR, MASTER_PORT and NODE_RANK set instead (it starts its machine's D ranks "
+                          "itself), or through hydra/launcher=slurm")
+    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK") if not env.get(name)]
+    if missing:
+        raise ConfigError("hardware.num_nodes", num_nodes,
+                          f"1, or several nodes started one of two ways ({', '.join(missing)} not set here): "
+                          "hydra/launcher=slurm hydra.launcher.nodes=N hydra.launcher.tasks_per_node=<devices>; or "
+                          "the same `python train.py hardware.num_nodes=N ...` on each machine with MASTER_ADDR "
+                          "(node 0's address), MASTER_PORT (a free port there) and NODE_RANK (0 .. N-1) set")
+    port = _int_variable("MASTER_PORT", env["MASTER_PORT"], 65536, low=1)
+    node = _int_variable("NODE_RANK", env["NODE_RANK"], num_nodes)
+    world = devices * num_nodes
+    if env.get("WORLD_SIZE") and env["WORLD_SIZE"] != str(world):
+        raise ConfigError("WORLD_SIZE", env["WORLD_SIZE"],
+                          f"unset or hardware.devices x hardware.num_nodes = {devices} x {num_nodes} = {world}")
+    return Rendezvous(env["MASTER_ADDR"], port, node)
+
+
+def _int_variable(name: str, value: str, end: int, low: int = 0) -> int:
+    """Environment variable `name`'s `value` as an integer in [low, end) (ConfigError naming it otherwise)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number < end:
+        raise ConfigError(name, value, f"an integer from {low} to {end - 1}")
+    return number
 
 
 def free_port() -> int:
@@ -110,19 +178,22 @@ class LocalRanks:
     logs: List[Path]
     saved_env: Dict[str, Optional[str]]  # this process's rendezvous variables before the ranks started
     hung: Dict[int, str] = field(default_factory=dict)  # rank -> its process state when stop() had to end it
+    first: int = 1  # the global rank of processes[0]
+    node: str = ""  # on several machines: this one's name, for the messages
 
     def failed(self) -> Optional[str]:
         """A message naming the first rank that exited with an error (its exit code and log), or None."""
-        for r, (p, log) in enumerate(zip(self.processes, self.logs), start=1):
+        for r, (p, log) in enumerate(zip(self.processes, self.logs), start=self.first):
             code = p.poll()
+            who = f"learner rank {r}" + (f" on node {self.node}" if self.node else "")
             if r in self.hung:
                 what = "was stopped (SIGSTOP or a debugger)" if self.hung[r] in ("T", "t") else "hung"
-                return (f"learner rank {r} {what}: it answered no collective within hardware.ddp_timeout_sec and did "
+                return (f"{who} {what}: it answered no collective within hardware.ddp_timeout_sec and did "
                         f"not end with the run, so it was killed (its log: {log})")
             if code not in (None, 0):
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 cause = last_error(log)
-                return f"learner rank {r} {how}{': ' + cause if cause else ''} (its log: {log})"
+                return f"{who} {how}{': ' + cause if cause else ''} (its log: {log})"
         return None
 
     def stop(self, grace_sec: float) -> Optional[str]:
@@ -130,7 +201,7 @@ class LocalRanks:
         kills), then kills what is left: no rank outlives this call. Returns failed()'s message, which names a
         rank that had to be ended as hung."""
         deadline = time.monotonic() + grace_sec
-        for r, p in enumerate(self.processes, start=1):
+        for r, p in enumerate(self.processes, start=self.first):
             try:
                 p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -188,27 +259,30 @@ def last_error(log: Path) -> Optional[str]:
     return f"{head} {tail}" if tail and not tail.startswith("^") else head
 
 
-def start_local_ranks(ranks: Ranks, run_dir: Path, config_bytes: bytes) -> LocalRanks:
-    """Rank 0 (this process) starts ranks 1..world_size-1 on this machine, each `python -m sf_hydra.app.ddp_rank`
-    reading the run's composed config (`config_bytes`, pickled and resolved) from <run_dir>/ranks/; sets this
-    process's rendezvous variables (Lightning's LightningEnvironment reads them in every rank)."""
+def start_local_ranks(ranks: Ranks, devices: int, run_dir: Path, config_bytes: bytes) -> LocalRanks:
+    """This process, local rank 0 of its node, starts the node's other `devices` - 1 ranks, each
+    `python -m sf_hydra.app.ddp_rank` reading the run's composed config (`config_bytes`, pickled and resolved) from
+    <run_dir>/ranks/ and logging to ranks/rank_<its global rank>.log; sets this process's rendezvous variables
+    (Lightning's LightningEnvironment reads them in every rank): on one machine a free port of 127.0.0.1, on
+    several (via_env) the MASTER_ADDR, MASTER_PORT and NODE_RANK the command was given."""
     folder = run_dir / RANKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    config = folder / RANK_CONFIG
+    config = folder / (RANK_CONFIG if ranks.node_rank == 0 else f"config_node_{ranks.node_rank}.pkl")
     config.write_bytes(config_bytes)
-    rendezvous = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(ranks.world_size),
-                      NODE_RANK="0", LOCAL_RANK="0")
+    rendezvous = dict(WORLD_SIZE=str(ranks.world_size), LOCAL_RANK="0")
+    if not ranks.via_env:
+        rendezvous.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), NODE_RANK="0")
     saved = {name: os.environ.get(name) for name in rendezvous}
     os.environ.update(rendezvous)
     processes, logs = [], []
-    for r in range(1, ranks.world_size):
-        log = folder / f"rank_{r}.log"
-        env = dict(os.environ, LOCAL_RANK=str(r))
+    for local in range(1, devices):
+        log = folder / f"rank_{ranks.rank + local}.log"
+        env = dict(os.environ, LOCAL_RANK=str(local))
         with open(log, "ab") as out:
             processes.append(subprocess.Popen([sys.executable, "-m", "sf_hydra.app.ddp_rank", str(config)], env=env,
                                               stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         logs.append(log)
-    return LocalRanks(processes, logs, saved)
+    return LocalRanks(processes, logs, saved, first=ranks.rank + 1, node=node_name() if ranks.via_env else "")
 
 
 def _interface_with_address(address: str) -> Optional[str]:
@@ -246,27 +320,38 @@ def use_interface_to_peers() -> Optional[str]:
     network interface through which this node reaches the job's other nodes, and returns a line saying which
     (None in a job on one node). Without it, gloo advertises the address this node's hostname resolves to,
     which is loopback on many clusters (an /etc/hosts line `127.0.1.1 <hostname>`): the ranks on the other
-    nodes could never connect to it. The interface is the one the kernel routes the first other node's
-    address through (a UDP socket's connect sends nothing)."""
-    me = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    nodes could never connect to it."""
+    me = node_name()
     peers = [n for n in _slurm_job_nodes() if n != me]
-    if not peers:
-        return None
+    return _use_interface_to(me, f"node {peers[0]}", peers[0]) if peers else None
+
+
+def use_interface_to_master() -> str:
+    """For the ranks of a run on several machines by torchrun's convention: as use_interface_to_peers, with the
+    interface that reaches MASTER_ADDR (node 0, where every rank meets; on node 0 itself, the interface holding
+    that address)."""
+    master = os.environ["MASTER_ADDR"]
+    return _use_interface_to(node_name(), f"MASTER_ADDR {master}", master)
+
+
+def _use_interface_to(me: str, what: str, peer: str) -> str:
+    """Unless GLOO_SOCKET_IFNAME is set, sets it to the interface that the kernel routes host `peer` (a name or an
+    address) through, found by the source address a UDP socket connected to it gets (connecting sends nothing);
+    returns a line saying which, or why gloo is left to pick its interface itself."""
     if os.environ.get("GLOO_SOCKET_IFNAME"):
         return f"node {me}: gloo uses GLOO_SOCKET_IFNAME={os.environ['GLOO_SOCKET_IFNAME']} (set outside)"
-    peer = peers[0]
     try:
         peer_address = socket.gethostbyname(peer)
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((peer_address, 9))
             own_address = s.getsockname()[0]
     except OSError as e:
-        return f"node {me}: no route to node {peer} ({e}); gloo picks its interface itself (set GLOO_SOCKET_IFNAME)"
+        return f"node {me}: no route to {what} ({e}); gloo picks its interface itself (set GLOO_SOCKET_IFNAME)"
     interface = _interface_with_address(own_address)
     if interface is None:
         return f"node {me}: no interface holds {own_address}; gloo picks its interface itself (set GLOO_SOCKET_IFNAME)"
     os.environ["GLOO_SOCKET_IFNAME"] = interface
-    return f"node {me}: gloo over {interface} ({own_address}), the interface that reaches node {peer} ({peer_address})"
+    return f"node {me}: gloo over {interface} ({own_address}), the interface that reaches {what} ({peer_address})"
 
 
 @dataclass(frozen=True)
@@ -281,7 +366,11 @@ class StartDecision:
 
 def session_of(ranks: Ranks) -> str:
     """A name of this start of the ranks, the same in every rank and different at the next start: Slurm's
-    job, step and requeue count; locally the process id of rank 0, which starts the others."""
+    job, step and requeue count; on several machines without Slurm the token rank 0 drew (every other rank got it
+    through the TCP store of this start: app/node_store.py); locally the process id of rank 0, which starts the
+    others."""
+    if ranks.via_env:
+        return ranks.session
     if ranks.via_slurm:
         env = os.environ
         return f"slurm-{env.get('SLURM_JOB_ID', '?')}.{env.get('SLURM_STEP_ID', '?')}." \
@@ -336,7 +425,8 @@ def node_name() -> str:
 
 def own_log(run_dir: Path, rank: int) -> str:
     """Where this rank's log is: its file in <run_dir>/ranks/ (log_to_rank_file), else the file its output goes to
-    (Slurm's task output, submitit's `<jobid>_<task>_log.out`), else "its Slurm task's output"."""
+    (Slurm's task output, submitit's `<jobid>_<task>_log.out`), else "its Slurm task's output" (or "its output" outside
+    Slurm)."""
     mine = run_dir / RANKS_DIR / f"rank_{rank}.log"
     if mine.is_file():
         return str(mine)
@@ -344,12 +434,14 @@ def own_log(run_dir: Path, rank: int) -> str:
         out = os.readlink("/proc/self/fd/1")
     except OSError:
         out = ""
-    return out if out.startswith(os.sep) else "its Slurm task's output"
+    return out if out.startswith(os.sep) else ("its Slurm task's output" if "SLURM_JOB_ID" in os.environ else
+                                               "its output")
 
 
 def record_rank(run_dir: Path, ranks: Ranks, **fields) -> None:
-    """A Slurm rank writes (and later completes with how it ended) its record, which rank 0 reads when a collective
-    breaks: rank 0 cannot see the other tasks' processes, which may run on other nodes."""
+    """A rank > 0 of a Slurm job or of a run on several machines (via_env) writes (and later completes with how it
+    ended) its record, which rank 0 reads when a collective breaks: rank 0 cannot see the other ranks' processes,
+    which may run on other nodes."""
     path = run_dir / RANKS_DIR / RECORD.format(rank=ranks.rank)
     record = dict(_read_json(path) or {}, **fields)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -410,10 +502,10 @@ def node_silent(node: str, wait_sec: float = 3.0) -> Optional[str]:
     return f"node {node} does not answer: its slurmd at {address}:{port}: {why} (Slurm has the node as {state})"
 
 
-def _rank_end(record: dict, timeout_sec: float) -> Tuple[str, Optional[str]]:
-    """How one rank of this start ended, from its record, as far as rank 0 can know it, and the node lost with it
-    (None: its node still answers); a rank on this node that hangs is killed (on another node Slurm ends it with
-    the job step)."""
+def _rank_end(record: dict, timeout_sec: float, slurm: bool = True) -> Tuple[str, Optional[str]]:
+    """How one rank of this start ended, from its record, as far as rank 0 can know it, and the Slurm node lost with
+    it (None: its node still answers, or not `slurm`: no slurmd to ask); a rank on this node that hangs is killed
+    (on another node Slurm ends it with the job step)."""
     where = f"learner rank {record['rank']} on node {record['node']} (pid {record['pid']})"
     lost = None
     if record.get("end"):
@@ -423,20 +515,23 @@ def _rank_end(record: dict, timeout_sec: float) -> Tuple[str, Optional[str]]:
             "it hangs, blocked in its env, its sampler or a collective"
         how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}; killed"
         os.kill(record["pid"], signal.SIGKILL)
-    elif record["node"] != node_name() and (silent := node_silent(record["node"])) is not None:
+    elif slurm and record["node"] != node_name() and (silent := node_silent(record["node"])) is not None:
         how, lost = f"was lost with its node: {silent}", record["node"]
     else:
         how = ("ended without saying why (killed by a signal such as SIGKILL, out of memory, or its node went "
-               "down: `sacct -j $SLURM_JOB_ID` shows how)")
+               f"down{': `sacct -j $SLURM_JOB_ID` shows how' if 'SLURM_JOB_ID' in os.environ else ''})")
     return f"{where} {how} (its log: {record['log']})", lost
 
 
-def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool) -> Tuple[str, Optional[str]]:
-    """Rank 0's account of the Slurm rank whose end broke a collective: the first rank whose failure was its own,
-    else the first that left no end of its own (killed, hung, lost with its node), else the first that ended; each
-    named with its node, how it ended and its log. Also the node lost with that rank (node_silent), None when its
-    node still answers. A rank failing on this node gets time to finish its record, unless the collective
-    `timed_out` (then the ranks still running hang)."""
+def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool,
+                      devices: int = 1) -> Tuple[str, Optional[str]]:
+    """Rank 0's account of the rank (a Slurm task's, or one on another machine: record_rank) whose end broke a
+    collective: the first rank whose failure was its own, else the ranks that never recorded themselves for this
+    start, else the first that left no end of its own (killed, hung, lost with its node), else the first that
+    ended; each named with its node, how it ended and its log. Also the Slurm node lost with that rank
+    (node_silent), None when its node still answers or the ranks are not Slurm tasks. A rank failing on this node
+    gets time to finish its record, unless the collective `timed_out` (then the ranks still running hang).
+    `devices`: ranks per node (which node a rank that never recorded itself was to run on)."""
     deadline = time.monotonic() + (3.0 if timed_out else 30.0)
     while True:
         records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
@@ -447,8 +542,16 @@ def slurm_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: b
         if own or not running or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
-    chosen = (own or silent or records)[:1]
-    if not chosen:
-        return (f"a learner rank > 0 ended before it recorded itself in {run_dir / RANKS_DIR} (see the Slurm "
-                "tasks' output)"), None
-    return _rank_end(chosen[0], timeout_sec)
+    missing = sorted(set(range(1, ranks.world_size)) - {r.get("rank") for r in records})
+    if own or not missing:
+        chosen = (own or silent or records)[0]
+        return _rank_end(chosen, timeout_sec, slurm=ranks.via_slurm)
+    if ranks.via_slurm:
+        return (f"learner rank {missing[0]} ended before it recorded itself in {run_dir / RANKS_DIR} (see the "
+                "Slurm tasks' output)"), None
+    nodes = sorted({r // devices for r in missing})
+    return (f"learner rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never joined this start "
+            f"({session_of(ranks)}: no record in {run_dir / RANKS_DIR}): on the machine{'s' if len(nodes) > 1 else ''} "
+            f"with NODE_RANK={', '.join(map(str, nodes))} the command did not start, failed before learner rank 0's "
+            "decision reached it, or does not see this run folder (train_dir must be on a filesystem every machine "
+            "shares): see its output there"), None

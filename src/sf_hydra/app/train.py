@@ -12,6 +12,7 @@ import signal
 import time
 import traceback
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -20,17 +21,23 @@ from omegaconf import OmegaConf
 from sf_hydra.app.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
 from sf_hydra.app.loggers import build_loggers, finish_wandb
 from sf_hydra.app.ranks import (
+    RANKS_DIR,
+    START,
+    LocalRanks,
     Ranks,
     StartDecision,
     announce_start,
     await_start,
+    env_rendezvous,
     log_to_rank_file,
+    node_name,
     ranks_of,
     record_rank,
     record_start,
+    recorded_rank_end,
     session_of,
-    slurm_rank_end,
     start_local_ranks,
+    use_interface_to_master,
     use_interface_to_peers,
 )
 from sf_hydra.app.resume_config import finished, save_config
@@ -109,7 +116,8 @@ def build_trainer(cfg, run_dir: Path, resuming: Optional[bool] = None, ranks: Op
     if ranks.distributed:
         from sf_hydra.learner.ddp import data_parallel_strategy
 
-        if ranks.via_slurm and (network := use_interface_to_peers()) is not None:  # ranks on several nodes
+        network = use_interface_to_peers() if ranks.via_slurm else use_interface_to_master() if ranks.via_env else None
+        if network is not None:  # ranks on several nodes
             log.info("learner rank %d on %s", ranks.rank, network)
         runtime["strategy"] = data_parallel_strategy(cfg.hardware.ddp_timeout_sec, ranks.via_slurm)
     trainer = instantiate_trainer(parts.trainer, logger=loggers or False, callbacks=callbacks, **runtime)
@@ -164,11 +172,12 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
     Hydra composed this config) passed for an equal config are not run again."""
     check_before_start(cfg, checked)
     run_dir = Path(cfg.run_dir).absolute()
-    ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # ConfigError: several nodes without Slurm
+    ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # ConfigError: several nodes, no rendezvous
     if not ranks.is_zero:  # a data-parallel rank > 0: rank 0 holds the folder's lock and writes into it
-        if ranks.via_slurm:
+        if ranks.via_slurm or (ranks.via_env and ranks.starts_node):  # a Hydra task: it logs into the run's train.log
             log_to_rank_file(run_dir, ranks.rank)
-            return _as_slurm_rank(cfg, run_dir, ranks)
+        if ranks.via_slurm or ranks.via_env:
+            return _as_recorded_rank(cfg, run_dir, ranks)
         return _train_in(cfg, run_dir)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
         return _train_in(cfg, run_dir)
@@ -178,12 +187,31 @@ def _train_in(cfg, run_dir: Path) -> dict:
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
     if not ranks.is_zero:  # acts on rank 0's decision, never on the folder as it finds it (ranks.py)
-        start = await_start(run_dir, ranks, cfg.hardware.ddp_timeout_sec)
+        ranks, start = _await_start(cfg, run_dir, ranks)
         if start.finished is not None:
             log.info("%s", start.finished)
             return {"rank": ranks.rank, "stop_reason": None, "finished": start.finished}
         ckpt = Path(start.checkpoint) if start.checkpoint else None
-        return _fit(cfg, run_dir, plan_for_rank(plan, ranks.rank, ranks.local_rank), ckpt, ranks)
+        plan = plan_for_rank(plan, ranks.rank, ranks.local_rank)
+        if not (ranks.via_env and ranks.starts_node):
+            return _fit(cfg, run_dir, plan, ckpt, ranks)
+        others = start_local_ranks(ranks, cfg.hardware.devices, run_dir, pickle.dumps(resolved(cfg)))
+        return _fit_beside(others, cfg, run_dir, plan, ckpt, ranks)
+    if not ranks.via_env:
+        return _train_as_rank_0(cfg, run_dir, plan, ranks)
+    from sf_hydra.app import node_store  # torch's TCP store: only for runs on several machines
+
+    rendezvous = env_rendezvous(cfg.hardware.devices, cfg.hardware.num_nodes)
+    ranks = replace(ranks, session=node_store.serve(rendezvous.address, rendezvous.port, cfg.hardware.ddp_timeout_sec))
+    try:
+        return _train_as_rank_0(cfg, run_dir, plan, ranks)
+    finally:
+        node_store.release()
+
+
+def _train_as_rank_0(cfg, run_dir: Path, plan: RunPlan, ranks: Ranks) -> dict:
+    """Rank 0 (the run folder's lock held) decides how the run starts, writes the run's config and spaces, and trains
+    beside the ranks it starts on this node (or, under Slurm, beside the job's other tasks)."""
     done, ckpt = _decide_start(cfg, run_dir, ranks)
     if done is not None:
         log.info("%s", done[1])
@@ -195,16 +223,27 @@ def _train_in(cfg, run_dir: Path) -> dict:
         return _fit(cfg, run_dir, plan, ckpt, ranks)
     if ranks.via_slurm:
         return _fit_slurm_rank_0(cfg, run_dir, plan, ckpt, ranks)
-    others = start_local_ranks(ranks, run_dir, pickle.dumps(resolved(cfg)))
+    others = start_local_ranks(ranks, cfg.hardware.devices, run_dir, pickle.dumps(resolved(cfg)))
+    return _fit_beside(others, cfg, run_dir, plan, ckpt, ranks)
+
+
+def _fit_beside(others: LocalRanks, cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) -> dict:
+    """This process (local rank 0 of its node) trains beside the node's other ranks, which it started, and stops
+    them with it. A collective broken by another rank's end is reported as that rank's end: one of this node's (its
+    exit code, its log), else, for rank 0 of a run on several machines, one on another node (recorded_rank_end)."""
+    me = f"learner rank {ranks.rank}" + (f" on node {node_name()}" if ranks.via_env else "")
     try:
         summary = _fit(cfg, run_dir, plan, ckpt, ranks)
     except BaseException as e:
         hung = _from_a_collective(e) and _timed_out(e)  # a rank that still runs answers no collective: no grace
         failure = others.stop(grace_sec=3.0 if hung else 30.0)
-        if failure is not None and not _own_fault(e):  # rank 0's error (a collective's) follows from that rank's
+        if (failure is None or others.hung) and ranks.via_env and ranks.is_zero and not _own_fault(e):
+            # a rank of this node that hung in the collective waited for one elsewhere, which the records name
+            failure, _ = recorded_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e),
+                                           cfg.hardware.devices)
+        if failure is not None and not _own_fault(e):  # this error (a collective's) follows from that rank's
             raise RankFailed(f"the run stopped: {failure}") from e
-        if ranks.distributed:
-            log.error("learner rank 0 failed (%s: %s); the other ranks stopped with it", type(e).__name__, e)
+        log.error("%s failed (%s: %s); the other ranks stopped with it", me, type(e).__name__, e)
         raise
     failure = others.stop(grace_sec=cfg.hardware.ddp_timeout_sec + 30.0)
     if failure is not None:
@@ -212,10 +251,12 @@ def _train_in(cfg, run_dir: Path) -> dict:
     return summary
 
 
-def _as_slurm_rank(cfg, run_dir: Path, ranks: Ranks) -> dict:
-    """Rank r > 0 of a Slurm job: its record tells rank 0, which cannot see this task's process, where it runs,
-    where it logs and, when it fails, how (ranks.py record_rank)."""
-    record_start(run_dir, ranks)
+def _as_recorded_rank(cfg, run_dir: Path, ranks: Ranks) -> dict:
+    """Rank r > 0 of a Slurm job or of a run on several machines: its record tells rank 0, which cannot see this
+    rank's process, where it runs, where it logs and, when it fails, how (ranks.py record_rank). A Slurm rank
+    records itself at once; one on several machines once it knows this start's token (_await_start)."""
+    if ranks.via_slurm:
+        record_start(run_dir, ranks)
     try:
         return _train_in(cfg, run_dir)
     except BaseException as e:
@@ -224,16 +265,94 @@ def _as_slurm_rank(cfg, run_dir: Path, ranks: Ranks) -> dict:
         raise
 
 
+def _await_start(cfg, run_dir: Path, ranks: Ranks):
+    """(this rank's place with this start's session, rank 0's StartDecision). On several machines without Slurm
+    the decision comes through rank 0's TCP store (app/node_store.py), and this rank checks that it sees rank 0's
+    run folder and runs rank 0's config before it acts on it; else it is read from the run folder (await_start)."""
+    timeout = cfg.hardware.ddp_timeout_sec
+    if not ranks.via_env:
+        return ranks, await_start(run_dir, ranks, timeout)
+    from sf_hydra.app import node_store
+
+    who = f"learner rank {ranks.rank} on node {node_name()}"
+    rendezvous = env_rendezvous(cfg.hardware.devices, cfg.hardware.num_nodes)
+    text, config = node_store.fetch(rendezvous.address, rendezvous.port, timeout, who)
+    decision = StartDecision(**json.loads(text))
+    if decision.failed is not None:
+        raise RankFailed(f"{who} stops: learner rank 0 could not start the run ({decision.failed})")
+    ranks = replace(ranks, session=decision.session)
+    sees_run_folder(run_dir, decision.session, who)
+    same_config(cfg, config, who)
+    record_start(run_dir, ranks)
+    return ranks, decision
+
+
+def sees_run_folder(run_dir: Path, session: str, who: str, wait_sec: float = 15.0) -> None:
+    """A rank on another machine checks that rank 0's run folder is the one it sees at the same path: the start
+    decision rank 0 wrote there (ranks/start.json) names this start. RankFailed, naming the run folder and
+    saying a shared filesystem is needed, when it does not within `wait_sec` (a network filesystem may show a
+    new file late)."""
+    path = run_dir / RANKS_DIR / START
+    deadline = time.monotonic() + wait_sec
+    while True:
+        try:
+            if json.loads(path.read_text()).get("session") == session:
+                return
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    raise RankFailed(f"{who} does not see learner rank 0's run folder {run_dir} (train_dir={run_dir.parent}): "
+                     f"{path} does not hold this start's decision ({session}) after {wait_sec:g} s. A run on several "
+                     "machines needs train_dir on a filesystem every machine shares (NFS, Lustre, ...), at the same "
+                     "path")
+
+
+def same_config(cfg, rank_0_yaml: Optional[str], who: str) -> None:
+    """ConfigError naming the key whose value here differs from rank 0's (the least nested one: the key a command
+    line sets, not the keys interpolated from it): every machine must run the same command (its ranks would
+    otherwise train, seed or stop differently from rank 0's)."""
+    if rank_0_yaml is None:
+        return
+    theirs = _flat_config(OmegaConf.create(rank_0_yaml))
+    mine = _flat_config(resolved(cfg))
+    differ = sorted((k for k in set(theirs) | set(mine) if theirs.get(k, "<unset>") != mine.get(k, "<unset>")),
+                    key=lambda k: (k.count("."), k))
+    if differ:
+        key = differ[0]
+        more = f"; {len(differ) - 1} more keys differ" if len(differ) > 1 else ""
+        raise ConfigError(key, mine.get(key, "<unset>"),
+                          f"{theirs.get(key, '<unset>')!r}, node 0's value ({who} runs another command{more}): run the "
+                          "same command, with the same overrides, on every machine (only NODE_RANK differs)")
+
+
+def _flat_config(cfg) -> dict:
+    """{dotted key: value} of a config's leaves (lists as one value)."""
+    out = {}
+
+    def walk(node, prefix):
+        for key, value in node.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, dict):
+                walk(value, f"{name}.")
+            else:
+                out[name] = value
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
+
+
 def _fit_slurm_rank_0(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) -> dict:
     """Rank 0 of a Slurm job trains; a collective broken by another rank's end is reported as that rank's end
-    (its node, how it ended, its log: ranks.py slurm_rank_end), rank 0's own failure as rank 0's."""
+    (its node, how it ended, its log: ranks.py recorded_rank_end), rank 0's own failure as rank 0's."""
     try:
         return _fit(cfg, run_dir, plan, ckpt, ranks)
     except BaseException as e:
         if _own_fault(e):
             log.error("learner rank 0 failed (%s: %s); the other ranks stop with it", type(e).__name__, e)
             raise
-        ended, lost_node = slurm_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e))
+        ended, lost_node = recorded_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e))
         if lost_node is not None:  # a Slurm job is requeued for it (sf_hydra.app.requeue)
             raise NodeLost(f"the run stopped: {ended}", lost_node) from e
         raise RankFailed(f"the run stopped: {ended}") from e
@@ -250,12 +369,31 @@ def _decide_start(cfg, run_dir: Path, ranks: Ranks):
         ckpt = None if done is not None else rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)
     except BaseException as e:  # ConfigError: kind=best and no best yet; CheckpointError: none loads
         if session is not None:
-            announce_start(run_dir, StartDecision(session, failed=f"{type(e).__name__}: {e}"))
+            _announce(cfg, run_dir, ranks, StartDecision(session, failed=f"{type(e).__name__}: {e}"))
         raise
     if session is not None:
-        announce_start(run_dir, StartDecision(session, str(ckpt) if ckpt else None,
-                                              done[1] if done is not None else None))
+        _announce(cfg, run_dir, ranks, StartDecision(session, str(ckpt) if ckpt else None,
+                                                     done[1] if done is not None else None))
     return done, ckpt
+
+
+def _announce(cfg, run_dir: Path, ranks: Ranks, decision: StartDecision) -> None:
+    """Rank 0's decision to <run_dir>/ranks/start.json, and on several machines also, after it, to the TCP store
+    with the config rank 0 runs (the file then proves to the other machines that they see this run folder); a
+    decision not to train waits until every other machine read it (up to hardware.ddp_timeout_sec)."""
+    try:
+        announce_start(run_dir, decision)
+    finally:
+        if ranks.via_env:
+            from sf_hydra.app import node_store
+
+            node_store.publish(json.dumps(decision.__dict__), OmegaConf.to_yaml(resolved(cfg)))
+            if decision.finished is not None or decision.failed is not None:  # no process group will wait for them
+                others = cfg.hardware.num_nodes - 1
+                read = node_store.await_readers(others, cfg.hardware.ddp_timeout_sec)
+                if read < others:
+                    log.warning("%d of the %d other machines read learner rank 0's decision within "
+                                "hardware.ddp_timeout_sec=%g s", read, others, cfg.hardware.ddp_timeout_sec)
 
 
 def warn_more_workers_than_cores(cfg) -> None:
@@ -362,7 +500,8 @@ def _fit(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) 
     if not ranks.is_zero:
         for line in profile_lines(module.profile.report()):
             log.info("learner rank %d: %s", ranks.rank, line)
-        return {"env_steps": module.env_steps, "stop_reason": stop.reason, "rank": ranks.rank}
+        return {"env_steps": module.env_steps, "stop_reason": stop.reason, "rank": ranks.rank,
+                "avg_return": module.avg_return()}  # the run's, as every rank holds the same statistics
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps,
                             ranks.world_size)
     for line in profile_lines(summary["profile"]):

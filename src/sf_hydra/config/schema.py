@@ -235,7 +235,7 @@ class HardwareConfig:
     # run is data-parallel (Lightning's DDP, gloo on CPU, nccl on CUDA): every rank owns a whole sampler (these
     # num_workers, envs, slots and inference placement) and the ranks' gradients are averaged at every update
     devices: int = 1
-    num_nodes: int = 1  # nodes of learner ranks (Lightning's num_nodes): above 1, only in a Slurm job
+    num_nodes: int = 1  # nodes of learner ranks (Lightning's num_nodes): above 1, a Slurm job or MASTER_ADDR+NODE_RANK
     # a collective (gradient all-reduce, the ranks' agreement on stopping) that waits this long for a rank ends
     # the run: a dead or hung rank stops every other one in bounded time
     ddp_timeout_sec: float = 120.0
