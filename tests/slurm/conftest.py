@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from typing import Optional
 
 import pytest
@@ -50,11 +51,19 @@ def sweep(slurm_cluster, tmp_path):
 
 @pytest.fixture
 def two_nodes(slurm_cluster):
-    """Skips unless both namespace nodes of `start.sh --two-nodes` can take a job."""
-    out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-N", "-o", "%N %T"], capture_output=True, text=True,
-                         timeout=30)
-    states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-    usable = {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in {"idle", "mixed"}}
+    """Skips unless both namespace nodes of `start.sh --two-nodes` are up: idle, or busy with another test's job
+    (a job of this test then queues behind it). A node another test has taken down (test_slurm_node_loss, which
+    brings it back) gets up to a minute to return."""
+    up = {"idle", "mixed", "allocated", "completing"}
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-N", "-o", "%N %T"], capture_output=True, text=True,
+                             timeout=30)
+        states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+        usable = {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in up}
+        if usable == set(NODES) or set(states) != set(NODES) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     if usable != set(NODES):
         pytest.skip(f"the two-node cluster is not up (partition {PARTITION}: {states or 'none'}); start it with "
                     f"{START} --two-nodes")
