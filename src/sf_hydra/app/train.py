@@ -13,7 +13,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from omegaconf import OmegaConf
 
@@ -158,10 +158,11 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
     return summary
 
 
-def train(cfg, checked: Optional[Checked] = None) -> dict:
+def train(cfg, checked: Optional[Checked] = None, typed: Sequence[str] = ()) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary. The checks
     (sf_hydra.app.checks) run before the run folder is locked; those `checked` (the command line's, before
-    Hydra composed this config) passed for an equal config are not run again."""
+    Hydra composed this config) passed for an equal config are not run again. `typed`: the layout keys typed
+    on the command line (app/layout.py typed_layout_keys), which hardware.layout=auto keeps."""
     check_before_start(cfg, checked)
     run_dir = Path(cfg.run_dir).absolute()
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # ConfigError: several nodes without Slurm
@@ -171,10 +172,10 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
             return _as_slurm_rank(cfg, run_dir, ranks)
         return _train_in(cfg, run_dir)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
-        return _train_in(cfg, run_dir)
+        return _train_in(cfg, run_dir, typed)
 
 
-def _train_in(cfg, run_dir: Path) -> dict:
+def _train_in(cfg, run_dir: Path, typed: Sequence[str] = ()) -> dict:
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
     if not ranks.is_zero:  # acts on rank 0's decision, never on the folder as it finds it (ranks.py)
@@ -188,6 +189,8 @@ def _train_in(cfg, run_dir: Path) -> dict:
     if done is not None:
         log.info("%s", done[1])
         return done[0]
+    if str(cfg.hardware.get("layout", "manual")) == "auto":
+        plan = choose_layout(cfg, plan, ckpt, typed)
     warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
     rd.save_spaces(run_dir, plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)  # for Policy.load
@@ -256,6 +259,24 @@ def _decide_start(cfg, run_dir: Path, ranks: Ranks):
         announce_start(run_dir, StartDecision(session, str(ckpt) if ckpt else None,
                                               done[1] if done is not None else None))
     return done, ckpt
+
+
+def choose_layout(cfg, plan: RunPlan, ckpt: Optional[Path], typed: Sequence[str]) -> RunPlan:
+    """hardware.layout=auto: a new run probes this machine and env and writes the layout it picked into `cfg`
+    (config.yaml saves it), then plans again for it (the same seed: the same initial weights); a resumed run
+    (`ckpt`) keeps the layout its config.yaml saved and probes nothing. Either way one line says so."""
+    hw = cfg.hardware
+    if ckpt is not None:
+        log.info("hardware.layout=auto: resuming with the layout picked at the run's start (config.yaml): "
+                 "num_workers=%s, num_envs_per_worker=%s, worker_num_splits=%s, inference=%s (no probe)",
+                 hw.num_workers, hw.num_envs_per_worker, hw.worker_num_splits, hw.inference)
+        return plan
+    from sf_hydra.app.layout_probe import apply_layout
+    from sf_hydra.sampler.env_info import EnvInfo
+
+    info = EnvInfo(plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)
+    log.info("%s", apply_layout(cfg, typed, plan, info))
+    return check_config_against_env(cfg)
 
 
 def warn_more_workers_than_cores(cfg) -> None:
