@@ -32,6 +32,7 @@ from sf_hydra.config.aliases import cores
 log = logging.getLogger("sf_hydra")
 ACT_BATCHES = (1, 4, 16, 64, 256)
 HEAVY_OBS = 4096  # observation elements from which an env counts as image-like: fewer envs per worker
+HEAVY_ENVS_PER_CORE = 16  # image-like envs in all, per core, at most (their buffers, their start-up in the probe)
 
 
 def with_layout(cfg, values: Mapping[str, object]):
@@ -240,12 +241,15 @@ def to_run(ordered: List[Candidate]) -> List[Candidate]:
     return best + [c for c in firsts if c not in best] + [c for c in ordered if c not in firsts and c not in best]
 
 
-def env_counts(info) -> Tuple[int, ...]:
-    """Envs per worker to try: image-like observations cost more per env (memory, start-up): fewer."""
+def env_bounds(info, cores: int) -> Tuple[Tuple[int, ...], int]:
+    """(envs per worker to try, most envs in all): image-like observations cost more per env (memory, start-up,
+    an env process each for some families), so fewer of them, and at most HEAVY_ENVS_PER_CORE per core."""
     from sf_hydra.core.spaces import obs_shapes
 
     elements = max(int(torch.tensor(s).prod()) for s in obs_shapes(info.observation_space).values())
-    return (4, 8, 16, 32) if elements >= HEAVY_OBS else (8, 16, 32, 64)
+    if elements >= HEAVY_OBS:
+        return (4, 8, 16, 32), HEAVY_ENVS_PER_CORE * cores
+    return (8, 16, 32, 64), 512
 
 
 def probe_layout(cfg, plan, info, fixed: Mapping[str, object]) -> Tuple[Dict[str, object], str]:
@@ -255,7 +259,8 @@ def probe_layout(cfg, plan, info, fixed: Mapping[str, object]) -> Tuple[Dict[str
     t0 = time.monotonic()
     learner = learner_minibatch(plan, cfg)
     costs = measure_costs(cfg, plan, *learner, min(6.0, budget * 0.15))
-    cands = valid_candidates(cfg, candidates(costs.cores, fixed, env_counts(info)))
+    counts, most = env_bounds(info, costs.cores)
+    cands = valid_candidates(cfg, candidates(costs.cores, fixed, counts, most))
     if not cands:
         raise ConfigError("hardware.layout", "auto", "manual: no layout within the probe's bounds passes the config's "
                           f"rules with the keys typed ({', '.join(f'hardware.{k}={v}' for k, v in fixed.items())})")

@@ -228,7 +228,8 @@ class HardwareConfig:
     # processes batch the requests of all workers, e.g. on a GPU; the workers' splits then step while one waits)
     inference: InferencePlacement = InferencePlacement.in_worker
     # auto: before a new run starts, a probe of at most layout_probe_sec measures this machine and env (env step,
-    # acting and learner costs, then short sampler runs of the likeliest layouts) and picks num_workers,
+    # acting and learner costs, then short sampler runs of the likeliest layouts with the learner's passes in the
+    # loop) and picks num_workers,
     # num_envs_per_worker, worker_num_splits and inference; config.yaml saves the pick, which a resume keeps
     # (no second probe). Those of the four typed on the command line are kept (docs/guides/throughput.md)
     layout: Layout = Layout.manual
