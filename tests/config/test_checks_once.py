@@ -71,7 +71,7 @@ def _counting(monkeypatch) -> Counter:
 
 def test_train_alone_runs_every_stage(tmp_path, monkeypatch):
     calls = _counting(monkeypatch)
-    monkeypatch.setattr(train_module, "_train_in", lambda cfg, run_dir: {})
+    monkeypatch.setattr(train_module, "_train_in", lambda cfg, run_dir, typed=(): {})
     train_module.train(make_cfg(tmp_path))
     assert calls == {name: 1 for name in BEFORE_START}, calls
 
