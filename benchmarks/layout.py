@@ -111,27 +111,39 @@ def show(cell: Optional[Cell]) -> str:
 def bench_env(env: str, args, work: Path) -> dict:
     """Every grid cell once and the pick --pick-runs times among them; prints the env's table."""
     cells = grid(env, args.quick)
+    seconds = args.heavy_seconds if env.startswith(HEAVY) else args.seconds
     pick_at = {round(i * (len(cells) - 1) / max(1, args.pick_runs - 1)) for i in range(args.pick_runs)}
     fps: Dict[Cell, Optional[float]] = {}
     picks: List[Tuple[Optional[float], Optional[Cell], Optional[float]]] = []
     extra = [f"env={env}", *args.overrides]
     for i, cell in enumerate(cells):
         if i in pick_at:
-            f, run_dir, log = one_run(f"pick_{i}", [*extra, "hardware.layout=auto"], args.seconds, work, args.timeout)
+            f, run_dir, log = one_run(f"pick_{i}", [*extra, "hardware.layout=auto"], seconds, work, args.timeout)
             picks.append((f, picked_cell(run_dir), probe_seconds(log)))
             print(f"  {env} pick: {show(picks[-1][1])} {fmt(f)} FPS (probe {fmt(picks[-1][2], '.1f')} s)", flush=True)
-        fps[cell], _, _ = one_run(f"cell_{i}", [*extra, *cell_overrides(cell)], args.seconds, work, args.timeout)
+        fps[cell], _, _ = one_run(f"cell_{i}", [*extra, *cell_overrides(cell)], seconds, work, args.timeout)
         print(f"  {env} {show(cell)}: {fmt(fps[cell])} FPS", flush=True)
     best = max((c for c in cells if fps[c] is not None), key=lambda c: fps[c], default=None)
+    confirm = []  # (pick's FPS, best cell's FPS) of alternating runs after the grid
+    for i in range(args.confirm if best is not None else 0):
+        f, run_dir, log = one_run(f"confirm_pick_{i}", [*extra, "hardware.layout=auto"], seconds, work, args.timeout)
+        picks.append((f, picked_cell(run_dir), probe_seconds(log)))
+        b, _, _ = one_run(f"confirm_best_{i}", [*extra, *cell_overrides(best)], seconds, work, args.timeout)
+        confirm.append((f, b))
+        print(f"  {env} confirm {i}: pick {show(picks[-1][1])} {fmt(f)} FPS, best {show(best)} {fmt(b)}", flush=True)
     pick_fps = median(f for f, _, _ in picks)
     chosen = sorted({show(c) for _, c, _ in picks})
-    print(f"\n{env}: {len(cells)} layouts, {args.seconds:g} s of training each, {cores()} cores, "
+    print(f"\n{env}: {len(cells)} layouts, {seconds:g} s of training each, {cores()} cores, "
           f"load {os.getloadavg()[0]:.1f}")
     print_table(["layout (workers x envs, splits, inference)", "FPS", "vs best"],
                 [[show(c), fmt(fps[c]), fmt(ratio(fps[c], fps.get(best)), ".2f")] for c in cells]
                 + [[f"pick: {', '.join(chosen)}", fmt(pick_fps), fmt(ratio(pick_fps, fps.get(best)), ".2f")]])
+    paired = median(ratio(f, b) for f, b in confirm)
+    if confirm:
+        print(f"alternating pairs after the grid, pick / {show(best)}: median ratio {fmt(paired, '.2f')} "
+              f"({', '.join(fmt(ratio(f, b), '.2f') for f, b in confirm)})")
     return {"env": env, "best": best, "best_fps": fps.get(best), "pick": chosen, "pick_fps": pick_fps,
-            "ratio": ratio(pick_fps, fps.get(best)), "probe_s": median(p for _, _, p in picks)}
+            "ratio": ratio(pick_fps, fps.get(best)), "paired": paired, "probe_s": median(p for _, _, p in picks)}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -139,6 +151,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--envs", nargs="+", default=["gym/cartpole"], help="env config names")
     parser.add_argument("--quick", action="store_true", help="a smaller grid (workers 1 and cores, 2 env counts)")
     parser.add_argument("--seconds", type=float, default=20.0, help="training seconds per run")
+    parser.add_argument("--heavy-seconds", type=float, default=40.0,
+                        help="training seconds per run of Doom and Atari (their workers take ~10 s of it to start)")
+    parser.add_argument("--confirm", type=int, default=2,
+                        help="after the grid: pairs of runs, the pick then the grid's best, alternating")
     parser.add_argument("--pick-runs", type=int, default=3, help="hardware.layout=auto runs per env")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and run folders here")
@@ -154,9 +170,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     try:
         results = [bench_env(env, args, work / env.replace("/", "_")) for env in args.envs]
         print("\nsummary (pick / grid's best steady FPS)")
-        print_table(["env", "grid's best", "FPS", "pick", "FPS", "ratio", "probe s"],
+        print_table(["env", "grid's best", "FPS", "pick", "FPS", "ratio", "paired ratio", "probe s"],
                     [[r["env"], show(r["best"]), fmt(r["best_fps"]), ", ".join(r["pick"]), fmt(r["pick_fps"]),
-                      fmt(r["ratio"], ".2f"), fmt(r["probe_s"], ".1f")] for r in results])
+                      fmt(r["ratio"], ".2f"), fmt(r["paired"], ".2f"), fmt(r["probe_s"], ".1f")] for r in results])
     finally:
         time.sleep(0.1)
         if args.work_dir is None:

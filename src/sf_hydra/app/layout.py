@@ -28,6 +28,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from omegaconf import OmegaConf
 
 KEYS = ("num_workers", "num_envs_per_worker", "worker_num_splits", "inference")  # what the probe picks
+RANK_BAND = 0.1  # predicted rates this close are ordered by their cost instead
 TIE = 0.03  # rates this close to the best count as the best (measurement noise)
 # A server round trip per request (pipe write, wake-up, answer), CPU seconds on each side: a constant of the
 # machine's OS rather than of the env, so it is not measured per probe.
@@ -152,8 +153,14 @@ def predicted(c: Candidate, costs: Costs) -> float:
 
 
 def ranked(cands: Sequence[Candidate], costs: Costs) -> List[Candidate]:
-    """Candidates by predicted training rate, best first; ties by fewer processes, then fewer envs."""
-    return sorted(cands, key=lambda c: (-predicted(c, costs), c.workers + (c.inference == "server"), c.envs, c))
+    """Candidates by predicted training rate, best first, rates within RANK_BAND of each other counting as equal
+    (the model is rough): among those, fewer envs in all first (a shorter start in the probe, less CPU), then fewer
+    processes."""
+    def key(c: Candidate):
+        band = -math.floor(math.log(max(predicted(c, costs), 1e-9)) / math.log(1 + RANK_BAND))
+        return band, c.workers * c.envs, c.workers + (c.inference == "server"), c
+
+    return sorted(cands, key=key)
 
 
 def pick(measured: Mapping[Candidate, Measured]) -> Tuple[Candidate, str]:

@@ -32,6 +32,9 @@ from sf_hydra.config.aliases import cores
 log = logging.getLogger("sf_hydra")
 ACT_BATCHES = (1, 4, 16, 64, 256)
 HEAVY_OBS = 4096  # observation elements from which an env counts as image-like: fewer envs per worker
+WARM_S, MEASURE_S = 2.0, 4.0  # a sampler run's warm-up and measurement (from an iteration's end to another's)
+START_S = 1.0  # a sampler's start besides its envs' (processes, buffers)
+MAX_RUNS = 12  # candidates considered for a sampler run, likeliest first
 HEAVY_ENVS_PER_CORE = 16  # image-like envs in all, per core, at most (their buffers, their start-up in the probe)
 
 
@@ -180,9 +183,10 @@ def _cpu(procs: List[psutil.Process]) -> Dict[int, float]:
 
 
 def sampler_run(cfg, info, c: Candidate, learner, warm: float, seconds: float) -> Measured:
-    """The run's sampler in layout `c` with the learner's passes in the loop, as training runs them: each time an
-    iteration's transitions (batch_size x num_batches_per_epoch) have come, their slots are freed and the
-    iteration's minibatches (`learner`: (one minibatch's passes, its transitions)) run on random data. After
+    """The run's sampler in layout `c` with the learner's passes in the loop, as training runs them: slots are freed
+    as their trajectories come (the learner copies them into the batch it gathers), and each time an iteration's
+    transitions (batch_size x num_batches_per_epoch) have come, the iteration's minibatches (`learner`: (one
+    minibatch's passes, its transitions)) run on random data, while the workers fill their free slots. After
     `warm` seconds, for `seconds`: transitions trained per second, the sampler processes' CPU seconds per
     transition sampled, and the share of the time the learner's passes took."""
     from sf_hydra.plan import plan_run
@@ -195,19 +199,18 @@ def sampler_run(cfg, info, c: Candidate, learner, warm: float, seconds: float) -
     plan = plan_run(with_layout(cfg, c.values()), info)
     sampler = Sampler(plan.sampler, plan.spec, plan.spaces, plan.initial_policies[0])
     sampler.publish(0, plan.initial_policies[0], 0)
-    held, waiting = [], 0.0
+    waiting = 0.0
     trained = sampled = busy = 0.0
 
     def step() -> Tuple[float, float, float]:
-        nonlocal held, waiting
+        nonlocal waiting
         traj = sampler.poll(timeout=0.05)
         if traj is not None:
-            held += traj.slots
+            sampler.free(traj.slots)  # copied into the batch being gathered, as the learner does
             waiting += traj.frames / frameskip
         if waiting < per_iteration:
             return 0.0, (traj.frames / frameskip if traj is not None else 0.0), 0.0
-        sampler.free(held)
-        held, waiting = [], waiting - per_iteration
+        waiting -= per_iteration
         began = time.perf_counter()
         for _ in range(passes):
             minibatch()
@@ -218,11 +221,16 @@ def sampler_run(cfg, info, c: Candidate, learner, warm: float, seconds: float) -
         deadline = time.perf_counter() + warm
         while time.perf_counter() < deadline:
             step()
+        while step()[0] == 0 and time.perf_counter() < deadline + 3 * seconds:  # up to an iteration's end
+            pass
         procs = _sampler_processes()
         cpu0, start = _cpu(procs), time.perf_counter()
-        while time.perf_counter() - start < seconds:
+        while True:  # from an iteration's end to another's: whole iterations only
             got, came, spent = step()
             trained, sampled, busy = trained + got, sampled + came, busy + spent
+            now = time.perf_counter() - start
+            if (now >= seconds and got > 0) or now >= 3 * seconds:
+                break
         elapsed, cpu1 = time.perf_counter() - start, _cpu(procs)
     finally:
         sampler.stop()
@@ -239,6 +247,11 @@ def to_run(ordered: List[Candidate]) -> List[Candidate]:
             firsts.append(c)
     best = ordered[:1]
     return best + [c for c in firsts if c not in best] + [c for c in ordered if c not in firsts and c not in best]
+
+
+def run_seconds(c: Candidate, per_env: float) -> float:
+    """The expected seconds of a sampler run of layout `c` (its start grows with its envs, from those seen)."""
+    return START_S + per_env * c.workers * c.envs + WARM_S + MEASURE_S * 1.5
 
 
 def env_bounds(info, cores: int) -> Tuple[Tuple[int, ...], int]:
@@ -265,17 +278,19 @@ def probe_layout(cfg, plan, info, fixed: Mapping[str, object]) -> Tuple[Dict[str
         raise ConfigError("hardware.layout", "auto", "manual: no layout within the probe's bounds passes the config's "
                           f"rules with the keys typed ({', '.join(f'hardware.{k}={v}' for k, v in fixed.items())})")
     measured: Dict[Candidate, Measured] = {}
-    run_s: Optional[float] = None
-    for c in to_run(ranked(cands, costs)):
+    per_env = 0.0  # seconds of a sampler's start per env, the most seen so far
+    for c in to_run(ranked(cands, costs))[:MAX_RUNS]:
         left = budget - (time.monotonic() - t0)
-        if measured and (run_s is None or left < run_s * 1.2):
-            break
+        if measured and run_seconds(c, per_env) > left:
+            continue  # a smaller layout may still fit
         began = time.monotonic()
         try:
-            measured[c] = sampler_run(cfg, info, c, learner, warm=2.0, seconds=4.0)
+            measured[c] = sampler_run(cfg, info, c, learner, warm=WARM_S, seconds=MEASURE_S)
         except Exception as e:  # a layout that does not start here (memory, processes) is passed over, named
             log.warning("hardware.layout=auto: layout %s failed in the probe (%s: %s)", c, type(e).__name__, e)
-        run_s = max(run_s or 0.0, time.monotonic() - began)
+        log.debug("hardware.layout=auto: %s: %s in %.1f s", c, measured.get(c), time.monotonic() - began)
+        start = time.monotonic() - began - WARM_S - MEASURE_S
+        per_env = max(per_env, (start - START_S) / (c.workers * c.envs))
     if not measured:
         raise ConfigError("hardware.layout", "auto", "manual: no layout's sampler ran in the probe (see the warnings)")
     choice, why = pick(measured)
