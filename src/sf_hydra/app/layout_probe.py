@@ -7,9 +7,10 @@ its config.yaml saved), before the run's own processes start, within hardware.la
    acting call at a few batch sizes; the learner's gradient passes over one minibatch of the run's model, batch
    size, micro-batches, precision and device (a copy of the model: the run's initial weights are untouched);
 2. the candidate layouts (app/layout.py `candidates`) ordered by the model of their training rate, and short
-   sampler runs (`sampler_run`: the run's own Sampler, its processes started and stopped, no learner) of the
-   likeliest ones, at least one per kind of layout (in_worker/server, 1/2 splits), as long as the budget lasts;
-3. the pick (app/layout.py `pick`): the best measured training rate, the learner in the loop.
+   sampler runs (`sampler_run`: the run's own Sampler, its processes started and stopped, the learner's passes
+   in the loop) of the likeliest ones, at least one per kind of layout (in_worker/server, 1/2 splits) first, as
+   long as the budget lasts (a run that would not fit is passed over for a smaller one; the first always runs);
+3. the pick (app/layout.py `pick`): the best measured training rate.
 
 Only train.py's process imports this module (the sampler's processes never do).
 """
@@ -281,6 +282,8 @@ def probe_layout(cfg, plan, info, fixed: Mapping[str, object]) -> Tuple[Dict[str
     per_env = 0.0  # seconds of a sampler's start per env, the most seen so far
     for c in to_run(ranked(cands, costs))[:MAX_RUNS]:
         left = budget - (time.monotonic() - t0)
+        if left <= 0:
+            break
         if measured and run_seconds(c, per_env) > left:
             continue  # a smaller layout may still fit
         began = time.monotonic()
@@ -296,8 +299,8 @@ def probe_layout(cfg, plan, info, fixed: Mapping[str, object]) -> Tuple[Dict[str
     choice, why = pick(measured)
     seconds = time.monotonic() - t0
     frameskip = max(1, int(cfg.env.get("frameskip", 1)))
-    line = (f"hardware.layout=auto: picked {choice} (why: measured {why}; about "
-            f"{measured[choice].rate * frameskip:,.0f} FPS; probe {seconds:.1f} s)")
+    line = (f"hardware.layout=auto: picked {choice} (why: measured {why}; {measured[choice].rate * frameskip:,.0f} "
+            f"FPS in the probe, whose learner runs its passes only; probe {seconds:.1f} s)")
     return choice.values(), line
 
 
