@@ -117,3 +117,12 @@ def test_server_keys_with_layout_auto_wait_for_the_pick():
     validate(compose_cfg("hardware.layout=auto", "hardware.inference_workers=2"))
     with pytest.raises(ConfigError):
         validate(compose_cfg("hardware.inference_workers=2"))
+
+
+def test_layouts_the_model_cannot_tell_apart_go_a_worker_per_core_first_then_fewer_envs():
+    """A learner far slower than any sampler: every prediction is the learner's rate, so the order is the cost's."""
+    learner_bound = Costs(cores=2, env_step_s=1e-5, act_s={1: 1e-4, 64: 2e-4, 256: 5e-4}, learner_s=1e-2)
+    order = ranked(candidates(2), learner_bound)
+    assert all(predicted(c, learner_bound) == pytest.approx(100.0) for c in order)
+    assert (order[0].workers, order[0].envs) == (2, 8)
+    assert order[-1].workers in (1, 4) and order[-1].envs == 64

@@ -154,11 +154,12 @@ def predicted(c: Candidate, costs: Costs) -> float:
 
 def ranked(cands: Sequence[Candidate], costs: Costs) -> List[Candidate]:
     """Candidates by predicted training rate, best first, rates within RANK_BAND of each other counting as equal
-    (the model is rough): among those, fewer envs in all first (a shorter start in the probe, less CPU), then fewer
-    processes."""
+    (the model is rough, its learner the passes alone): among those, a worker per core first (the layouts measured
+    best on few cores: docs/guides/throughput.md), then fewer envs in all (a shorter start in the probe, less CPU),
+    then fewer processes."""
     def key(c: Candidate):
         band = -math.floor(math.log(max(predicted(c, costs), 1e-9)) / math.log(1 + RANK_BAND))
-        return band, c.workers * c.envs, c.workers + (c.inference == "server"), c
+        return band, abs(c.workers - costs.cores), c.workers * c.envs, c.workers + (c.inference == "server"), c
 
     return sorted(cands, key=key)
 
