@@ -67,6 +67,13 @@ def grid(env: str, quick: bool) -> List[Cell]:
     return [(w, e, s, p) for w in workers for e in envs for s, p in placements]
 
 
+def parse_cell(text: str) -> Cell:
+    """`2x8:2:server` -> (2, 8, 2, "server")."""
+    size, splits, placement = text.split(":")
+    workers, envs = size.lower().split("x")
+    return int(workers), int(envs), int(splits), placement
+
+
 def cell_overrides(cell: Cell) -> List[str]:
     w, e, s, p = cell
     return [f"hardware.num_workers={w}", f"hardware.num_envs_per_worker={e}", f"hardware.worker_num_splits={s}",
@@ -110,7 +117,7 @@ def show(cell: Optional[Cell]) -> str:
 
 def bench_env(env: str, args, work: Path) -> dict:
     """Every grid cell once and the pick --pick-runs times among them; prints the env's table."""
-    cells = grid(env, args.quick)
+    cells = [parse_cell(c) for c in args.cells] if args.cells else grid(env, args.quick)
     seconds = args.heavy_seconds if env.startswith(HEAVY) else args.seconds
     pick_at = {round(i * (len(cells) - 1) / max(1, args.pick_runs - 1)) for i in range(args.pick_runs)}
     fps: Dict[Cell, Optional[float]] = {}
@@ -150,6 +157,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="+", default=["gym/cartpole"], help="env config names")
     parser.add_argument("--quick", action="store_true", help="a smaller grid (workers 1 and cores, 2 env counts)")
+    parser.add_argument("--cells", nargs="+", default=None,
+                        help="measure these layouts instead of the grid, as WORKERSxENVS:SPLITS:PLACEMENT")
     parser.add_argument("--seconds", type=float, default=20.0, help="training seconds per run")
     parser.add_argument("--heavy-seconds", type=float, default=40.0,
                         help="training seconds per run of Doom and Atari (their workers take ~10 s of it to start)")
