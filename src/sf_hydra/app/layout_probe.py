@@ -197,6 +197,7 @@ def sampler_run(cfg, info, c: Candidate, learner, warm: float, seconds: float) -
     passes = cfg.algo.num_epochs * cfg.algo.num_batches_per_epoch
     per_iteration = per_minibatch * cfg.algo.num_batches_per_epoch
     frameskip = max(1, int(cfg.env.get("frameskip", 1)))
+    synchronous = not cfg.algo.async_rl  # workers wait for the learner between rounds
     plan = plan_run(with_layout(cfg, c.values()), info)
     sampler = Sampler(plan.sampler, plan.spec, plan.spaces, plan.initial_policies[0])
     sampler.publish(0, plan.initial_policies[0], 0)
@@ -215,6 +216,8 @@ def sampler_run(cfg, info, c: Candidate, learner, warm: float, seconds: float) -
         began = time.perf_counter()
         for _ in range(passes):
             minibatch()
+        if synchronous and waiting < per_iteration:  # the round is trained: the workers start the next one
+            sampler.release_round()
         return per_iteration, (traj.frames / frameskip if traj is not None else 0.0), time.perf_counter() - began
 
     try:
@@ -294,8 +297,9 @@ def probe_layout(cfg, plan, info, fixed: Mapping[str, object]) -> Tuple[Dict[str
         log.debug("hardware.layout=auto: %s: %s in %.1f s", c, measured.get(c), time.monotonic() - began)
         start = time.monotonic() - began - WARM_S - MEASURE_S
         per_env = max(per_env, (start - START_S) / (c.workers * c.envs))
-    if not measured:
-        raise ConfigError("hardware.layout", "auto", "manual: no layout's sampler ran in the probe (see the warnings)")
+    if not any(m.rate > 0 for m in measured.values()):
+        raise ConfigError("hardware.layout", "auto", "manual: no layout's sampler trained an iteration in the probe "
+                          "(see the warnings; a larger hardware.layout_probe_sec gives each more time)")
     choice, why = pick(measured)
     seconds = time.monotonic() - t0
     frameskip = max(1, int(cfg.env.get("frameskip", 1)))
