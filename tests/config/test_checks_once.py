@@ -35,7 +35,7 @@ def counted(name, check):
 checks.STAGES = tuple(dataclasses.replace(s, check=counted(s.name, s.check)) for s in checks.STAGES)
 checks.compose_command_line = counted("schema", checks.compose_command_line)
 
-def launch(cfg, run_dir):  # the env stage, as train's launch runs it first
+def launch(cfg, run_dir, typed=()):  # the env stage, as train's launch runs it first
     next(s for s in checks.STAGES if s.name == "env").check(cfg)
     return {"avg_return": 0.0}
 
@@ -71,7 +71,7 @@ def _counting(monkeypatch) -> Counter:
 
 def test_train_alone_runs_every_stage(tmp_path, monkeypatch):
     calls = _counting(monkeypatch)
-    monkeypatch.setattr(train_module, "_train_in", lambda cfg, run_dir: {})
+    monkeypatch.setattr(train_module, "_train_in", lambda cfg, run_dir, typed=(): {})
     train_module.train(make_cfg(tmp_path))
     assert calls == {name: 1 for name in BEFORE_START}, calls
 

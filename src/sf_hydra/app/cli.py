@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from sf_hydra.app.checks import Checked, check_command_line, config_to_train
 from sf_hydra.app.help import help_request, print_enjoy_help, print_help, prog
+from sf_hydra.app.layout import typed_layout_keys
 from sf_hydra.app.ranks import ranks_of
 from sf_hydra.app.sample_factory.translate import sf_command_line
 from sf_hydra.config import ConfigError, register_configs
@@ -56,8 +57,9 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
 
         in_sweep = use_sweep_folder(cfg)
         try:
-            cfg = config_to_train(cfg, checked, list(HydraConfig.get().overrides.task), JobComposer())
-            summary = train(cfg, checked)
+            typed = list(HydraConfig.get().overrides.task)
+            cfg = config_to_train(cfg, checked, typed, JobComposer())
+            summary = train(cfg, checked, typed=typed_layout_keys(typed))
         except (ConfigError, SamplerError, NonFiniteTraining, Fault) as e:
             log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
             if in_sweep:

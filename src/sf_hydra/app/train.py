@@ -14,7 +14,7 @@ import traceback
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from omegaconf import OmegaConf
 
@@ -166,10 +166,11 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
     return summary
 
 
-def train(cfg, checked: Optional[Checked] = None) -> dict:
+def train(cfg, checked: Optional[Checked] = None, typed: Sequence[str] = ()) -> dict:
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary. The checks
     (sf_hydra.app.checks) run before the run folder is locked; those `checked` (the command line's, before
-    Hydra composed this config) passed for an equal config are not run again."""
+    Hydra composed this config) passed for an equal config are not run again. `typed`: the layout keys typed
+    on the command line (app/layout.py typed_layout_keys), which hardware.layout=auto keeps."""
     check_before_start(cfg, checked)
     run_dir = Path(cfg.run_dir).absolute()
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # ConfigError: several nodes, no rendezvous
@@ -180,10 +181,10 @@ def train(cfg, checked: Optional[Checked] = None) -> dict:
             return _as_recorded_rank(cfg, run_dir, ranks)
         return _train_in(cfg, run_dir)
     with rd.RunLock(run_dir):  # a second run on this folder is refused while this one lives
-        return _train_in(cfg, run_dir)
+        return _train_in(cfg, run_dir, typed)
 
 
-def _train_in(cfg, run_dir: Path) -> dict:
+def _train_in(cfg, run_dir: Path, typed: Sequence[str] = ()) -> dict:
     ranks = ranks_of(cfg.hardware.devices, cfg.hardware.num_nodes)  # this process's place (train() read it too)
     plan = check_config_against_env(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
     if not ranks.is_zero:  # acts on rank 0's decision, never on the folder as it finds it (ranks.py)
@@ -198,7 +199,7 @@ def _train_in(cfg, run_dir: Path) -> dict:
         others = start_local_ranks(ranks, cfg.hardware.devices, run_dir, pickle.dumps(resolved(cfg)))
         return _fit_beside(others, cfg, run_dir, plan, ckpt, ranks)
     if not ranks.via_env:
-        return _train_as_rank_0(cfg, run_dir, plan, ranks)
+        return _train_as_rank_0(cfg, run_dir, plan, ranks, typed)
     from sf_hydra.app import node_store  # torch's TCP store: only for runs on several machines
 
     rendezvous = env_rendezvous(cfg.hardware.devices, cfg.hardware.num_nodes)
@@ -209,13 +210,16 @@ def _train_in(cfg, run_dir: Path) -> dict:
         node_store.release()
 
 
-def _train_as_rank_0(cfg, run_dir: Path, plan: RunPlan, ranks: Ranks) -> dict:
-    """Rank 0 (the run folder's lock held) decides how the run starts, writes the run's config and spaces, and trains
-    beside the ranks it starts on this node (or, under Slurm, beside the job's other tasks)."""
+def _train_as_rank_0(cfg, run_dir: Path, plan: RunPlan, ranks: Ranks, typed: Sequence[str] = ()) -> dict:
+    """Rank 0 (the run folder's lock held) decides how the run starts, picks the layout (hardware.layout=auto: a new
+    run of one rank; `typed`, the layout keys the command line typed, are kept), writes the run's config and spaces,
+    and trains beside the ranks it starts on this node (or, under Slurm, beside the job's other tasks)."""
     done, ckpt = _decide_start(cfg, run_dir, ranks)
     if done is not None:
         log.info("%s", done[1])
         return done[0]
+    if str(cfg.hardware.get("layout", "manual")) == "auto":
+        plan = choose_layout(cfg, plan, ckpt, typed)
     warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
     rd.save_spaces(run_dir, plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)  # for Policy.load
@@ -394,6 +398,24 @@ def _announce(cfg, run_dir: Path, ranks: Ranks, decision: StartDecision) -> None
                 if read < others:
                     log.warning("%d of the %d other machines read learner rank 0's decision within "
                                 "hardware.ddp_timeout_sec=%g s", read, others, cfg.hardware.ddp_timeout_sec)
+
+
+def choose_layout(cfg, plan: RunPlan, ckpt: Optional[Path], typed: Sequence[str]) -> RunPlan:
+    """hardware.layout=auto: a new run probes this machine and env and writes the layout it picked into `cfg`
+    (config.yaml saves it), then plans again for it (the same seed: the same initial weights); a resumed run
+    (`ckpt`) keeps the layout its config.yaml saved and probes nothing. Either way one line says so."""
+    hw = cfg.hardware
+    if ckpt is not None:
+        log.info("hardware.layout=auto: resuming with the layout picked at the run's start (config.yaml): "
+                 "num_workers=%s, num_envs_per_worker=%s, worker_num_splits=%s, inference=%s (no probe)",
+                 hw.num_workers, hw.num_envs_per_worker, hw.worker_num_splits, hw.inference)
+        return plan
+    from sf_hydra.app.layout_probe import apply_layout
+    from sf_hydra.sampler.env_info import EnvInfo
+
+    info = EnvInfo(plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)
+    log.info("%s", apply_layout(cfg, typed, plan, info))
+    return check_config_against_env(cfg)
 
 
 def warn_more_workers_than_cores(cfg) -> None:

@@ -63,6 +63,15 @@ class Device(Choice):
     cuda = "cuda"
 
 
+class Layout(Choice):
+    """Who picks the sampler's layout (hardware.num_workers, num_envs_per_worker, worker_num_splits,
+    inference): the config as it stands, or a probe of this machine and env before a new run starts
+    (app/layout_probe.py), which writes its pick into the run's config."""
+
+    manual = "manual"
+    auto = "auto"
+
+
 class InferencePlacement(Choice):
     """Where the policy acts for the rollout workers: a copy inside each worker, or batched in
     inference server processes that serve every worker (sampler/inference_server.py)."""

@@ -21,6 +21,7 @@ from sf_hydra.config.choices import (
     Device,
     ExplorationLoss,
     InferencePlacement,
+    Layout,
     LearnerPrecision,
     LrSchedule,
     NonFinite,
@@ -226,6 +227,13 @@ class HardwareConfig:
     # where the policy acts: in_worker (a copy in each rollout worker: best on few cores) or server (inference
     # processes batch the requests of all workers, e.g. on a GPU; the workers' splits then step while one waits)
     inference: InferencePlacement = InferencePlacement.in_worker
+    # auto: before a new run starts, a probe of at most layout_probe_sec measures this machine and env (env step,
+    # acting and learner costs, then short sampler runs of the likeliest layouts with the learner's passes in the
+    # loop) and picks num_workers,
+    # num_envs_per_worker, worker_num_splits and inference; config.yaml saves the pick, which a resume keeps
+    # (no second probe). Those of the four typed on the command line are kept (docs/guides/throughput.md)
+    layout: Layout = Layout.manual
+    layout_probe_sec: float = 45.0  # hardware.layout=auto: the probe's time budget (10 to 60 seconds)
     inference_workers: int = 1  # inference server processes with inference=server (worker w uses server w mod n)
     inference_device: Device = Device.cpu  # where the inference servers act (cuda: a GPU shared with the learner)
     # with inference_device=cuda: each server replays its policy step as CUDA graphs, one per bucket of rows (powers

@@ -243,6 +243,7 @@ def _check_sampling(cfg) -> None:
     _check_policy_mapping(cfg)
     _check_env_wrappers(cfg)
     _check_inference(cfg)
+    _check_layout(cfg)
     if hw.device == "cuda":
         import torch  # only for a CUDA device: a config error otherwise never loads torch (~1 s)
 
@@ -250,11 +251,37 @@ def _check_sampling(cfg) -> None:
             raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
 
 
+def server_keys_set(hw) -> bool:
+    """With hardware.layout=auto, a server key set away from its default asks for inference=server (the probe then
+    picks among server layouts only): the in_worker rule on those keys waits for the probe's pick."""
+    if str(hw.get("layout", "manual")) != "auto":
+        return False
+    return (hw.get("inference_workers", 1) != 1 or str(hw.get("inference_device", "cpu")) != "cpu"
+            or bool(hw.get("inference_cuda_graphs", False)))
+
+
+def _check_layout(cfg) -> None:
+    """hardware.layout=auto: a probe of at most 60 s, of one sampler in processes of its own, for one learner."""
+    hw = cfg.hardware
+    if not 10.0 <= hw.get("layout_probe_sec", 45.0) <= 60.0:
+        raise ConfigError("hardware.layout_probe_sec", hw.layout_probe_sec, "a number of seconds from 10 to 60")
+    if str(hw.get("layout", "manual")) != "auto":
+        return
+    manual = "manual with "
+    if hw.serial_mode:
+        raise ConfigError("hardware.layout", "auto", manual + "hardware.serial_mode=true (one process: no layout of "
+                          "worker processes to pick)")
+    if hw.devices > 1 or hw.num_nodes > 1:
+        raise ConfigError("hardware.layout", "auto", manual + f"hardware.devices={hw.devices} x hardware.num_nodes="
+                          f"{hw.num_nodes} learner ranks (the probe measures one learner's sampler; set the layout "
+                          "keys, e.g. from a single-rank run's pick in its config.yaml)")
+
+
 def _check_inference(cfg) -> None:
     """hardware.inference=server: server processes, so not in serial mode; at most one server per
     worker; a CUDA server needs CUDA. The server keys mean nothing with inference=in_worker."""
     hw = cfg.hardware
-    server = str(hw.get("inference", "in_worker")) == "server"
+    server = str(hw.get("inference", "in_worker")) == "server" or server_keys_set(hw)
     if not server:
         for key, default in (("inference_workers", 1), ("inference_device", "cpu"), ("inference_cuda_graphs", False)):
             if str(hw.get(key, default)) != str(default):
