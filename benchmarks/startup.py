@@ -17,8 +17,9 @@ figure a loaded machine does not inflate much) and the whole tree's. Configs alt
 cartpole_tiny, doom_basic, cartpole, ...) so a busy machine slows
 them alike; "other CPU" says how busy it was. `--baseline REV` runs each config also as of git
 revision REV (a temporary worktree, same venv), alternating with the checkout: a change's before
-and after. `--hide-modules scipy,matplotlib` runs as if those packages were not installed (import and
-`importlib.util.find_spec` fail for them, through a `sitecustomize` on PYTHONPATH): what an install
+and after. `--hide-modules scipy,matplotlib` runs as if those packages were not installed (import,
+`importlib.util.find_spec` and `importlib.metadata`'s version/distribution fail for them, through a
+`sitecustomize` on PYTHONPATH): what an install
 without them would cost, e.g. the base install without the `optuna` extra (which alone brings scipy,
 which torchmetrics imports whenever it is installed); those runs alternate with the plain ones (and
 the baseline's, if asked). The bar of the throughput issue: first trajectory
@@ -67,12 +68,22 @@ class _Hidden:
             raise ModuleNotFoundError(f"No module named {name!r} (hidden by benchmarks/startup.py)", name=name)
         return None
 sys.meta_path.insert(0, _Hidden)
+import importlib.metadata as _md
+def _hiding(lookup):
+    def wrapped(name, *args, **kwargs):
+        if name.split(".")[0] in HIDDEN:
+            raise _md.PackageNotFoundError(name)
+        return lookup(name, *args, **kwargs)
+    return wrapped
+_md.version, _md.distribution = _hiding(_md.version), _hiding(_md.distribution)
 """
 
 
 def hiding_env(env: dict, hidden: str, folder: Path) -> dict:
     """`env` with a `sitecustomize` first on PYTHONPATH that makes `hidden`'s packages (comma-separated top-level
-    names) unimportable and unfound (importlib.util.find_spec raises), in every process of the run."""
+    names) unimportable and unfound (importlib.util.find_spec raises; importlib.metadata knows no such
+    distribution), in every process of the run: how libraries that probe for an optional package see an install
+    without it."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sitecustomize.py").write_text(HIDER)
     env = dict(env, SF_STARTUP_HIDE_MODULES=hidden)
