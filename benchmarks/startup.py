@@ -11,7 +11,8 @@ milestones, counted from its process's start (interpreter start-up and imports i
 summary.json (`profile.startup`; learner/profile.py): `first_rollout_s` (a worker reported its first
 trajectory), `first_trajectory_s` (the learner took it from the queue), `first_update_s`. Printed
 per run and as medians per config: those three, the whole command's wall seconds (launch to exit,
-teardown included; `cartpole_tiny`, 2048 steps, is little else), and CPU seconds (user + system):
+teardown included; `cartpole_tiny`, 2048 steps, is little else) and its part after the first update
+(`cartpole_tiny`: the run's end, its teardown), and CPU seconds (user + system):
 the learner process's (train.py's own: on a quiet machine its start-up is CPU-bound, so this is the
 figure a loaded machine does not inflate much) and the whole tree's. Configs alternate (cartpole,
 cartpole_tiny, doom_basic, cartpole, ...) so a busy machine slows
@@ -152,11 +153,13 @@ def main(argv=None) -> None:
                      fmt(median(r["first_rollout"] for r in mine), ".2f"),
                      fmt(median(r["first_trajectory"] for r in mine), ".2f"),
                      fmt(median(r["first_update"] for r in mine), ".2f"),
-                     fmt(median(r["wall"] for r in mine), ".1f"), fmt(median(r["learner_cpu"] for r in mine), ".2f"),
+                     fmt(median(r["wall"] for r in mine), ".1f"),
+                     fmt(median(r["wall"] - r["first_update"] for r in mine if r["first_update"] is not None), ".2f"),
+                     fmt(median(r["learner_cpu"] for r in mine), ".2f"),
                      fmt(median(r["tree_cpu"] for r in mine), ".2f"), fmt(median(r["other"] for r in mine), ".2f")])
     print()
     print_table(["median", "runs ok", "first rollout s", "first trajectory s", "first update s", "wall s",
-                 "learner CPU s", "tree CPU s", "other CPU"], rows)
+                 "wall - first update s", "learner CPU s", "tree CPU s", "other CPU"], rows)
 
 
 if __name__ == "__main__":
