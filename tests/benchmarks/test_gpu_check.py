@@ -1,6 +1,7 @@
 """benchmarks/gpu_check.sh, checked where no GPU is: every variant it can run composes with the Doom battle
 preset at a machine's worker count (a renamed or retyped key is caught here, before a GPU session spends
-minutes on it), each on/off variant differs from the baseline variant by its feature alone, and the
+minutes on it) and passes the config rules once CUDA is swapped for the CPU (only a rule about CUDA itself
+may refuse it then), each on/off variant differs from the baseline variant by its feature alone, and the
 preset's worker count is replaced on both sides. (Its refusal without CUDA: tests/benchmarks/test_scaling.py.)"""
 
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from sf_hydra.app.bad_input import compose_command_line
-from sf_hydra.config import ConfigError
+from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.location import find_configs
 from tests.conftest import REPO_ROOT
 
@@ -45,6 +46,17 @@ def test_every_variant_composes_with_the_preset_at_a_machines_cores():
         for override in overrides:  # every value took (none dropped or renamed on the way)
             key, value = override.split("=", 1)
             assert str(OmegaConf.select(cfg, key)).lower() == value.lower(), (label, override)
+
+
+def test_every_variant_passes_the_config_rules_but_those_of_cuda_itself():
+    for label, overrides in listed_variants().items():
+        on_cpu = [o.replace("=cuda", "=cpu") for o in [*with_workers(PRESETS[PRESET], 13).our_overrides, *overrides]]
+        cfg = compose(on_cpu)
+        if label == "server_graphs":  # CUDA graphs are refused on a CPU server, by name: that rule only
+            with pytest.raises(ConfigError, match="inference_cuda_graphs.*inference_device=cuda"):
+                validate(cfg)
+        else:
+            validate(cfg)
 
 
 def test_each_on_off_variant_differs_from_the_baseline_by_its_feature_alone():
