@@ -48,12 +48,14 @@ its figures are divided by 0.01 here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -302,9 +304,12 @@ def print_run(r: RunResult, target: Optional[float]) -> None:
           flush=True)
 
 
-def summarize(results: List[RunResult], target: Optional[float], systems: Sequence[str]) -> None:
+def summarize(results: List[RunResult], target: Optional[float], systems: Sequence[str],
+              markdown: Optional[Path] = None, cores: Optional[int] = None) -> None:
     """Medians per system (columns in run order: SF, a baseline revision, our variants), each
-    one's ratio to SF and, with a baseline revision, ours / base."""
+    one's ratio to SF and, with a baseline revision, ours / base; with `cores`, the steady FPS per
+    core too (the unit of Sample Factory's published single-machine figures). `markdown`: the same
+    table also written there as a Markdown table."""
     groups = {name: [r for r in results if r.system == name] for name in systems}
     ratios = [(n, "SF") for n in systems if n != "SF" and "SF" in systems]
     if "base" in systems:
@@ -321,6 +326,8 @@ def summarize(results: List[RunResult], target: Optional[float], systems: Sequen
         rows.append([name, *(counter(groups[n]) for n in systems), *([""] * len(ratios))])
 
     add("FPS (steady)", lambda r: r.fps)
+    if cores:
+        add(f"FPS (steady) per core, {cores} cores", lambda r: None if r.fps is None else r.fps / cores)
     add("wall seconds", lambda r: r.wall_seconds, ".1f")
     add("last avg return", lambda r: r.last_return, ".2f", with_ratios=False)  # a ratio of returns means nothing
     if target is not None:
@@ -336,6 +343,24 @@ def summarize(results: List[RunResult], target: Optional[float], systems: Sequen
     headers = ["median", *(names.get(n, n) for n in systems), *(f"{a}/{b}" for a, b in ratios)]
     print()
     print_table(headers, rows)
+    if markdown is not None:
+        markdown.write_text(markdown_table(headers, rows))
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table: the first column left-aligned, the figures right-aligned."""
+    lines = ["| " + " | ".join(str(h) for h in headers) + " |",
+             "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def with_workers(preset: Preset, workers: int) -> Preset:
+    """`preset` with `workers` rollout workers on both sides (its envs per worker kept)."""
+    sf = [f"--num_workers={workers}" if a.startswith("--num_workers=") else a for a in preset.sf_args]
+    ours = [f"hardware.num_workers={workers}" if o.startswith("hardware.num_workers=") else o
+            for o in preset.our_overrides]
+    return dataclasses.replace(preset, sf_args=sf, our_overrides=ours)
 
 
 def _count(runs: List[RunResult]) -> str:
@@ -371,6 +396,13 @@ def parse_args(argv=None):
     p.add_argument("--sf-pythonpath", default=None, metavar="DIRS",
                    help="PYTHONPATH for Sample Factory's runs only (its packages unpacked into a folder)")
     p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="rollout workers on both sides instead of the preset's (e.g. the machine's cores)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="start another round (a run of every system) only while the slowest round so far fits "
+                        "in what is left of SECONDS; the table then covers the rounds that ran")
+    p.add_argument("--markdown", type=Path, default=None, metavar="PATH",
+                   help="also write the table of medians to PATH as Markdown (with the FPS per core)")
     add_run_args(p, timeout=1200.0)
     return p.parse_args(argv)
 
@@ -382,6 +414,8 @@ def main(argv=None) -> None:
         setup_venv(args.venv)
         return
     preset = PRESETS[args.preset]
+    if args.workers is not None:
+        preset = with_workers(preset, args.workers)
     env_steps = args.env_steps or preset.env_steps
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     sf = SfPython.from_args(args)
@@ -393,9 +427,15 @@ def main(argv=None) -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="vs_sf_"))
     print(f"preset {args.preset}, {env_steps:,} env steps, {args.repeats} repeats, runs in {work}", flush=True)
     results = []
+    started, slowest_round = time.time(), 0.0
     try:
         with revision_checkout(args.baseline, work) as base_repo:
             for i in range(args.repeats):
+                if args.budget is not None and i > 0 and time.time() - started + slowest_round > args.budget:
+                    print(f"stopped after {i} rounds: another would pass the budget of {args.budget:.0f} s",
+                          flush=True)
+                    break
+                round_start = time.time()
                 seed = args.first_seed + i
                 if "sf" in systems:
                     wait_for_quiet(args.wait_quiet)
@@ -411,10 +451,12 @@ def main(argv=None) -> None:
                     results.append(run_ours(preset, work, seed, env_steps, [*args.overrides, *overrides],
                                             args.timeout, system=label))
                     print_run(results[-1], preset.target)
+                slowest_round = max(slowest_round, time.time() - round_start)
     finally:
         if args.work_dir is None and all(r.ok for r in results):
             shutil.rmtree(work, ignore_errors=True)
-    summarize(results, preset.target, labels)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    summarize(results, preset.target, labels, args.markdown, cores if args.workers is not None else None)
 
 
 if __name__ == "__main__":

@@ -348,9 +348,12 @@ class WorkerBase:
         while len(self.owned) < n:
             self._beat(-1)
             try:
-                self.owned.extend(self.free_slots.get(timeout=0.5))
+                got = self.free_slots.get(timeout=0.5)
             except queue.Empty:
+                got = []
+            if not got:  # the wait timed out, or the learner's stop woke it (an empty hand-out: Sampler.stop)
                 self._check_alive()
+            self.owned.extend(got)
         taken, self.owned = self.owned[:n], self.owned[n:]
         return torch.tensor(taken, dtype=torch.int64)
 

@@ -230,6 +230,7 @@ class Sampler:
     def stop(self) -> None:
         """Stops every worker and reaps it; a worker that does not exit in time is killed."""
         self.stop_flag[0] = 1
+        self._wake_workers()
         for w in self.serial_workers:
             w.close()
         self.serial_workers = []
@@ -247,6 +248,18 @@ class Sampler:
         self.started = False
         self.slots_handed_out = False
         self.ready_workers = set()
+
+    def _wake_workers(self) -> None:
+        """Hands every worker process an empty list of slots: one blocked in its wait for free slots (the learner
+        stopped freeing them) sees the stop flag at once rather than when its wait times out, so the run's end
+        does not wait on it."""
+        if not self.processes:  # serial workers are closed in this process; nothing was started
+            return
+        for w in range(self.num_workers):
+            try:
+                self.free_queues[w].put([])
+            except (OSError, ValueError):  # its queue is closed: nothing waits on it
+                pass
 
     def _drain(self) -> None:
         self._messages_waiting()
