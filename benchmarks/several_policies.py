@@ -2,6 +2,7 @@
 
     python benchmarks/several_policies.py --preset cartpole_2x16 --policies 1 2 --repeats 3
     python benchmarks/several_policies.py --preset doom_duel_2x8 --policies 1 2 4 --repeats 3
+    python benchmarks/several_policies.py --preset doom_basic_2x8 --policies 1 2 --repeats 3 --env-steps 100000
     python benchmarks/several_policies.py --policies 1 2 --repeats 3 --baseline 32f2e09
     python benchmarks/several_policies.py --policies 2 --quiet-wait 0 -- algo.num_batches_to_accumulate=4
 
@@ -59,6 +60,11 @@ PRESETS = {
     "cartpole_2x16": (400_000, [
         "env=gym/cartpole", "hardware.num_workers=2", "hardware.num_envs_per_worker=16", "algo.rollout=32",
         "algo.batch_size=512", "train_until_avg_return=null", "logger.experiment_summaries_interval=5",
+    ]),
+    # The vs_sample_factory.py Doom basic preset: conv + GRU, batch 1024 of rollouts of 32, 2 workers x 8 envs.
+    "doom_basic_2x8": (300_000, [
+        "env=doom/basic", "hardware.num_workers=2", "hardware.num_envs_per_worker=8", "algo.batch_size=1024",
+        "algo.num_batches_per_epoch=1", "algo.rollout=32", "logger.experiment_summaries_interval=5",
     ]),
     # Two of our players per duel (host + join, each a ViZDoom process): 2 workers x 8 matches.
     "doom_duel_2x8": (120_000, [
