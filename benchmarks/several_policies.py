@@ -23,7 +23,9 @@ Printed per policy count, medians over the repeats:
   shared machine this moves far less than any wall-clock figure;
 - waits: the share of the session the learner waited for data, and of the workers' time they
   waited for free slots (summary.json's profile);
-- ratio: FPS (wall) and steady FPS against the same system's runs of the first policy count.
+- ratio: FPS (wall) and steady FPS against the same system's runs of the first policy count;
+- per run (printed as it ends): each policy's last average return (summary.json), the learning side
+  of the same budget per policy.
 
 `--baseline REV` adds sf_hydra as of git revision REV (a temporary worktree), each of its runs
 right after ours of the same policy count and seed; `-- key=value ...` adds overrides to every run.
@@ -88,7 +90,8 @@ def run_once(repo: Path, overrides, n: int, env_steps: int, work: Path, name: st
     run = run_tree(cmd, work / f"{name}.log", cwd=work, env=python_env(repo=repo))
     summary = read_summary(work / name)
     frames = summary.get("env_steps")
-    return {**waits(summary.get("profile", {})), "frames": frames, "wall": run.wall_seconds,
+    returns = [p.get("avg_return") for p in summary.get("policies", [])] or [summary.get("avg_return")]
+    return {**waits(summary.get("profile", {})), "frames": frames, "wall": run.wall_seconds, "returns": returns,
             "fps": frames / run.wall_seconds if frames and run.returncode == 0 else None,
             "steady": steady_fps(read_tb_scalars(work / name, "perf/env_steps")),
             "rss": run.peak_rss_mb, "pss": run.peak_pss_mb, "other": max(busy, run.other_cpu),
@@ -109,6 +112,7 @@ def print_run(label: str, row: dict) -> None:
           f"steady {fmt(row['steady'])}  peak RSS {row['rss']:,.0f} MB  "
           f"CPU ms/kframe learner {fmt(row['learner_cpu'], '.1f')} workers {fmt(row['workers_cpu'], '.1f')}  "
           f"waits: learner {fmt(row['learner_wait'], '.0%')} workers for slots {fmt(row['slots_wait'], '.0%')}  "
+          f"last average return per policy {' / '.join(fmt(r, '.1f') for r in row['returns'])}  "
           f"other CPU {row['other']:.2f} cores  exit {row['exit']}", flush=True)
 
 

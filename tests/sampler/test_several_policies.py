@@ -299,10 +299,10 @@ def test_slots_per_worker_with_several_policies(compose_cfg, policies, per_worke
 def test_a_blocked_worker_leaves_some_policy_a_whole_batch(tmp_cfg):
     """The real sampler with a learner that frees nothing: each worker fills all its slots, then waits
     for free ones. From each worker's trajectories alone, some policy must have a whole iteration (a batch's
-    count of its own transitions, or the most trajectories a batch takes), or the learner would wait for data while that worker waits for
-    slots. Short rollouts (4 steps of ~20-step random CartPole episodes) keep slots of both policies rare,
-    so the policies' shares of a worker's slots are near half each: with the sampler-wide slot count (40
-    per worker here, 32 needed by one policy) no policy had a batch."""
+    count of its own transitions, or the most trajectories a batch takes), or the learner would wait for data
+    while that worker waits for slots. Short rollouts (4 steps of ~20-step random CartPole episodes) keep
+    slots of both policies rare, so the policies' shares of a worker's slots are near half each: with the
+    sampler-wide slot count (40 per worker here, 32 needed by one policy) no policy had a batch."""
     from sf_hydra.sampler.settings import most_slots_per_batch
     from tests.sampler.collect import running_sampler
 
