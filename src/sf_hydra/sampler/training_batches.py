@@ -230,8 +230,8 @@ class TrainingBatches(IterableDataset):
         return slots
 
     def _queue(self, policy: int, slots: List[int], rows: List[int]) -> None:
-        """Appends `slots` to `policy`'s queue (`pending[policy]`, the caller's), each with its count of the
-        policy's transitions."""
+        """Records each of `slots` (which the caller appends to `pending[policy]`) with its count of the
+        policy's transitions, and adds them to the queue's sum."""
         own = self.own[policy]
         for s, n in zip(slots, rows):
             own[s] = n
