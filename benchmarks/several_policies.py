@@ -2,6 +2,7 @@
 
     python benchmarks/several_policies.py --preset cartpole_2x16 --policies 1 2 --repeats 3
     python benchmarks/several_policies.py --preset doom_duel_2x8 --policies 1 2 4 --repeats 3
+    python benchmarks/several_policies.py --preset doom_basic_2x8 --policies 1 2 --repeats 3 --env-steps 100000
     python benchmarks/several_policies.py --policies 1 2 --repeats 3 --baseline 32f2e09
     python benchmarks/several_policies.py --policies 2 --quiet-wait 0 -- algo.num_batches_to_accumulate=4
 
@@ -22,7 +23,9 @@ Printed per policy count, medians over the repeats:
   shared machine this moves far less than any wall-clock figure;
 - waits: the share of the session the learner waited for data, and of the workers' time they
   waited for free slots (summary.json's profile);
-- ratio: FPS (wall) and steady FPS against the same system's runs of the first policy count.
+- ratio: FPS (wall) and steady FPS against the same system's runs of the first policy count;
+- per run (printed as it ends): each policy's last average return (summary.json), the learning side
+  of the same budget per policy.
 
 `--baseline REV` adds sf_hydra as of git revision REV (a temporary worktree), each of its runs
 right after ours of the same policy count and seed; `-- key=value ...` adds overrides to every run.
@@ -60,6 +63,11 @@ PRESETS = {
         "env=gym/cartpole", "hardware.num_workers=2", "hardware.num_envs_per_worker=16", "algo.rollout=32",
         "algo.batch_size=512", "train_until_avg_return=null", "logger.experiment_summaries_interval=5",
     ]),
+    # The vs_sample_factory.py Doom basic preset: conv + GRU, batch 1024 of rollouts of 32, 2 workers x 8 envs.
+    "doom_basic_2x8": (300_000, [
+        "env=doom/basic", "hardware.num_workers=2", "hardware.num_envs_per_worker=8", "algo.batch_size=1024",
+        "algo.num_batches_per_epoch=1", "algo.rollout=32", "logger.experiment_summaries_interval=5",
+    ]),
     # Two of our players per duel (host + join, each a ViZDoom process): 2 workers x 8 matches.
     "doom_duel_2x8": (120_000, [
         "env=doom/duel", "hardware.num_workers=2", "hardware.num_envs_per_worker=8",
@@ -82,7 +90,8 @@ def run_once(repo: Path, overrides, n: int, env_steps: int, work: Path, name: st
     run = run_tree(cmd, work / f"{name}.log", cwd=work, env=python_env(repo=repo))
     summary = read_summary(work / name)
     frames = summary.get("env_steps")
-    return {**waits(summary.get("profile", {})), "frames": frames, "wall": run.wall_seconds,
+    returns = [p.get("avg_return") for p in summary.get("policies", [])] or [summary.get("avg_return")]
+    return {**waits(summary.get("profile", {})), "frames": frames, "wall": run.wall_seconds, "returns": returns,
             "fps": frames / run.wall_seconds if frames and run.returncode == 0 else None,
             "steady": steady_fps(read_tb_scalars(work / name, "perf/env_steps")),
             "rss": run.peak_rss_mb, "pss": run.peak_pss_mb, "other": max(busy, run.other_cpu),
@@ -103,6 +112,7 @@ def print_run(label: str, row: dict) -> None:
           f"steady {fmt(row['steady'])}  peak RSS {row['rss']:,.0f} MB  "
           f"CPU ms/kframe learner {fmt(row['learner_cpu'], '.1f')} workers {fmt(row['workers_cpu'], '.1f')}  "
           f"waits: learner {fmt(row['learner_wait'], '.0%')} workers for slots {fmt(row['slots_wait'], '.0%')}  "
+          f"last average return per policy {' / '.join(fmt(r, '.1f') for r in row['returns'])}  "
           f"other CPU {row['other']:.2f} cores  exit {row['exit']}", flush=True)
 
 

@@ -46,6 +46,7 @@ from sf_hydra.sampler.settings import (
     Slots,
     Spaces,
     WorkerSettings,
+    most_slots_per_batch,
 )
 
 
@@ -117,13 +118,15 @@ def slots_per_worker(algo, num_workers: int, rows_per_worker: int, agent_rows: b
     mode, one completed early for the next round.
 
     Invariant with several policies: a worker blocks only when some policy has a full batch
-    waiting (`policy_rounds`), so the learner does not wait for data while a worker waits for slots."""
+    waiting (`policy_rounds` of the most trajectories a batch may take, `most_slots_per_batch`), so
+    the learner does not wait for data while a worker waits for slots."""
     rows_total = num_workers * rows_per_worker
     traj_per_iteration = algo.batch_size * algo.num_batches_per_epoch // algo.rollout
     iterations = max(algo.num_batches_to_accumulate, algo.num_policies)
     rounds_waiting = math.ceil(iterations * traj_per_iteration / rows_total)
     if algo.num_policies > 1:
-        rounds_waiting = max(rounds_waiting, policy_rounds(algo.num_policies, traj_per_iteration, rows_per_worker))
+        most = most_slots_per_batch(traj_per_iteration, algo.num_policies)
+        rounds_waiting = max(rounds_waiting, policy_rounds(algo.num_policies, most, rows_per_worker))
     return rows_per_worker * ((3 if agent_rows else 1) + max(1, rounds_waiting))
 
 

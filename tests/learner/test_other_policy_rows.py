@@ -129,3 +129,22 @@ def test_recurrent_chunks_keep_their_mask(tmp_cfg):
     assert data["actions"].shape[0] == 15 and 3.0 not in data["actions"][:, 0].tolist()
     assert data["valids"][4].tolist() == [0.0, 0.0, 1.0, 1.0]  # chunk 5, now the fifth
     assert bounds == [0, 7, 15]  # 2 minibatches of 8 chunks for the whole batch: its 15 spread over them
+
+
+def test_a_longer_batch_gets_a_full_batchs_minibatches(tmp_cfg):
+    """With several policies a batch may take more trajectories than a full one, until it holds a full
+    batch's count of the policy's own transitions (sampler/training_batches.py): its epochs keep a full
+    batch's count of minibatches (what one policy's batches get), spread over its own transitions, not the
+    count its whole length would give."""
+    learner = _learner(tmp_cfg, "algo.batch_size=16")  # num_batches_per_epoch 2: a full batch is 32 chunks
+    mine = torch.ones(40, 1)
+    mine[::7] = 0  # 6 of another policy's: 34 of its own
+    data = {"actions": torch.arange(40.0)[:, None], "valids": mine}
+    data, bounds = learner._minibatch_bounds(data, full_chunks=32)
+    assert bounds == [0, 17, 34] and "valids" not in data
+    data, bounds = learner._minibatch_bounds({"actions": torch.arange(40.0)[:, None], "valids": mine})
+    assert bounds == [0, 11, 22, 34]  # without full_chunks: the 3 minibatches 40 chunks give
+    data, bounds = learner._minibatch_bounds({"actions": torch.zeros(36, 1)}, full_chunks=32)
+    assert bounds == [0, 18, 36]  # all its own (no valids), yet longer than a full batch: 2 minibatches
+    data, bounds = learner._minibatch_bounds({"actions": torch.zeros(32, 1)}, full_chunks=32)
+    assert bounds == [0, 16, 32]  # a full batch: the plain slices

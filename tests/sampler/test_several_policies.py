@@ -279,12 +279,13 @@ def test_batched_sampling_maps_whole_workers_to_policies(tmp_cfg):
     assert bool((ids == ids[:, :1]).all()), "a worker's rows never change policy"
 
 
-@pytest.mark.parametrize("policies, per_worker", [(1, 48), (2, 80), (4, 144)])
+@pytest.mark.parametrize("policies, per_worker", [(1, 48), (2, 96), (4, 176)])
 def test_slots_per_worker_with_several_policies(compose_cfg, policies, per_worker):
     """The CartPole 2x16 preset of benchmarks/several_policies.py (32 trajectories per iteration): one policy
-    keeps its 3 rounds of 16 slots; with P policies a blocked worker (fewer than 16 free) has at least
-    per_worker - 15 slots waiting, which must be P x 31 + 1: then some policy has a whole iteration of them
-    (pigeonhole) and the learner does not wait for data while that worker waits for slots."""
+    keeps its 3 rounds of 16 slots; with P policies a batch takes up to 40 trajectories (until they hold 1,024
+    of its own transitions: most_slots_per_batch), and a blocked worker (fewer than 16 free) has at least
+    per_worker - 15 slots waiting, which must be P x 39 + 1: then some policy has 40 of them (pigeonhole), a
+    whole batch, and the learner does not wait for data while that worker waits for slots."""
     from sf_hydra.plan import slots_per_worker
 
     cfg = compose_cfg("env=gym/cartpole", "algo.rollout=32", "algo.batch_size=512", f"algo.num_policies={policies}")
@@ -292,22 +293,24 @@ def test_slots_per_worker_with_several_policies(compose_cfg, policies, per_worke
     got = slots_per_worker(cfg.algo, num_workers=2, rows_per_worker=16, agent_rows=False)
     assert got == per_worker
     if policies > 1:
-        assert got - 16 + 1 >= policies * 31 + 1
+        assert got - 16 + 1 >= policies * 39 + 1
 
 
 def test_a_blocked_worker_leaves_some_policy_a_whole_batch(tmp_cfg):
     """The real sampler with a learner that frees nothing: each worker fills all its slots, then waits
-    for free ones. From each worker's trajectories alone, some policy must have a whole iteration (it
-    acted in `traj_per_batch` of them), or the learner would wait for data while that worker waits for
-    slots. Short rollouts (4 steps of ~20-step random CartPole episodes) keep slots of both policies rare,
-    so the policies' shares of a worker's slots are near half each: with the sampler-wide slot count (40
-    per worker here, 32 needed by one policy) no policy had a batch."""
+    for free ones. From each worker's trajectories alone, some policy must have a whole iteration (a batch's
+    count of its own transitions, or the most trajectories a batch takes), or the learner would wait for data
+    while that worker waits for slots. Short rollouts (4 steps of ~20-step random CartPole episodes) keep
+    slots of both policies rare, so the policies' shares of a worker's slots are near half each: with the
+    sampler-wide slot count (40 per worker here, 32 needed by one policy) no policy had a batch."""
+    from sf_hydra.sampler.settings import most_slots_per_batch
     from tests.sampler.collect import running_sampler
 
     cfg = tmp_cfg("env=gym/cartpole", "algo.num_policies=2", "hardware.num_workers=2",
                   "hardware.num_envs_per_worker=8", "algo.rollout=4", "algo.batch_size=64",
                   "algo.num_batches_per_epoch=2")
     traj_per_batch = 64 * 2 // 4
+    most = most_slots_per_batch(traj_per_batch, 2)
     with running_sampler(cfg) as sampler:
         per_worker = sampler.per_worker
         slots = {w: [] for w in range(2)}
@@ -321,4 +324,33 @@ def test_a_blocked_worker_leaves_some_policy_a_whole_batch(tmp_cfg):
         for w, owned in slots.items():
             ids = sampler.buffers["policy_ids"][torch.tensor(owned)]
             acted_in = [int((ids == k).any(1).sum()) for k in range(2)]
-            assert max(acted_in) >= traj_per_batch, f"worker {w}: policies acted in {acted_in} of {len(owned)} slots"
+            own = [int((ids == k).sum()) for k in range(2)]
+            whole = [own[k] >= traj_per_batch * 4 or acted_in[k] >= most for k in range(2)]
+            assert any(whole), f"worker {w}: policies acted in {acted_in} of {len(owned)} slots, {own} transitions"
+
+
+def test_an_async_batch_holds_a_full_batch_of_its_own_transitions(tmp_cfg):
+    """Short rollouts of random CartPole (8 steps, episodes of ~20) make trajectories that change policy
+    common. From the definition: a policy's asynchronous batch takes trajectories until they hold
+    batch_size x num_batches_per_epoch of its own transitions (the fewest trajectories that do), or the most
+    a batch may take; a batch of more than `traj_per_batch` trajectories says so (`full_trajectories`), so
+    that the learner cuts a full batch's minibatches from it. Counting trajectories instead (every batch
+    `traj_per_batch` of them) gives each policy fewer of its own transitions per learner iteration."""
+    from sf_hydra.sampler.settings import most_slots_per_batch
+
+    cfg = tmp_cfg("env=gym/cartpole", TAGGED, "algo.num_policies=2", "algo.rollout=8", "algo.batch_size=128",
+                  "algo.num_batches_per_epoch=2", "hardware.num_workers=2", "hardware.num_envs_per_worker=8")
+    traj_per_batch, rows = 128 * 2 // 8, 128 * 2
+    most = most_slots_per_batch(traj_per_batch, 2)
+    _, batches = _stream(cfg, 16)
+    longer = 0
+    for batch in batches:
+        k, meta = batch["meta"]["policy"], batch["meta"]
+        own = (batch["policy_ids"] == k).sum(1).tolist()  # per trajectory, in the order taken
+        assert min(own) > 0, "a trajectory without the policy's transitions"
+        assert len(own) <= most
+        if len(own) < most:
+            assert sum(own) >= rows and sum(own[:-1]) < rows, f"{own}: not the fewest that hold {rows}"
+        assert meta["full_trajectories"] == (traj_per_batch if len(own) > traj_per_batch else None)
+        longer += len(own) > traj_per_batch
+    assert longer > 0, "no trajectory changed policy: the test shows nothing"

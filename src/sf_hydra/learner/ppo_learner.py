@@ -191,29 +191,48 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             data["valids"] = split(valid)
         return data
 
-    def _minibatch_bounds(self, data: dict) -> Tuple[dict, List[int]]:
+    def _minibatch_bounds(self, data: dict, full_chunks: Optional[int] = None) -> Tuple[dict, List[int]]:
         """The chunks an epoch trains on and its minibatches' bounds among them. Chunks that hold none of
         this policy's transitions (another policy acted there: `valids` all zero) are left out, so no forward
         or backward pass is spent on them, and `valids` goes where every chunk left is wholly the policy's
         own (always so for feed-forward models, one transition per chunk). Invariant: an epoch has as many
         minibatches as the whole batch gives, ceil(chunks / (batch_size / recurrence)); a batch with no chunk
         left out keeps the plain slices of that many chunks, the kept chunks of another spread evenly over
-        them (what each minibatch averages over is the policy's own transitions either way)."""
+        them (what each minibatch averages over is the policy's own transitions either way). `full_chunks`:
+        the chunks of a full batch, for a batch that took more trajectories to hold a full batch's own
+        transitions (TrainingBatches, several policies): it gets a full batch's minibatches, not more."""
         n = data["actions"].shape[0]
-        plain = [*range(0, n, self.algo.batch_size // self.recurrence), n]
-        if "valids" not in data:
+        per_minibatch = self.algo.batch_size // self.recurrence
+        plain = [*range(0, n, per_minibatch), n]
+        oversized = full_chunks is not None and n > full_chunks
+        if "valids" not in data and not oversized:
             return data, plain
+        data = self._own_chunks(data)
+        kept = data["actions"].shape[0]
+        if kept == n and not oversized:
+            return data, plain
+        minibatches = min(len(range(0, full_chunks, per_minibatch)) if oversized else len(plain) - 1, kept)
+        return data, [kept * i // minibatches for i in range(minibatches + 1)] if minibatches else [0]
+
+    @staticmethod
+    def _own_chunks(data: dict) -> dict:
+        """The chunks holding any of the policy's transitions (`valids`), `valids` left out where every
+        chunk kept is wholly the policy's own; data without `valids` as it is."""
+        if "valids" not in data:
+            return data
         mine = data["valids"] > 0
         keep = mine.any(dim=1)
-        kept = int(keep.sum())
-        if kept < n:
+        if not bool(keep.all()):
             data = {k: v[keep] for k, v in data.items()}
         if bool(mine[keep].all()):
             data = {k: v for k, v in data.items() if k != "valids"}
-        if kept == n:
-            return data, plain
-        minibatches = min(len(plain) - 1, kept)
-        return data, [kept * i // minibatches for i in range(minibatches + 1)] if minibatches else [0]
+        return data
+
+    def _full_chunks(self, meta: dict, batch: dict) -> Optional[int]:
+        """The recurrence chunks of a full batch when this one took more trajectories than a full batch
+        (`meta["full_trajectories"]`, set by TrainingBatches); None otherwise."""
+        full = meta.get("full_trajectories")
+        return None if not full else full * batch["actions"].shape[1] // self.recurrence
 
     # -- the iteration -----------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
@@ -234,7 +253,7 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             model.preprocess.update(obs if valid is None else {key: v[valid > 0] for key, v in obs.items()})
             advantages, targets, old_values = self._advantages_and_targets(model, batch, valid, hyper["gamma"])
             data = self._chunks(batch, advantages, targets, old_values, valid)
-            data, bounds = self._minibatch_bounds(data)
+            data, bounds = self._minibatch_bounds(data, self._full_chunks(meta, batch))
         t0 = time.perf_counter()
         stats.metrics = self._train_epochs(model, opt, stats, data, hyper, bounds)
         train_time = time.perf_counter() - t0

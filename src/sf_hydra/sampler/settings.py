@@ -156,3 +156,12 @@ class BatchSettings:
     pin_memory: bool  # a CUDA learner: batches are gathered into pinned staging memory
     benchmark: bool  # trajectories are counted, not copied (the sampler's ceiling)
     stall_timeout_sec: float  # hardware.worker_stall_timeout_sec, named in the stall message
+
+
+def most_slots_per_batch(traj_per_batch: int, num_policies: int) -> int:
+    """The most trajectories one asynchronous batch of one policy may take. With several policies a
+    batch takes trajectories until it holds `traj_per_batch` x rollout of its policy's own transitions
+    (a trajectory whose row changed policy at an episode's end holds fewer), so it may take more than
+    `traj_per_batch`; a quarter more at most, which also bounds the slots a worker needs
+    (plan.policy_rounds) and a CUDA learner's pinned staging. One policy: exactly `traj_per_batch`."""
+    return traj_per_batch if num_policies == 1 else traj_per_batch + -(-traj_per_batch // 4)

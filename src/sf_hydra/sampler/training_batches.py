@@ -16,7 +16,7 @@ from torch.utils.data import IterableDataset
 
 from sf_hydra.core.clock import seconds_since_launch
 from sf_hydra.sampler.sampler import Sampler, SamplerError
-from sf_hydra.sampler.settings import BatchSettings
+from sf_hydra.sampler.settings import BatchSettings, most_slots_per_batch
 
 ENDLESS = 2**62
 STAGING_RING = 2
@@ -87,8 +87,13 @@ class TrainingBatches(IterableDataset):
     policies (policies change at episode ends) goes to each of their learners, and is freed
     once all of them took it; each learner trains only on its own transitions
     (`batch["policy_ids"]`). Async: a batch is `batch_size * num_batches_per_epoch` transitions
-    of one policy, served as soon as a policy has one. Sync: once a whole round arrived, each
-    policy's share of it in batches of at most that size; then the next round starts."""
+    of one policy, served as soon as a policy has one: with several policies, trajectories in
+    arrival order until they hold that many of the policy's own transitions (or
+    `most_slots_per_batch` trajectories), so that a policy trains on as many of its own
+    transitions per iteration as a single policy does (`meta["full_trajectories"]` then tells the
+    learner a full batch's trajectory count, which sets its minibatches). Sync: once a whole round
+    arrived, each policy's share of it in batches of at most `traj_per_batch` trajectories; then
+    the next round starts."""
 
     def __init__(self, sampler: Sampler, settings: BatchSettings, current_version: Callable[[int], int],
                  stop_requested: Callable[[], bool], on_start: Callable[[], None],
@@ -99,12 +104,18 @@ class TrainingBatches(IterableDataset):
         self.current_version, self.stop_requested, self.on_start = current_version, stop_requested, on_start
         self.first_version = first_version
         self.traj_per_batch = settings.traj_per_batch
+        self.rollout = sampler.buffers.rollout
+        self.batch_rows = self.traj_per_batch * self.rollout  # a full asynchronous batch's own transitions
+        self.most_slots = most_slots_per_batch(self.traj_per_batch, settings.num_policies)
         self.sync = settings.sync
         self.round_size = sampler.rows_total
         self.num_policies = settings.num_policies
         self.frameskip = settings.frameskip
         self.benchmark = settings.benchmark
         self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
+        # Per policy: each queued slot's count of that policy's transitions, and their sum over its queue.
+        self.own: List[Dict[int, int]] = [{} for _ in range(settings.num_policies)]
+        self.queued_rows = [0] * settings.num_policies
         self.first_trajectory_s: Optional[float] = None  # seconds from launch to the learner's first trajectory
         self.first_rollout_s: Optional[float] = None  # ... to a worker reporting that trajectory
         # A CUDA learner: batches are gathered into pinned staging memory, so that moving one to
@@ -127,6 +138,7 @@ class TrainingBatches(IterableDataset):
             self.on_start()
             received.start = time.monotonic() - t_start
         pending = [deque() for _ in range(self.num_policies)]
+        self.own, self.queued_rows = [{} for _ in pending], [0] * len(pending)
         in_round, turn = 0, 0
         replacements = self._replacements()
         while True:
@@ -152,14 +164,14 @@ class TrainingBatches(IterableDataset):
             received.wait += time.monotonic() - t0
             policy = self._next_policy(pending, turn)
             turn = policy + 1
-            take = min(self.traj_per_batch, len(pending[policy]))
-            slots = [pending[policy].popleft() for _ in range(take)]
+            slots = self._take(policy, pending[policy])
             t1 = time.monotonic()
             # benchmark: the trajectories are dropped uncopied; the batch is only what the workers reported
             batch = {} if self.benchmark else self._gather(torch.tensor(slots, dtype=torch.int64))
             self._release(slots)
             received.gather += time.monotonic() - t1
             batch["meta"] = received.meta(policy)
+            batch["meta"]["full_trajectories"] = self.traj_per_batch if len(slots) > self.traj_per_batch else None
             batch["meta"]["first_rollout_s"] = self.first_rollout_s
             batch["meta"]["first_trajectory_s"] = self.first_trajectory_s
             self.waiting = sum(len(p) for p in pending) + (in_round if self.sync else 0)
@@ -178,7 +190,7 @@ class TrainingBatches(IterableDataset):
         if not self.pin:
             return buffers.gather(slots)
         if len(self.staging) < STAGING_RING:
-            self.staging.append(buffers.staging(self.traj_per_batch, pin=True))
+            self.staging.append(buffers.staging(self.most_slots, pin=True))
         out = self.staging[self.batches_gathered % len(self.staging)]
         self.batches_gathered += 1
         return buffers.gather(slots, out=out)
@@ -186,29 +198,60 @@ class TrainingBatches(IterableDataset):
     def _ready(self, pending, in_round: int) -> bool:
         if self.sync:
             return in_round >= self.round_size and any(pending)
-        return any(len(p) >= self.traj_per_batch for p in pending)
+        return any(self._full(k, queue) for k, queue in enumerate(pending))
+
+    def _full(self, policy: int, queue) -> bool:
+        """Async: whether `policy`'s queue holds a whole batch: a batch's count of its own transitions, or the
+        most trajectories a batch takes (the bound the workers' slots are sized for: plan.policy_rounds)."""
+        return self.queued_rows[policy] >= self.batch_rows or len(queue) >= self.most_slots
 
     def _next_policy(self, pending, turn: int) -> int:
         """The next policy with a batch to train on, taking turns."""
-        need = 1 if self.sync else self.traj_per_batch
         for i in range(self.num_policies):
             policy = (turn + i) % self.num_policies
-            if len(pending[policy]) >= need:
+            if (pending[policy] if self.sync else self._full(policy, pending[policy])):
                 return policy
         raise AssertionError("no policy has a batch")  # _ready said one has
+
+    def _take(self, policy: int, queue) -> List[int]:
+        """The next batch's slots off `policy`'s queue, oldest first. Sync: up to `traj_per_batch`. Async: until
+        they hold a full batch's count of the policy's own transitions (`traj_per_batch` whole trajectories when
+        none changed policy), at most `most_slots`."""
+        own = self.own[policy]
+        slots, rows = [], 0
+        if self.sync:
+            slots = [queue.popleft() for _ in range(min(self.traj_per_batch, len(queue)))]
+        else:
+            while queue and rows < self.batch_rows and len(slots) < self.most_slots:
+                slots.append(queue.popleft())
+                rows += own[slots[-1]]
+        for s in slots:
+            self.queued_rows[policy] -= own.pop(s)
+        return slots
+
+    def _queue(self, policy: int, slots: List[int], rows: List[int]) -> None:
+        """Records each of `slots` (which the caller appends to `pending[policy]`) with its count of the
+        policy's transitions, and adds them to the queue's sum."""
+        own = self.own[policy]
+        for s, n in zip(slots, rows):
+            own[s] = n
+        self.queued_rows[policy] += sum(rows)
 
     def _sort(self, slots: List[int], pending, received: Received) -> None:
         """Queues each slot for every policy that acted in it, and counts each policy's env steps."""
         if self.num_policies == 1:
             pending[0].extend(slots)  # one policy: its env steps are the run's frames
+            self._queue(0, slots, [self.rollout] * len(slots))
             return
         ids = self.sampler.buffers["policy_ids"][torch.tensor(slots, dtype=torch.int64)]
         counts = torch.nn.functional.one_hot(ids, self.num_policies).sum(1)  # [slots, policies]
         for k, n in enumerate((counts.sum(0) * self.frameskip).tolist()):
             received.policy_frames[k] += n
         acted = counts > 0
-        for k in range(self.num_policies):
-            pending[k].extend(s for s, a in zip(slots, acted[:, k].tolist()) if a)
+        for k, column in enumerate(counts.t().tolist()):
+            mine = [(s, n) for s, n in zip(slots, column) if n > 0]
+            pending[k].extend(s for s, _ in mine)
+            self._queue(k, [s for s, _ in mine], [n for _, n in mine])
         for s, n in zip(slots, acted.sum(1).tolist()):
             if n > 1:
                 self.shared[s] = n
@@ -257,6 +300,8 @@ class TrainingBatches(IterableDataset):
             if stale:
                 queue.clear()
                 queue.extend(slots[~stale_mask].tolist())
+                for s in stale:
+                    self.queued_rows[k] -= self.own[k].pop(s)
                 self._release(stale)
                 dropped += len(stale)
         return dropped
