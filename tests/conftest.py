@@ -163,13 +163,19 @@ def pytest_xdist_auto_num_workers(config):
 # Test modules whose tests depend on the ones before them (README's lines: a later one plays the run an earlier
 # one trained): under pytest-xdist each runs whole, in order, in one process.
 ORDERED_MODULES = ("tests/packaging/test_readme_commands.py",)
+# The tests whose processes run in the two namespace hosts of `cluster/slurm/start.sh --two-nodes`: one unit of work,
+# so never two at once (the node-loss test kills every process in sfn2's namespace, and two runs by torchrun's
+# convention there could pick the same MASTER_PORT).
+TWO_HOST_MODULES = ("tests/ddp/test_torchrun_nodes.py", "tests/slurm/test_slurm_two_nodes.py",
+                    "tests/slurm/test_slurm_node_loss.py")
 
 
 def pytest_xdist_make_scheduler(config, log):
     """`-n` with the default `--dist load`: every test its own unit of work, as `load` schedules them, except
-    ORDERED_MODULES, each one unit. (xdist's own `--dist loadgroup` with an `xdist_group` mark grouped nothing
-    under pytest 9.2 and xdist 3.8, measured 2026-11-28: the tests of one group ran on both processes; pytest-xdist
-    issue #1386: pytest 9.2 no longer takes the `@group` suffix xdist writes into the node ids.)"""
+    ORDERED_MODULES, each one unit, and TWO_HOST_MODULES, together one unit. (xdist's own `--dist loadgroup` with
+    an `xdist_group` mark grouped nothing under pytest 9.2 and xdist 3.8, measured 2026-11-28: the tests of one
+    group ran on both processes; pytest-xdist issue #1386: pytest 9.2 no longer takes the `@group` suffix xdist
+    writes into the node ids.)"""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -177,6 +183,8 @@ def pytest_xdist_make_scheduler(config, log):
     class OrderedModulesScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
+            if module in TWO_HOST_MODULES:
+                return "the two namespace hosts"
             return module if module in ORDERED_MODULES else nodeid
 
     return OrderedModulesScheduling(config, log)

@@ -71,11 +71,17 @@ def error_line(path, marker: str):
 
 
 @pytest.mark.slow  # ~2 min: a two-node job, the node lost, the job requeued and run again
-def test_lost_node_stops_the_run_naming_it_and_the_requeued_job_resumes_on_both_nodes(losable_node, sweep):
-    budget = 6000
+def test_lost_node_stops_the_run_naming_it_and_the_requeued_job_resumes_on_both_nodes(losable_node, sweep,
+                                                                                     monkeypatch):
+    # A learner step of at least 0.25 s (tests/helpers/pace.py, found through PYTHONPATH, which sbatch exports): the
+    # run cannot reach its budget before the node is lost, however fast the machine is (a run of 6,000 steps once
+    # finished within a second of its first checkpoint, before the kill).
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    budget = 12000
     sweep.start("hardware.num_nodes=2", "hardware.devices=1", "hardware.num_workers=1", f"train_for_env_steps={budget}",
                 f"hydra.launcher.partition={PARTITION}", "save_every_sec=1", "keep_checkpoints=100",
-                f"hardware.ddp_timeout_sec={DDP_TIMEOUT}", "+hydra.launcher.additional_parameters.exclusive=true")
+                f"hardware.ddp_timeout_sec={DDP_TIMEOUT}", "+hydra.launcher.additional_parameters.exclusive=true",
+                "+callbacks.pace._target_=tests.helpers.pace.PaceSteps", "+callbacks.pace.seconds=0.25")
     run = sweep.dir / "run"
     checkpoints, train_log = run / "checkpoints", run / "train.log"
     wait_until(lambda: any(int(p.stem.split("_")[1]) >= 1024 for p in checkpoints.glob("checkpoint_*.ckpt")), 240,
