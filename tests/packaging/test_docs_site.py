@@ -24,6 +24,9 @@ REGENERATE = "python -m sf_hydra.app.config_reference > docs/reference/config.md
 
 
 def test_config_reference_is_the_generators_output():
+    if importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None:
+        pytest.skip("the page lists every group's options as `.[all]` installs them: hydra/sweeper=optuna needs the "
+                    "optuna extra")
     assert REFERENCE.read_text() == render(find_configs()[1]), f"docs/reference/config.md is stale: {REGENERATE}"
 
 
