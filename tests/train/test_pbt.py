@@ -139,7 +139,11 @@ def test_a_statistic_the_env_reports_is_the_target_objective(tmp_path):
     run_dir = tmp_path / "catch"
     looks = events(run_dir)
     assert looks and all(e["target_objective"] == "caught" for e in looks)
-    assert all(0.0 <= v <= 1.0 for e in looks for v in e["objectives"].values())  # a catch rate, not a return
+    # a catch rate, not a return; None: a member that had no objective yet at that look (left out of the ranking,
+    # which happens when the machine is slow and a policy has not finished an episode of its own by then)
+    values = [v for e in looks for v in e["objectives"].values()]
+    assert any(v is not None for v in values), looks
+    assert all(v is None or 0.0 <= v <= 1.0 for v in values), values
     caught = read_scalars(run_dir)["policy_0/episode/caught"]
     assert caught and all(0.0 <= s.value <= 1.0 for s in caught)
 

@@ -523,6 +523,14 @@ def _rank_end(record: dict, timeout_sec: float, slurm: bool = True) -> Tuple[str
     return f"{where} {how} (its log: {record['log']})", lost
 
 
+def never_joined(run_dir: Path, ranks: Ranks) -> List[int]:
+    """The ranks > 0 with no record of this start in the run folder (record_rank): on several machines, ranks that
+    never started, failed before rank 0's decision reached them, or do not see this run folder."""
+    records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
+    joined = {r.get("rank") for r in records if r and r.get("session") == session_of(ranks)}
+    return sorted(set(range(1, ranks.world_size)) - joined)
+
+
 def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool,
                       devices: int = 1) -> Tuple[str, Optional[str]]:
     """Rank 0's account of the rank (a Slurm task's, or one on another machine: record_rank) whose end broke a

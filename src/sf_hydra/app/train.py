@@ -30,6 +30,7 @@ from sf_hydra.app.ranks import (
     await_start,
     env_rendezvous,
     log_to_rank_file,
+    never_joined,
     node_name,
     ranks_of,
     record_rank,
@@ -241,8 +242,10 @@ def _fit_beside(others: LocalRanks, cfg, run_dir: Path, plan: RunPlan, ckpt: Opt
     except BaseException as e:
         hung = _from_a_collective(e) and _timed_out(e)  # a rank that still runs answers no collective: no grace
         failure = others.stop(grace_sec=3.0 if hung else 30.0)
-        if (failure is None or others.hung) and ranks.via_env and ranks.is_zero and not _own_fault(e):
-            # a rank of this node that hung in the collective waited for one elsewhere, which the records name
+        if ranks.via_env and ranks.is_zero and not _own_fault(e) and (
+                failure is None or others.hung or never_joined(run_dir, ranks)):
+            # a rank of this node that hung in, or timed out of, the process group or a collective waited for one
+            # elsewhere, which the records name (a rank that never joined first: the others' ends follow from it)
             failure, _ = recorded_rank_end(run_dir, ranks, cfg.hardware.ddp_timeout_sec, _timed_out(e),
                                            cfg.hardware.devices)
         if failure is not None and not _own_fault(e):  # this error (a collective's) follows from that rank's
