@@ -35,6 +35,7 @@ from sf_hydra.envs import episode_stats, reward_shaping
 from sf_hydra.learner.settings import LearnerSettings, initial_hyperparams, shaping_hyperparams
 from sf_hydra.models import build_model
 from sf_hydra.models.recipe import ModelRecipe, plain
+from sf_hydra.sampler.policy_mapping import env_policies
 from sf_hydra.sampler.settings import (
     ActingSettings,
     BatchSettings,
@@ -159,11 +160,26 @@ def sampler_settings(cfg, num_agents: Optional[int]) -> SamplerSettings:
         num_envs_per_worker=hw.num_envs_per_worker, worker_start_timeout_sec=hw.worker_start_timeout_sec,
         worker_stall_timeout_sec=hw.worker_stall_timeout_sec,
         restarts_hung_envs=hw.max_env_restarts > 0 and bool(hw.restart_hung_envs), env_id=str(cfg.env.id),
-        workers=worker_settings(cfg),
+        workers=worker_settings(cfg, num_agents),
     )
 
 
-def worker_settings(cfg) -> WorkerSettings:
+def fixed_env_policies(cfg, num_agents: Optional[int]) -> Optional[Tuple[int, ...]]:
+    """Every env's policy for the whole run (worker by worker) when algo.policy_assignment resolves to fixed:
+    several policies, single-agent envs stepped one by one, and (auto) envs that divide evenly among the
+    policies (an explicit `fixed` that does not is refused: sampler.check_sampling_options). None: each env
+    draws its policy per episode (or batched sampling's worker -> policy, decided by the worker)."""
+    algo, hw = cfg.algo, cfg.hardware
+    n, envs = algo.num_policies, hw.num_workers * hw.num_envs_per_worker
+    choice = str(algo.get("policy_assignment", "auto"))
+    if n == 1 or num_agents is not None or hw.batched_sampling or choice == "per_episode":
+        return None
+    if choice == "auto" and envs % n != 0:
+        return None
+    return env_policies(hw.num_workers, hw.num_envs_per_worker, n)
+
+
+def worker_settings(cfg, num_agents: Optional[int] = None) -> WorkerSettings:
     algo, hw = cfg.algo, cfg.hardware
     return WorkerSettings(
         seed=None if cfg.seed is None else int(cfg.seed), rollout=algo.rollout, num_policies=algo.num_policies,
@@ -180,7 +196,8 @@ def worker_settings(cfg) -> WorkerSettings:
             inference_device=str(hw.inference_device),
             inference_cuda_graphs=bool(hw.get("inference_cuda_graphs", False))),
         seats=SeatSettings(mix_policies_in_one_env=bool(cfg.pbt.mix_policies_in_one_env),
-                           pool_size=cfg.selfplay.pool_size, latest_prob=float(cfg.selfplay.latest_prob)),
+                           pool_size=cfg.selfplay.pool_size, latest_prob=float(cfg.selfplay.latest_prob),
+                           env_policies=fixed_env_policies(cfg, num_agents)),
     )
 
 

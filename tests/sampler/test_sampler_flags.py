@@ -153,6 +153,7 @@ def test_hwc_images_reach_the_learner_channels_first(tmp_path):
     (("env.episode_counter=true", "hardware.batched_sampling=true"), "env.episode_counter"),
     (("env.pixel_format=HWC", "hardware.batched_sampling=true"), "env.pixel_format"),
     (("env=gym/multi_agent_toy", "env.episode_counter=true"), "env.episode_counter"),
+    (("env=gym/multi_agent_toy", "algo.num_policies=2", "algo.policy_assignment=fixed"), "algo.policy_assignment"),
 ])
 def test_bad_flag_values_are_refused_before_any_process(tmp_path, overrides, key):
     cfg = make_cfg(tmp_path, *overrides)

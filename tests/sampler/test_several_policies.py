@@ -19,6 +19,7 @@ from tests.helpers.plans import plan_for, sampler_for
 
 TAGGED = "model._target_=tests.helpers.recording_models.TaggedActorCritic"
 TOY_2 = ("env=gym/multi_agent_toy", "env.kwargs.num_agents=2")
+PER_EPISODE = "algo.policy_assignment=per_episode"  # single-agent envs: each episode draws its policy
 
 
 def _stream(cfg, batches: int, bumps=None, before_start=None):
@@ -63,7 +64,7 @@ def _stream(cfg, batches: int, bumps=None, before_start=None):
 def test_each_learner_trains_only_on_what_its_policy_acted(tmp_cfg, mode, env):
     overrides = {"async": [], "sync": ["algo=ppo"], "serial": ["hardware.serial_mode=true"],
                  "server": ["hardware.inference=server", "hardware.worker_num_splits=2"]}[mode]
-    env_overrides = TOY_2 if env == "toy" else ()
+    env_overrides = TOY_2 if env == "toy" else (PER_EPISODE,)  # policies change within the trajectories
     cfg = tmp_cfg(*env_overrides, TAGGED, "algo.num_policies=2", *overrides)
     _, batches = _stream(cfg, 12)
     seen = set()
@@ -306,7 +307,7 @@ def test_a_blocked_worker_leaves_some_policy_a_whole_batch(tmp_cfg):
     from sf_hydra.sampler.settings import most_slots_per_batch
     from tests.sampler.collect import running_sampler
 
-    cfg = tmp_cfg("env=gym/cartpole", "algo.num_policies=2", "hardware.num_workers=2",
+    cfg = tmp_cfg("env=gym/cartpole", PER_EPISODE, "algo.num_policies=2", "hardware.num_workers=2",
                   "hardware.num_envs_per_worker=8", "algo.rollout=4", "algo.batch_size=64",
                   "algo.num_batches_per_epoch=2")
     traj_per_batch = 64 * 2 // 4
@@ -338,8 +339,9 @@ def test_an_async_batch_holds_a_full_batch_of_its_own_transitions(tmp_cfg):
     `traj_per_batch` of them) gives each policy fewer of its own transitions per learner iteration."""
     from sf_hydra.sampler.settings import most_slots_per_batch
 
-    cfg = tmp_cfg("env=gym/cartpole", TAGGED, "algo.num_policies=2", "algo.rollout=8", "algo.batch_size=128",
-                  "algo.num_batches_per_epoch=2", "hardware.num_workers=2", "hardware.num_envs_per_worker=8")
+    cfg = tmp_cfg("env=gym/cartpole", TAGGED, PER_EPISODE, "algo.num_policies=2", "algo.rollout=8",
+                  "algo.batch_size=128", "algo.num_batches_per_epoch=2", "hardware.num_workers=2",
+                  "hardware.num_envs_per_worker=8")
     traj_per_batch, rows = 128 * 2 // 8, 128 * 2
     most = most_slots_per_batch(traj_per_batch, 2)
     _, batches = _stream(cfg, 16)
@@ -354,3 +356,80 @@ def test_an_async_batch_holds_a_full_batch_of_its_own_transitions(tmp_cfg):
         assert meta["full_trajectories"] == (traj_per_batch if len(own) > traj_per_batch else None)
         longer += len(own) > traj_per_batch
     assert longer > 0, "no trajectory changed policy: the test shows nothing"
+
+
+FIXED_4 = ("env=gym/cartpole", "algo.num_policies=4", "hardware.num_workers=2", "hardware.num_envs_per_worker=4",
+           "hardware.worker_num_splits=2")
+
+
+@pytest.mark.parametrize("mode", ["async", "serial", "server"])
+def test_fixed_assignment_gives_each_learner_trajectories_of_its_own_policy(tmp_cfg, mode):
+    """algo.policy_assignment=auto resolves to fixed here (8 envs, 4 policies: blocks of 2, each a split of its
+    worker): every trajectory a learner gets holds its own policy's steps only, acted by its weights, so no
+    batch needs more than a batch's trajectories and no slot waits for two learners. The same run with
+    per_episode mixes policies inside trajectories."""
+    overrides = {"async": [], "serial": ["hardware.serial_mode=true"], "server": ["hardware.inference=server"]}[mode]
+    _, batches = _stream(tmp_cfg(*FIXED_4, TAGGED, "algo.rollout=8", *overrides), 12)
+    assert {b["meta"]["policy"] for b in batches} == {0, 1, 2, 3}
+    for batch in batches:
+        k = batch["meta"]["policy"]
+        assert bool((batch["policy_ids"] == k).all()), f"policy {k}'s batch holds another policy's steps"
+        assert torch.equal(batch["acting_tag"], batch["policy_ids"].float())
+        assert batch["meta"]["full_trajectories"] is None
+    _, mixed = _stream(tmp_cfg(*FIXED_4, TAGGED, "algo.rollout=8", PER_EPISODE, *overrides), 12)
+    assert any(bool((b["policy_ids"] != b["meta"]["policy"]).any()) for b in mixed), "per_episode never mixed"
+
+
+def test_fixed_assignment_keeps_each_env_on_its_block_policy(tmp_cfg):
+    """Row by row through the real sampler: row i of worker w (its slot i of the message) holds only policy
+    env_policies(...)[w * 4 + i], from the definition: the 8 envs in 4 contiguous blocks; each split (2 envs)
+    is one policy's, so it acts in one forward. A worker follows only its own policies' weights: policy 3's
+    new version reaches worker 1, not worker 0."""
+    from sf_hydra.sampler.policy_mapping import env_policies
+    from tests.sampler.collect import running_sampler
+
+    assert env_policies(2, 4, 4) == (0, 0, 1, 1, 2, 2, 3, 3)
+    cfg = tmp_cfg(*FIXED_4, "hardware.serial_mode=true")
+    seen = {0: 0, 1: 0}
+    with running_sampler(cfg) as sampler:
+        sampler.publish(3, sampler.model, 7)
+        while min(seen.values()) < 3:
+            traj = sampler.poll(1.0)
+            if traj is None:
+                continue
+            ids = sampler.buffers["policy_ids"][torch.tensor(traj.slots)]
+            expected = torch.tensor(env_policies(2, 4, 4)[traj.worker_id * 4:(traj.worker_id + 1) * 4])
+            assert torch.equal(ids, expected[:, None].expand_as(ids)), (traj.worker_id, ids)
+            seen[traj.worker_id] += 1
+            sampler.free(traj.slots)
+        w0, w1 = sampler.serial_workers
+        assert (w0.followed, w1.followed) == ([0, 1], [2, 3])
+        assert int(w0.versions[3]) == 0 and int(w1.versions[3]) == 7
+
+
+@pytest.mark.parametrize("workers, envs, policies", [(2, 16, 2), (2, 8, 4), (1, 6, 3), (3, 4, 2), (4, 8, 4)])
+def test_env_policies_are_equal_contiguous_blocks(workers, envs, policies):
+    """From the definition: every policy gets envs / policies envs, in one run of consecutive envs, in policy
+    order; a worker whose envs split into blocks of that size acts for one policy per split."""
+    from sf_hydra.sampler.policy_mapping import env_policies
+
+    got = env_policies(workers, envs, policies)
+    block = workers * envs // policies
+    assert got == tuple(p for p in range(policies) for _ in range(block))
+
+
+def test_auto_assignment_resolves_by_env_count_and_agents(compose_cfg):
+    """auto: fixed when the envs divide evenly among several policies of a single-agent env; per_episode
+    otherwise (no env_policies), and always with one policy, a multi-agent env or per_episode asked."""
+    from sf_hydra.plan import fixed_env_policies
+
+    def resolved(*overrides, agents=None):
+        return fixed_env_policies(compose_cfg("env=gym/cartpole", *overrides), agents)
+
+    assert resolved("algo.num_policies=2", "hardware.num_workers=2", "hardware.num_envs_per_worker=3") == (
+        0, 0, 0, 1, 1, 1)
+    assert resolved("algo.num_policies=4", "hardware.num_workers=1", "hardware.num_envs_per_worker=6") is None
+    assert resolved("algo.num_policies=2", "hardware.num_workers=2", agents=2) is None
+    assert resolved("algo.num_policies=1") is None
+    assert resolved("algo.num_policies=2", "hardware.num_workers=2", PER_EPISODE) is None
+    assert resolved("algo.num_policies=2", "hardware.num_workers=2", "hardware.batched_sampling=true") is None

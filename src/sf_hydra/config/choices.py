@@ -41,6 +41,16 @@ class OpponentSampling(Choice):
     variance = "variance"  # weight p (1 - p): the snapshots it beats about half of the time
 
 
+class PolicyAssignment(Choice):
+    """Which trained policy acts in each env of a single-agent env run with several policies
+    (sampler/policy_mapping.py): each env one policy for the whole run, or one drawn per episode (Sample
+    Factory's way); auto: fixed where the envs divide evenly among the policies."""
+
+    auto = "auto"
+    fixed = "fixed"  # the run's envs in equal blocks, one per policy: a split acts in one forward
+    per_episode = "per_episode"  # each episode of an env draws its policy
+
+
 class RestartBehavior(Choice):
     """What a run does with an existing run folder (see sf_hydra.core.run_dir.prepare)."""
 

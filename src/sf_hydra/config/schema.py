@@ -29,6 +29,7 @@ from sf_hydra.config.choices import (
     OpponentSampling,
     OptimizerType,
     PixelFormat,
+    PolicyAssignment,
     PolicyInitialization,
     Precision,
     ProgressStyle,
@@ -105,9 +106,15 @@ class ModelConfig:
 
 @dataclass
 class AlgoConfig:
-    # Policies trained jointly, each with its own learner state; agents are mapped to them per
-    # episode (multi-agent self-play, PBT). train_for_env_steps then counts each policy's own steps.
+    # Policies trained jointly, each with its own learner state (multi-agent self-play, PBT).
+    # train_for_env_steps then counts each policy's own steps.
     num_policies: int = 1
+    # Single-agent envs with several policies: fixed gives each policy an equal block of the run's envs for the
+    # whole run (a split of envs then acts in one forward, each trajectory holds one policy's steps);
+    # per_episode draws each env's policy at every episode start (Sample Factory); auto: fixed when the envs
+    # (num_workers x num_envs_per_worker) are a multiple of num_policies, else per_episode. Multi-agent envs
+    # draw their seats per episode (pbt.mix_policies_in_one_env, selfplay); batched sampling is fixed by worker
+    policy_assignment: PolicyAssignment = PolicyAssignment.auto
     async_rl: bool = True  # APPO: workers sample while the learner trains (false: synchronous PPO rounds)
     rollout: int = 32  # agent steps per trajectory a worker hands to the learner
     recurrence: int = -1  # -1: rollout for RNNs, 1 for feed-forward nets

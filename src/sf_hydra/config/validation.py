@@ -321,9 +321,20 @@ def _check_env_wrappers(cfg) -> None:
 
 
 def _check_policy_mapping(cfg) -> None:
-    """Batched sampling maps whole workers to policies (worker i serves policy i mod N): every
-    policy needs a worker, and a vector env has no opponent seats."""
+    """algo.policy_assignment=fixed splits the envs evenly among the policies. Batched sampling maps whole
+    workers to policies (worker i serves policy i mod N): every policy needs a worker, and a vector env has
+    no opponent seats."""
     hw, n = cfg.hardware, cfg.algo.num_policies
+    choice, envs = str(cfg.algo.policy_assignment), hw.num_workers * hw.num_envs_per_worker
+    if choice == "fixed" and not hw.batched_sampling and envs % n != 0:
+        raise ConfigError("algo.policy_assignment", choice,
+                          f"auto or per_episode with {envs} envs (hardware.num_workers x num_envs_per_worker) for "
+                          f"algo.num_policies={n}: fixed gives every policy an equal block of envs, so the envs "
+                          "must be a multiple of the policies")
+    if choice == "per_episode" and hw.batched_sampling and n > 1:
+        raise ConfigError("algo.policy_assignment", choice,
+                          "auto or fixed with hardware.batched_sampling=true (a worker's vector env serves one "
+                          "policy: worker i -> policy i mod num_policies)")
     if not hw.batched_sampling:
         return
     if n > hw.num_workers:

@@ -93,9 +93,9 @@ class AgentRowsWorker(WorkerBase):
         self.writer = TrajectoryWriter(self.buffers)  # rows at their own steps: written in place, (slot, step)
         self.groups = make_groups(settings, self.env_cfg, worker_id)
         # Batched sampling: a whole worker serves one policy (validated: every policy has one).
-        fixed = worker_id % settings.num_policies if settings.layout.batched_sampling else None
-        self._init_policy(self.groups[0].observation_space, self.groups[0].action_space,
-                          [g.num_agents for g in self.groups], fixed)
+        sizes = [g.num_agents for g in self.groups]
+        fixed = [worker_id % settings.num_policies] * sum(sizes) if settings.layout.batched_sampling else None
+        self._init_policy(self.groups[0].observation_space, self.groups[0].action_space, sizes, fixed)
         bounds = np.cumsum([0] + [g.num_agents for g in self.groups])
         self.num_rows = rows = int(bounds[-1])
         group_rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]

@@ -9,8 +9,10 @@ that is when the first of its rows ends the current one; each row takes its seat
 seating when its own episode ends (the agents of a multi-agent env usually end together).
 Policies therefore change only at episode ends, right after a done. The rules:
 
-- batched sampling (`fixed_policy`): every row of the worker is that policy's, always
-  (worker i -> policy i mod N);
+- fixed assignment (`fixed`: each row's policy, for the whole run): batched sampling (worker i ->
+  policy i mod N), and single-agent envs under `algo.policy_assignment=fixed` (`env_policies`: the
+  run's envs in N equal blocks, so that a split of a worker's envs acts for one policy and every
+  trajectory holds one policy's steps);
 - with an opponent pool: one seat, drawn uniformly, is a trained policy's (drawn uniformly);
   every other seat is a trained policy's with probability `latest_prob` (with
   `mix_policies_in_one_env=false`: the learning seat's policy), else a snapshot's, drawn
@@ -27,7 +29,7 @@ trained policy's outcome against the pool from it and rates every player.
 
 from __future__ import annotations
 
-from typing import List, Optional, Protocol, Sequence
+from typing import List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -63,14 +65,18 @@ class NoPool:
 class PolicyMapping:
     def __init__(self, group_sizes: Sequence[int], num_policies: int, mix: bool = True, pool_size: int = 0,
                  latest_prob: float = 1.0, rng: Optional[np.random.Generator] = None,
-                 fixed_policy: Optional[int] = None):
+                 fixed: Optional[Sequence[int]] = None):
+        """fixed: each row's policy for the whole run (None: seatings drawn per episode)."""
         self.num_policies, self.mix, self.pool_size = num_policies, mix, pool_size
-        self.latest_prob, self.fixed_policy = latest_prob, fixed_policy
+        self.latest_prob = latest_prob
         self.rng = rng if rng is not None else np.random.default_rng()
         self.sizes = list(group_sizes)
         self.row_group = np.repeat(np.arange(len(self.sizes)), self.sizes)
         self.row_seat = np.concatenate([np.arange(s) for s in self.sizes]) if self.sizes else np.zeros(0, int)
         rows = int(sum(self.sizes))
+        self.fixed = None if fixed is None else np.asarray(fixed, dtype=np.int64)
+        if self.fixed is not None and self.fixed.shape != (rows,):
+            raise ValueError(f"fixed policies for {len(self.fixed)} rows, the worker has {rows}")
         self.policy = np.zeros(rows, dtype=np.int64)  # the policy acting for each row now
         self._playing: List[np.ndarray] = []  # per group: the seating of the episode its rows play
         self._next: List[Optional[np.ndarray]] = [None] * len(self.sizes)  # drawn for the next episode
@@ -85,14 +91,15 @@ class PolicyMapping:
     def start(self, pool: Optional[PoolView] = None) -> None:
         """Draws every group's first seating; `pool` is read whenever a seating is drawn or a game ends."""
         self.pool = pool if pool is not None else NoPool()
-        self._playing = [self._draw(size) for size in self.sizes]
+        self._playing = [self._draw(g) for g in range(len(self.sizes))]
         for g, seating in enumerate(self._playing):
             self.policy[self.row_group == g] = seating
 
-    def _draw(self, size: int) -> np.ndarray:
-        n, rng = self.num_policies, self.rng
-        if self.fixed_policy is not None:
-            return np.full(size, self.fixed_policy, dtype=np.int64)
+    def _draw(self, g: int) -> np.ndarray:
+        """Group g's seating for its next episode."""
+        n, rng, size = self.num_policies, self.rng, self.sizes[g]
+        if self.fixed is not None:
+            return self.fixed[self.row_group == g].copy()
         if not self.mix:
             seating = np.full(size, rng.integers(n), dtype=np.int64)
         else:
@@ -116,7 +123,7 @@ class PolicyMapping:
             self._close_round(g, games)
             ended = self._ended[g]
         if self._next[g] is None:
-            self._next[g] = self._draw(self.sizes[g])
+            self._next[g] = self._draw(g)
         ended[seat] = episode_return
         if len(ended) == self.sizes[g]:
             self._close_round(g, games)
@@ -145,6 +152,16 @@ class PolicyMapping:
         if len(set(zip(seating.tolist(), generations))) < 2:
             return None
         return Game(tuple(int(p) for p in seating), generations, tuple(float(returns[s]) for s in range(len(seating))))
+
+
+def env_policies(num_workers: int, envs_per_worker: int, num_policies: int) -> Tuple[int, ...]:
+    """Each env's policy under `algo.policy_assignment=fixed`, worker by worker: the run's envs in
+    `num_policies` contiguous blocks of equal size (validated: the envs are a multiple of the policies),
+    policy 0 first. Contiguous, so that a worker's envs, and each split of them, act for as few policies
+    as can be: a split of one policy acts in one forward, and its trajectories hold that policy's steps
+    only (nothing for the learner to mask, no slot shared by two learners)."""
+    envs = num_workers * envs_per_worker
+    return tuple(e * num_policies // envs for e in range(envs))
 
 
 def opponent_probabilities(odds: np.ndarray, filled: Sequence[int]) -> np.ndarray:

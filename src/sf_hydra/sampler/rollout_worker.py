@@ -125,8 +125,9 @@ class WorkerBase:
         self.dropping: set = set()
         self.nonfinite_replaced = 0  # non-finite env values replaced by 0 since the last message
 
-    def _init_policy(self, obs_space, action_space, group_sizes, fixed_policy: Optional[int] = None) -> None:
-        """A model per store (trained policies, then snapshots) and the rows' policy mapping."""
+    def _init_policy(self, obs_space, action_space, group_sizes, fixed: Optional[List[int]] = None) -> None:
+        """A model per store (trained policies, then snapshots) and the rows' policy mapping (`fixed`: each
+        row's policy for the whole run; None: drawn per episode)."""
         self.obs_space, self.action_space = obs_space, action_space
         self.models = [self.settings.acting.model.build(obs_space, action_space).eval() for _ in self.stores]
         self.model = self.models[0]
@@ -146,9 +147,12 @@ class WorkerBase:
         seed = None if s.seed is None else [s.seed, self.id, 31_337]
         self.mapping = PolicyMapping(group_sizes, self.num_policies, s.seats.mix_policies_in_one_env,
                                      s.seats.pool_size, s.seats.latest_prob, np.random.default_rng(seed),
-                                     fixed_policy)
+                                     fixed)
         self.mapping.start(WorkerPool(self.stores, self.versions, self.num_policies))
         self.single_policy = self.mapping.trivial
+        # The policies whose weights this worker follows: with fixed rows only theirs (a worker of one policy does
+        # not copy the others' weights at each of their versions).
+        self.followed = sorted(set(fixed)) if fixed is not None else list(range(len(self.stores)))
 
     def decorrelation_steps(self, env_index: int) -> int:
         """hardware.decorrelate_envs_on_one_worker: random actions env `env_index` of this worker
@@ -362,7 +366,8 @@ class WorkerBase:
             self.versions[:] = [store.current_version() for store in self.stores]
             self.version = int(self.versions[0])
             return
-        for p, store in enumerate(self.stores):
+        for p in self.followed:
+            store = self.stores[p]
             if store.current_version() != self.versions[p]:
                 self.versions[p] = store.load_into(self.models[p])
         self.version = int(self.versions[0])

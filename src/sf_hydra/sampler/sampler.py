@@ -51,10 +51,21 @@ def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
         if num_agents is not None and on:
             raise ConfigError(key, cfg.env.get(key.split(".")[1]),
                               f"its default for a multi-agent env ({cfg.env.id!r}): it wraps single-agent envs")
+    check_policy_assignment(cfg, num_agents)
     if cfg.selfplay.pool_size > 0 and (num_agents or 1) < 2:
         raise ConfigError("selfplay.pool_size", cfg.selfplay.pool_size,
                           f"0 for env {cfg.env.id!r}: it seats {num_agents or 1} agent, and snapshots need opponent "
                           "seats (a multi-agent env with at least 2 agents)")
+
+
+def check_policy_assignment(cfg, num_agents: Optional[int]) -> None:
+    """algo.policy_assignment=fixed gives each env one policy for the whole run: single-agent envs only (a
+    multi-agent env's seats are drawn per episode). The rules without the agent count: validation.py."""
+    choice = str(cfg.algo.get("policy_assignment", "auto"))
+    if choice == "fixed" and num_agents is not None:
+        raise ConfigError("algo.policy_assignment", choice,
+                          f"auto or per_episode for a multi-agent env ({cfg.env.id!r} has {num_agents} agents: its "
+                          "seats are drawn per episode, pbt.mix_policies_in_one_env)")
 
 
 class Sampler:

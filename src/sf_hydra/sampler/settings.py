@@ -6,7 +6,7 @@ plain values."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import gymnasium as gym
 
@@ -100,6 +100,9 @@ class SeatSettings:
     mix_policies_in_one_env: bool
     pool_size: int
     latest_prob: float
+    # algo.policy_assignment=fixed (single-agent envs): every env's policy for the whole run, worker by worker
+    # (policy_mapping.env_policies); None: each env's policy is drawn per episode
+    env_policies: Optional[Tuple[int, ...]] = None
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,9 @@ class SingleAgentWorker(WorkerBase):
         super().__init__(worker_id, settings, *args, **kwargs)
         n = settings.layout.num_envs_per_worker
         self.envs = [make_env(self.env_cfg, seed=env_seed(settings.seed, worker_id, i)) for i in range(n)]
-        self._init_policy(self.envs[0].observation_space, self.envs[0].action_space, [1] * n)
+        fixed = settings.seats.env_policies  # every env's, worker by worker (algo.policy_assignment=fixed)
+        fixed = None if fixed is None else list(fixed[worker_id * n:(worker_id + 1) * n])
+        self._init_policy(self.envs[0].observation_space, self.envs[0].action_space, [1] * n, fixed)
         self.obs = self._obs_arrays(n)
         self.rnn = self._rnn_states(n)
         bounds = np.linspace(0, n, settings.layout.worker_num_splits + 1).astype(int)

@@ -177,7 +177,10 @@ FLAGS: Tuple[Flag, ...] = (
     _m("restart_behavior", "resume", "restart_behavior"),
     _m("device", "gpu", "hardware.device", _S, "gpu -> cuda", _device),
     _m("seed", None, "seed", "int?"),
-    _m("num_policies", 1, "algo.num_policies", _I),
+    _m("num_policies", 1, "algo.num_policies", _I,
+       note="which policy acts in each single-agent env is ours to choose: algo.policy_assignment (fixed blocks of "
+            "envs by default where they divide evenly; Sample Factory re-draws an env's policy every 10 episodes, "
+            "see below)"),
     _m("async_rl", True, "algo.async_rl", _B),
     _m("serial_mode", False, "hardware.serial_mode", _B),
     _m("batched_sampling", False, "hardware.batched_sampling", _B),
