@@ -145,12 +145,18 @@ def bench_env(env: str, args, work: Path) -> dict:
     print_table(["layout (workers x envs, splits, inference)", "FPS", "vs best"],
                 [[show(c), fmt(fps[c]), fmt(ratio(fps[c], fps.get(best)), ".2f")] for c in cells]
                 + [[f"pick: {', '.join(chosen)}", fmt(pick_fps), fmt(ratio(pick_fps, fps.get(best)), ".2f")]])
+    # The picked layouts' own grid runs against the best: the layout's worth, apart from how the pick's runs (probe
+    # included) met the machine's load.
+    picked_in_grid = median(ratio(fps.get(c), fps.get(best)) for _, c, _ in picks if fps.get(c) is not None)
+    if picked_in_grid is not None:
+        print(f"the picked layouts' grid runs / the grid's best: median {fmt(picked_in_grid, '.2f')}")
     paired = median(ratio(f, b) for f, b in confirm)
     if confirm:
         print(f"alternating pairs after the grid, pick / {show(best)}: median ratio {fmt(paired, '.2f')} "
               f"({', '.join(fmt(ratio(f, b), '.2f') for f, b in confirm)})")
     return {"env": env, "best": best, "best_fps": fps.get(best), "pick": chosen, "pick_fps": pick_fps,
-            "ratio": ratio(pick_fps, fps.get(best)), "paired": paired, "probe_s": median(p for _, _, p in picks)}
+            "ratio": ratio(pick_fps, fps.get(best)), "paired": paired, "probe_s": median(p for _, _, p in picks),
+            "picked_in_grid": picked_in_grid}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -179,9 +185,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     try:
         results = [bench_env(env, args, work / env.replace("/", "_")) for env in args.envs]
         print("\nsummary (pick / grid's best steady FPS)")
-        print_table(["env", "grid's best", "FPS", "pick", "FPS", "ratio", "paired ratio", "probe s"],
+        print_table(["env", "grid's best", "FPS", "pick", "FPS", "ratio", "paired ratio", "picked layouts in the grid",
+                     "probe s"],
                     [[r["env"], show(r["best"]), fmt(r["best_fps"]), ", ".join(r["pick"]), fmt(r["pick_fps"]),
-                      fmt(r["ratio"], ".2f"), fmt(r["paired"], ".2f"), fmt(r["probe_s"], ".1f")] for r in results])
+                      fmt(r["ratio"], ".2f"), fmt(r["paired"], ".2f"), fmt(r["picked_in_grid"], ".2f"),
+                      fmt(r["probe_s"], ".1f")] for r in results])
     finally:
         time.sleep(0.1)
         if args.work_dir is None:

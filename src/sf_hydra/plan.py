@@ -179,7 +179,8 @@ def fixed_env_policies(cfg, num_agents: Optional[int]) -> Optional[Tuple[int, ..
     return env_policies(hw.num_workers, hw.num_envs_per_worker, n)
 
 
-def worker_settings(cfg, num_agents: Optional[int] = None) -> WorkerSettings:
+def worker_settings(cfg, num_agents: Optional[int]) -> WorkerSettings:
+    """num_agents: the env's agent count (None: a single-agent env)."""
     algo, hw = cfg.algo, cfg.hardware
     return WorkerSettings(
         seed=None if cfg.seed is None else int(cfg.seed), rollout=algo.rollout, num_policies=algo.num_policies,

@@ -362,13 +362,14 @@ FIXED_4 = ("env=gym/cartpole", "algo.num_policies=4", "hardware.num_workers=2", 
            "hardware.worker_num_splits=2")
 
 
-@pytest.mark.parametrize("mode", ["async", "serial", "server"])
+@pytest.mark.parametrize("mode", ["async", "sync", "serial", "server"])
 def test_fixed_assignment_gives_each_learner_trajectories_of_its_own_policy(tmp_cfg, mode):
     """algo.policy_assignment=auto resolves to fixed here (8 envs, 4 policies: blocks of 2, each a split of its
     worker): every trajectory a learner gets holds its own policy's steps only, acted by its weights, so no
     batch needs more than a batch's trajectories and no slot waits for two learners. The same run with
     per_episode mixes policies inside trajectories."""
-    overrides = {"async": [], "serial": ["hardware.serial_mode=true"], "server": ["hardware.inference=server"]}[mode]
+    overrides = {"async": [], "sync": ["algo=ppo"], "serial": ["hardware.serial_mode=true"],
+                 "server": ["hardware.inference=server"]}[mode]
     _, batches = _stream(tmp_cfg(*FIXED_4, TAGGED, "algo.rollout=8", *overrides), 12)
     assert {b["meta"]["policy"] for b in batches} == {0, 1, 2, 3}
     for batch in batches:
@@ -409,13 +410,21 @@ def test_fixed_assignment_keeps_each_env_on_its_block_policy(tmp_cfg):
 
 @pytest.mark.parametrize("workers, envs, policies", [(2, 16, 2), (2, 8, 4), (1, 6, 3), (3, 4, 2), (4, 8, 4)])
 def test_env_policies_are_equal_contiguous_blocks(workers, envs, policies):
-    """From the definition: every policy gets envs / policies envs, in one run of consecutive envs, in policy
-    order; a worker whose envs split into blocks of that size acts for one policy per split."""
+    """From the definition: every policy gets envs / policies envs, one run of consecutive envs each, in policy
+    order; when the policies divide workers x splits, each split of a worker (np.linspace bounds, as the worker
+    cuts them) acts for one policy."""
     from sf_hydra.sampler.policy_mapping import env_policies
 
     got = env_policies(workers, envs, policies)
-    block = workers * envs // policies
-    assert got == tuple(p for p in range(policies) for _ in range(block))
+    assert len(got) == workers * envs and list(got) == sorted(got)
+    assert [got.count(p) for p in range(policies)] == [workers * envs // policies] * policies
+    for splits in (1, 2, 4):
+        if envs % splits or (workers * splits) % policies:
+            continue
+        bounds = np.linspace(0, envs, splits + 1).astype(int)
+        for w in range(workers):
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                assert len(set(got[w * envs + a:w * envs + b])) == 1, (w, a, b, got)
 
 
 def test_auto_assignment_resolves_by_env_count_and_agents(compose_cfg):
@@ -433,3 +442,24 @@ def test_auto_assignment_resolves_by_env_count_and_agents(compose_cfg):
     assert resolved("algo.num_policies=1") is None
     assert resolved("algo.num_policies=2", "hardware.num_workers=2", PER_EPISODE) is None
     assert resolved("algo.num_policies=2", "hardware.num_workers=2", "hardware.batched_sampling=true") is None
+
+
+def test_serial_snapshot_keeps_each_envs_policy(tmp_cfg):
+    """Serial mode's resumable worker state holds the policy mapping: after a restore every env acts for the
+    policy it had at the snapshot (per_episode: its draw at its last episode start), not a fresh draw."""
+    from tests.sampler.collect import running_sampler
+
+    cfg = tmp_cfg("env=gym/cartpole", PER_EPISODE, "algo.num_policies=2", "hardware.serial_mode=true",
+                  "hardware.num_workers=1", "hardware.num_envs_per_worker=8", "algo.rollout=16")
+    with running_sampler(cfg) as sampler:
+        worker = sampler.serial_workers[0]
+        for _ in range(3):
+            sampler.free(sampler.poll(5.0).slots)
+        snapshot, before = worker.snapshot(), worker.mapping.policy.copy()
+        changed = 0
+        for _ in range(10):
+            sampler.free(sampler.poll(5.0).slots)
+            changed += int((worker.mapping.policy != before).any())
+        assert changed, "no env changed policy: the test shows nothing"
+        worker.restore(snapshot)
+        assert (worker.mapping.policy == before).all()

@@ -23,7 +23,7 @@ def _plain(value) -> bool:
 
 
 def test_the_groups_hold_plain_values_and_pickle(tmp_path):
-    settings = worker_settings(make_cfg(tmp_path))
+    settings = worker_settings(make_cfg(tmp_path, "algo.num_policies=2"), None)
     groups = [getattr(settings, f.name) for f in dataclasses.fields(settings) if dataclasses.is_dataclass(
         getattr(settings, f.name))]
     assert [type(g).__name__ for g in groups] == ["EnvSettings", "EnvLayout", "ProcessSettings", "ActingSettings",
@@ -42,9 +42,12 @@ def test_each_key_reaches_its_group(tmp_path):
         "hardware.decorrelate_envs_on_one_worker=true", "hardware.num_envs_per_worker=4",
         "hardware.worker_num_splits=1", "hardware.batched_sampling=true", "hardware.torch_threads=2",
         "hardware.worker_nice=5", "hardware.decorrelate_experience_max_seconds=3", "hardware.precision=bf16-mixed",
-        "selfplay.latest_prob=0.25", "seed=7"))
+        "selfplay.latest_prob=0.25", "seed=7"), None)
     assert (s.envs.reward_scale, s.envs.frameskip, s.envs.max_env_restarts) == (0.5, 3, 2)
     assert s.envs.decorrelate_envs_on_one_worker and s.envs.env["frameskip"] == 3
     assert (s.layout.num_envs_per_worker, s.layout.worker_num_splits, s.layout.batched_sampling) == (4, 1, True)
     assert (s.process.torch_threads, s.process.worker_nice, s.process.decorrelate_experience_max_seconds) == (2, 5, 3)
     assert s.acting.bf16 and s.seats.latest_prob == 0.25 and s.seed == 7
+    fixed = worker_settings(make_cfg(tmp_path, "algo.num_policies=2", "hardware.num_workers=2",
+                                     "hardware.num_envs_per_worker=2", "algo.policy_assignment=fixed"), None)
+    assert fixed.seats.env_policies == (0, 0, 1, 1)

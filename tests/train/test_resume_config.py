@@ -241,3 +241,24 @@ def test_a_run_of_another_env_family_resumes_with_its_own_env_keys(tmp_path):
     assert env.family == "doom" and env.factory["_target_"].endswith("DoomFamily")
     assert env.resolution == "160x120" and list(env.measurements) == [] and env.kwargs["render_hud"] is True
     assert checked.cfg.train_for_env_steps == 9000
+
+
+@pytest.mark.parametrize("saved_value, resumed", [(None, "per_episode"), ("fixed", "fixed"), ("auto", "auto")])
+def test_a_run_saved_before_policy_assignment_resumes_as_it_behaved(tmp_path, saved_value, resumed):
+    """algo.policy_assignment came with auto (fixed blocks of envs where they divide evenly): a several-policy
+    run saved without the key drew each env's policy per episode, so it resumes with per_episode, not today's
+    default; a run saved with the key keeps its value; typed now, the key is refused as any computing key."""
+    from sf_hydra.app.resume_config import save_config
+
+    run = tmp_path / "test"
+    (run / "checkpoints").mkdir(parents=True)
+    save_config(make_cfg(tmp_path, "algo.num_policies=2"), run)
+    saved = OmegaConf.load(run / "config.yaml")
+    if saved_value is None:
+        del saved.algo["policy_assignment"]
+    else:
+        saved.algo.policy_assignment = saved_value
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(saved))
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    argv = [f"train_dir={tmp_path}", "experiment=test", "train_for_env_steps=9000"]
+    assert str(check_command_line(argv, str(CONF_DIR)).cfg.algo.policy_assignment) == resumed

@@ -67,6 +67,9 @@ RESUMABLE = (
 TRAINED_BY = ("hardware.devices", "hardware.num_nodes", "hardware.precision", "hardware.learner_precision",
               "trainer.devices", "trainer.num_nodes", "trainer.precision")
 _ABSENT = object()
+# Keys added since some runs were saved whose default changes what such a run did: a run saved without the key
+# resumes with the value it behaved as (its default the other value only for runs that started with it).
+BEHAVED_AS_BEFORE_THE_KEY = {"algo.policy_assignment": "per_episode"}  # each env drew its policy per episode
 
 
 def resumable(key: str) -> bool:
@@ -327,7 +330,10 @@ def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str]) -> T
             interpolated = key in now and _interpolated(out, key)
             if interpolated != interpolations or (interpolated and resumable(key)):
                 continue
-            if key not in saved:  # a key the saved run did not have: a schema field added since keeps its default
+            if key not in saved and key in BEHAVED_AS_BEFORE_THE_KEY:  # a field added since that changed behaviour
+                _set(out, key, BEHAVED_AS_BEFORE_THE_KEY[key])
+                kept.append((key, now.get(key, _ABSENT), BEHAVED_AS_BEFORE_THE_KEY[key]))
+            elif key not in saved:  # a key the saved run did not have: a schema field added since keeps its default
                 if not _typed_parent(out, key):
                     _delete(out, key)
                     kept.append((key, now[key], _ABSENT))

@@ -113,6 +113,18 @@ class PolicyMapping:
                     seating[seat] = n + filled[rng.choice(len(filled), p=p)]
         return seating
 
+    def state(self) -> dict:
+        """What a rollout changes: each row's policy, the seatings played and drawn, the returns of the round,
+        the generator (serial mode's resumable state: SingleAgentWorker.snapshot)."""
+        return {"policy": self.policy.copy(), "playing": [p.copy() for p in self._playing],
+                "next": [None if p is None else p.copy() for p in self._next],
+                "ended": [dict(e) for e in self._ended], "rng": self.rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        self.policy[...] = state["policy"]
+        self._playing, self._next, self._ended = state["playing"], state["next"], state["ended"]
+        self.rng.bit_generator.state = state["rng"]
+
     def episode_end(self, row: int, episode_return: float, games: list) -> int:
         """`row` ended its episode (a whole game) with this return: it takes its seat of the
         group's next seating; returns its new policy. A finished game of two or more distinct

@@ -68,6 +68,16 @@ def check_policy_assignment(cfg, num_agents: Optional[int]) -> None:
                           "seats are drawn per episode, pbt.mix_policies_in_one_env)")
 
 
+def assignment_line(settings: SamplerSettings) -> str:
+    """What algo.policy_assignment resolved to for single-agent envs, in words (logged at start)."""
+    envs, n = settings.slots.num_workers * settings.num_envs_per_worker, settings.num_policies
+    if settings.workers.seats.env_policies is None:
+        return (f"each of the {envs} envs draws its policy at every episode start (algo.policy_assignment: "
+                f"per_episode, or auto with envs that are not a multiple of the policies)")
+    return (f"each policy acts in {envs // n} of the {envs} envs for the whole run (algo.policy_assignment: "
+            f"fixed, contiguous blocks of hardware.num_workers x num_envs_per_worker)")
+
+
 class Sampler:
     """The worker processes and what they share, built from the run plan's pieces (sf_hydra/plan.py):
     `settings` (slots, timeouts, inference placement, the workers' config), the trajectory `spec`,
@@ -86,6 +96,8 @@ class Sampler:
         self.rows_per_worker = slots.rows_per_worker
         self.per_worker = slots.per_worker
         self.num_policies = settings.num_policies
+        if self.num_policies > 1 and not slots.agent_rows:
+            log.info("%d policies: %s", self.num_policies, assignment_line(settings))
         with mp.signals_deferred():  # see there: a stop signal must not land inside share_memory_()
             mp.start_shm_manager()
             self._allocate(spec, model)

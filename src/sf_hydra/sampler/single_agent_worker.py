@@ -200,12 +200,13 @@ class SingleAgentWorker(WorkerBase):
     def snapshot(self) -> bytes:
         """Everything of this worker that a rollout changes and the run's weights do not hold: its envs (mid-
         episode, their generators included), their last observations and RNN states, the episodes in progress,
-        the policy mapping's generator and its rollout count; pickled. At a learner step's end in serial mode
-        no rollout is half done, so this and the learner's checkpoint are the whole run (Sampler.serial_state).
-        A running ViZDoom game pickles as its episode's seed and actions, replayed and checked when unpickled
-        (envs/doom/env.py DoomEnv); raises (pickle's error) for an env that cannot be pickled."""
+        the policy mapping (each env's policy, its generator), its rollout count; pickled. At a learner step's
+        end in serial mode no rollout is half done, so this and the learner's checkpoint are the whole run
+        (Sampler.serial_state). A running ViZDoom game pickles as its episode's seed and actions, replayed and
+        checked when unpickled (envs/doom/env.py DoomEnv); raises (pickle's error) for an env that cannot be
+        pickled."""
         return pickle.dumps({"envs": self.envs, "obs": self.obs, "rnn": self.rnn, "games": self.games,
-                             "dropping": self.dropping, "mapping_rng": self.mapping.rng.bit_generator.state,
+                             "dropping": self.dropping, "mapping": self.mapping.state(),
                              "round": self.round})
 
     def restore(self, snapshot: bytes) -> None:
@@ -218,7 +219,10 @@ class SingleAgentWorker(WorkerBase):
             self.obs[key][...] = value
         if self.rnn is not None and state["rnn"] is not None:
             self.rnn.copy_(state["rnn"])
-        self.mapping.rng.bit_generator.state = state["mapping_rng"]
+        if "mapping" in state:
+            self.mapping.restore(state["mapping"])
+        else:  # saved before the mapping's state was kept: its generator only
+            self.mapping.rng.bit_generator.state = state["mapping_rng"]
 
     def close(self) -> None:
         close_all(self.envs)

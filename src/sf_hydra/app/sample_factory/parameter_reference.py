@@ -160,8 +160,9 @@ def render() -> str:
             "for several policies at each step and a trajectory may hold two policies' steps (its sync mode maps",
             "env i to policy i mod N for good). Ours, `algo.policy_assignment=auto` (default): when the run's envs",
             "divide evenly among the policies, each policy gets one contiguous block of them for the whole run",
-            "(`fixed`), so a split of a worker's envs acts for one policy in one forward and every trajectory, and",
-            "every learner batch, holds one policy's steps; the envs are built alike (only their seeds differ), so",
+            "(`fixed`): every trajectory, and every learner batch, holds one policy's steps, and where the policies",
+            "divide `num_workers x worker_num_splits` too, each split of a worker's envs acts for one policy in one",
+            "forward; the envs are built alike (only their seeds differ), so",
             "each policy still sees the same task. `per_episode` draws each env's policy at every episode start,",
             "closest to Sample Factory's. Measured (benchmarks/README.md \"several_policies.py\"): two policies",
             "against one at the same total frames."]
