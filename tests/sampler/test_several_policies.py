@@ -358,26 +358,29 @@ def test_an_async_batch_holds_a_full_batch_of_its_own_transitions(tmp_cfg):
     assert longer > 0, "no trajectory changed policy: the test shows nothing"
 
 
-FIXED_4 = ("env=gym/cartpole", "algo.num_policies=4", "hardware.num_workers=2", "hardware.num_envs_per_worker=4",
-           "hardware.worker_num_splits=2")
+FIXED = ("env=gym/cartpole", "hardware.num_workers=2", "hardware.num_envs_per_worker=4", "hardware.worker_num_splits=2")
+FIXED_4 = (*FIXED, "algo.num_policies=4")
 
 
+@pytest.mark.parametrize("policies", [4, 2])
 @pytest.mark.parametrize("mode", ["async", "sync", "serial", "server"])
-def test_fixed_assignment_gives_each_learner_trajectories_of_its_own_policy(tmp_cfg, mode):
-    """algo.policy_assignment=auto resolves to fixed here (8 envs, 4 policies: blocks of 2, each a split of its
-    worker): every trajectory a learner gets holds its own policy's steps only, acted by its weights, so no
-    batch needs more than a batch's trajectories and no slot waits for two learners. The same run with
-    per_episode mixes policies inside trajectories."""
+def test_fixed_assignment_gives_each_learner_trajectories_of_its_own_policy(tmp_cfg, mode, policies):
+    """algo.policy_assignment=auto resolves to fixed here (8 envs; 4 policies: blocks of 2, each a split of its
+    worker; 2 policies: a worker each, which acts and records with its policy's index alone): every trajectory
+    a learner gets holds its own policy's steps only, acted by its weights, so no batch needs more than a
+    batch's trajectories and no slot waits for two learners. The same run with per_episode mixes policies
+    inside trajectories."""
     overrides = {"async": [], "sync": ["algo=ppo"], "serial": ["hardware.serial_mode=true"],
                  "server": ["hardware.inference=server"]}[mode]
-    _, batches = _stream(tmp_cfg(*FIXED_4, TAGGED, "algo.rollout=8", *overrides), 12)
-    assert {b["meta"]["policy"] for b in batches} == {0, 1, 2, 3}
+    _, batches = _stream(tmp_cfg(*FIXED, f"algo.num_policies={policies}", TAGGED, "algo.rollout=8", *overrides), 12)
+    assert {b["meta"]["policy"] for b in batches} == set(range(policies))
     for batch in batches:
         k = batch["meta"]["policy"]
         assert bool((batch["policy_ids"] == k).all()), f"policy {k}'s batch holds another policy's steps"
         assert torch.equal(batch["acting_tag"], batch["policy_ids"].float())
         assert batch["meta"]["full_trajectories"] is None
-    _, mixed = _stream(tmp_cfg(*FIXED_4, TAGGED, "algo.rollout=8", PER_EPISODE, *overrides), 12)
+    _, mixed = _stream(tmp_cfg(*FIXED, f"algo.num_policies={policies}", TAGGED, "algo.rollout=8", PER_EPISODE,
+                               *overrides), 12)
     assert any(bool((b["policy_ids"] != b["meta"]["policy"]).any()) for b in mixed), "per_episode never mixed"
 
 

@@ -69,13 +69,16 @@ def merge_outputs(parts, rows: int) -> StepOutput:
 
 def policies_act(models):
     """The rollout workers' and inference servers' acting function, `act(obs, rnn, policies)` (policies:
-    each row's index into `models`, None for models[0] on every row): FusedPolicies where the models
-    allow it, else each model's own `act` (act_per_policy with several policies)."""
+    each row's index into `models`, one index for every row, or None for models[0] on every row):
+    FusedPolicies where the models allow it, else each model's own `act` (act_per_policy with several
+    policies)."""
     if FusedPolicies.supports(models):
         return FusedPolicies(models).act
 
     def act(obs, rnn, policies):
-        return models[0].act(obs, rnn) if policies is None else act_per_policy(models, obs, rnn, policies)
+        if policies is None or isinstance(policies, int):
+            return models[policies or 0].act(obs, rnn)
+        return act_per_policy(models, obs, rnn, policies)
     return act
 
 
@@ -182,9 +185,9 @@ class FusedPolicies:
     @torch.no_grad()
     def act(self, obs: Dict[str, torch.Tensor], rnn: Optional[torch.Tensor], policies: Optional[np.ndarray],
             deterministic: bool = False) -> StepOutput:
-        """As `models[p].act` for the rows of policy p (`policies`: each row's p; None: policy 0)."""
-        if policies is None:
-            return self._act_one(0, obs, deterministic)
+        """As `models[p].act` for the rows of policy p (`policies`: each row's p, or one p for all; None: 0)."""
+        if policies is None or isinstance(policies, int):
+            return self._act_one(policies or 0, obs, deterministic)
         first = policies[0]
         if self.n == 1 or (policies == first).all():
             return self._act_one(int(first), obs, deterministic)

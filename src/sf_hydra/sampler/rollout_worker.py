@@ -153,6 +153,10 @@ class WorkerBase:
         # The policies whose weights this worker follows: with fixed rows only theirs (a worker of one policy does
         # not copy the others' weights at each of their versions).
         self.followed = sorted(set(fixed)) if fixed is not None else list(range(len(self.stores)))
+        # The one policy every row acts for, for the whole run (fixed rows of one policy): acting, recording and
+        # reward shaping then take that index, with no per-row lookup (None: rows of several policies, or one
+        # policy, `single_policy`).
+        self.only_policy = self.followed[0] if fixed is not None and len(self.followed) == 1 else None
 
     def decorrelation_steps(self, env_index: int) -> int:
         """hardware.decorrelate_envs_on_one_worker: random actions env `env_index` of this worker
@@ -216,17 +220,21 @@ class WorkerBase:
 
     def _policy_record(self, obs: Dict[str, torch.Tensor], out, rnn_before: torch.Tensor, policies) -> dict:
         """The fields one policy step fills: its inputs, its outputs, the acting policy and its
-        version (`policies`: each row's policy id, None when there is one policy)."""
+        version (`policies`: each row's policy id, one id for every row, or None when there is one policy)."""
         if len(self.obs_fields) != len(obs):
             self.obs_fields = {k: obs_field_name(k) for k in obs}
         record = {self.obs_fields[k]: v for k, v in obs.items()}
         if self.acted_versions is not None:  # the server's: each row's acting version
             versions = self.acted_versions
+        elif policies is None:
+            versions = self.version
+        elif isinstance(policies, int):
+            versions = int(self.versions[policies])
         else:
-            versions = self.version if policies is None else torch.from_numpy(self.versions[policies])
+            versions = torch.from_numpy(self.versions[policies])
         record.update(actions=out.actions, log_probs=out.log_probs, values=out.values, policy_versions=versions)
         if self.records_policy_ids:
-            record["policy_ids"] = torch.from_numpy(policies)
+            record["policy_ids"] = policies if isinstance(policies, int) else torch.from_numpy(policies)
         if self.records_rnn:
             record["rnn_states"] = rnn_before
         if out.extras:
@@ -248,12 +256,15 @@ class WorkerBase:
 
     def _act(self, rows):
         """The policy step for these rows (a slice or an index array) of `self.obs` and
-        `self.rnn`; returns the inputs it used, its output and each row's policy id (None when
-        there is one policy). With an inference server, the server's answer (see `_request`)."""
+        `self.rnn`; returns the inputs it used, its output and each row's policy id (one id
+        when every row acts for the same policy for the whole run; None when there is one
+        policy). With an inference server, the server's answer (see `_request`)."""
         obs = {k: torch.from_numpy(v[rows]) for k, v in self.obs.items()}
         rnn_before = self.rnn[rows]
         t0 = time.perf_counter()
         policies = None if self.single_policy else self.mapping.policy[rows]
+        if self.only_policy is not None and self.client is None:
+            policies = self.only_policy
         if self.client is not None:  # hardware.inference=server: the answer to this split's request
             self._beat(BEAT_WAITING_FOR_SERVER)
             out, self.acted_versions, policies = self.client.act(rows, policies)
