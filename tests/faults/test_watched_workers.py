@@ -24,9 +24,15 @@ REPO = Path(__file__).resolve().parents[2]
 FLAKY = ("env=gym/any", "env.id=tests.helpers.flaky_envs:FlakyCartPole-v0")
 
 
-def _no_worker_left():
-    time.sleep(0.5)
-    return not sampler_processes()
+def _no_worker_left(within: float = 10.0):
+    """Every sampler process is gone within `within` seconds (the fork server reaps them after the stop: under a
+    loaded machine that takes longer than the half second a quiet one needs)."""
+    deadline = time.monotonic() + within
+    while sampler_processes():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 @pytest.mark.slow
