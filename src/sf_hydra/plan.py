@@ -167,7 +167,7 @@ def sampler_settings(cfg, num_agents: Optional[int]) -> SamplerSettings:
 def fixed_env_policies(cfg, num_agents: Optional[int]) -> Optional[Tuple[int, ...]]:
     """Every env's policy for the whole run (worker by worker) when algo.policy_assignment resolves to fixed:
     several policies, single-agent envs stepped one by one, and (auto) envs that divide evenly among the
-    policies (an explicit `fixed` that does not is refused: sampler.check_sampling_options). None: each env
+    policies (an explicit `fixed` that does not is refused: validation.py). None: each env
     draws its policy per episode (or batched sampling's worker -> policy, decided by the worker)."""
     algo, hw = cfg.algo, cfg.hardware
     n, envs = algo.num_policies, hw.num_workers * hw.num_envs_per_worker
