@@ -262,9 +262,12 @@ class WorkerBase:
         obs = {k: torch.from_numpy(v[rows]) for k, v in self.obs.items()}
         rnn_before = self.rnn[rows]
         t0 = time.perf_counter()
-        policies = None if self.single_policy else self.mapping.policy[rows]
-        if self.only_policy is not None and self.client is None:
+        if self.single_policy:
+            policies = None
+        elif self.only_policy is not None and self.client is None:
             policies = self.only_policy
+        else:
+            policies = self.mapping.policy[rows]
         if self.client is not None:  # hardware.inference=server: the answer to this split's request
             self._beat(BEAT_WAITING_FOR_SERVER)
             out, self.acted_versions, policies = self.client.act(rows, policies)

@@ -73,7 +73,7 @@ def assignment_line(settings: SamplerSettings) -> str:
     envs, n = settings.slots.num_workers * settings.num_envs_per_worker, settings.num_policies
     if settings.workers.seats.env_policies is None:
         return (f"each of the {envs} envs draws its policy at every episode start (algo.policy_assignment: "
-                f"per_episode, or auto with envs that are not a multiple of the policies)")
+                "per_episode, or auto with envs that are not a multiple of the policies)")
     return (f"each policy acts in {envs // n} of the {envs} envs for the whole run (algo.policy_assignment: "
             f"fixed, contiguous blocks of hardware.num_workers x num_envs_per_worker)")
 
