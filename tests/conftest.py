@@ -24,6 +24,7 @@ import copy
 import functools
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,10 @@ from omegaconf import DictConfig
 
 from sf_hydra.config import register_configs
 from sf_hydra.config.aliases import apply_aliases
+
+# The user's seal key (sf_hydra.core.seal) of this test process and the processes it starts: a folder of the
+# session's own, so that tests never read or make the key of the user who runs them.
+os.environ.setdefault("SF_HYDRA_HOME", tempfile.mkdtemp(prefix="sf_hydra_home_"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"

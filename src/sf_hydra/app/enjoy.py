@@ -79,9 +79,10 @@ def best_checkpoint(run_dir: Path, checkpoint: str, policy: int, train_cfg=None)
     return path
 
 
-def load_run(run_dir: Path):
-    """The run's resolved config (what it was trained with): evaluation/policy.py load_run_config."""
-    return load_run_config(run_dir)
+def load_run(run_dir: Path, trusted_targets=None):
+    """The run's resolved config (what it was trained with), its code checked: evaluation/policy.py
+    load_run_config."""
+    return load_run_config(run_dir, trusted_targets)
 
 
 def load_policy(train_cfg, ckpt_path: Path, obs_space, action_space, policy: int = 0) -> Policy:
@@ -131,7 +132,7 @@ class MissingExtra(Fault):
 def enjoy(cfg) -> dict:
     """Plays `cfg.episodes` episodes of the run in `cfg.run_dir`; returns (and writes) the results."""
     run_dir = Path(cfg.run_dir).absolute()
-    train_cfg = load_run(run_dir)
+    train_cfg = load_run(run_dir, cfg.get("trusted_targets"))
     check_targets(train_cfg)  # the env family and model parts the run was trained with, user code included
     check_env(train_cfg.env)
     ckpt = find_checkpoint(run_dir, cfg.checkpoint, cfg.load_checkpoint_kind, cfg.policy, train_cfg)

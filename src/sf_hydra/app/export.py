@@ -6,7 +6,8 @@ JSON beside it that says how to call it (sf_hydra.evaluation.export).
 
 Keys (key=value, as the other commands take them): experiment (a run in train_dir) or run_dir (a run folder or a
 checkpoint file), format, policy (default 0), kind (last: the newest checkpoint, or best), out (default:
-<run>/export/policy_<k>.<onnx|pt>). A bad key or value is refused naming it, with exit status 2."""
+<run>/export/policy_<k>.<onnx|pt>), trusted_targets (code a run from elsewhere may name: [mylab.envs, ...];
+docs/guides/security.md). A bad key or value is refused naming it, with exit status 2."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values, run_command
+from sf_hydra.app.key_values import check_choice, check_index, check_one_of, listed, parse_key_values, run_command
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 
 log = logging.getLogger("sf_hydra")
 KEYS = {"experiment": None, "run_dir": None, "train_dir": "train_dir", "format": None, "policy": "0", "kind": "last",
-        "out": None}
+        "out": None, "trusted_targets": None}
 FORMATS = ("onnx", "torchscript")
 EXTRA_OF = {"onnx": ("onnx", "onnxscript", "onnxruntime")}  # what format=onnx needs (the `export` extra)
 
@@ -62,7 +63,8 @@ def export_command(argv: List[str]) -> None:
     from sf_hydra.evaluation.export import default_path, export
     from sf_hydra.evaluation.policy import Policy
 
-    policy = Policy.load(path, policy=int(args["policy"]), kind=args["kind"])
+    policy = Policy.load(path, policy=int(args["policy"]), kind=args["kind"],
+                         trusted_targets=listed(args["trusted_targets"]))
     written, described = export(policy, args["format"], default_path(policy, args["format"], args["out"]))
     log.info("exported policy %d of %s (%s env steps) as %s: %s, how to call it: %s", policy.origin.policy,
              policy.origin.checkpoint, policy.origin.env_steps, args["format"], written, described)

@@ -62,3 +62,11 @@ def check_one_of(args: Dict[str, Optional[str]], first: str, second: str, what: 
     """Exactly one of the keys `first` and `second` is given (`what` says what each names)."""
     if bool(args[first]) == bool(args[second]):
         raise ConfigError(first, args[first], f"exactly one of {what}")
+
+
+def listed(value: Optional[str]) -> List[str]:
+    """A list argument as typed: `[a,b]`, `a,b` or `a` (None or empty: none)."""
+    text = (value or "").strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return [item.strip().strip("'\"") for item in text.split(",") if item.strip()]

@@ -42,6 +42,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from sf_hydra.config.trust import check_saved_config
 from sf_hydra.config.validation import check_values
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import Fault
@@ -51,7 +52,8 @@ log = logging.getLogger("sf_hydra")
 
 CONFIG = "config.yaml"
 # Where the run lives, not what it computes.
-PLACE = ("run_dir", "train_dir", "experiment", "sweep_name")
+# (trusted_targets: what the user trusts is said on each command line, never taken from a saved config)
+PLACE = ("run_dir", "train_dir", "experiment", "sweep_name", "trusted_targets")
 # Keys a resume may change (a trailing '.' is a whole group): budgets, reporting, hardware, checkpoints.
 RESUMABLE = (
     "train_for_env_steps", "train_for_seconds", "train_until_avg_return", "logger.", "hardware.",
@@ -393,7 +395,11 @@ def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer
         return cfg
     check_values(cfg)  # what is typed now, as a value: refused as invalid before it is compared with the saved one
     run_dir = Path(cfg.run_dir).absolute()
-    saved = _plain_leaves(load_saved(run_dir))
+    saved_cfg = load_saved(run_dir)
+    # the saved config's code, before any of it is read: sf_hydra's own parts, what this command line names, what
+    # the user trusts, and what the user's own training of the run recorded (sf_hydra.config.trust)
+    check_saved_config(saved_cfg, str(run_dir / CONFIG), cfg.get("trusted_targets"), composed=cfg, run_dir=run_dir)
+    saved = _plain_leaves(saved_cfg)
     now = _plain_leaves(cfg)
     typed = typed_keys(overrides, now, saved, composer)
     conflicts = _conflicts(cfg, now, saved, typed)

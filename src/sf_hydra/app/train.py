@@ -44,6 +44,7 @@ from sf_hydra.app.ranks import (
 from sf_hydra.app.resume_config import finished, save_config
 from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import more_workers_than_cores
+from sf_hydra.config.trust import seal_run
 from sf_hydra.core import run_dir as rd
 from sf_hydra.core import signals
 from sf_hydra.core.faults import Fault, NodeLost, NonFiniteTraining, RankFailed
@@ -223,6 +224,7 @@ def _train_as_rank_0(cfg, run_dir: Path, plan: RunPlan, ranks: Ranks, typed: Seq
         plan = choose_layout(cfg, plan, ckpt, typed)
     warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
+    seal_run(run_dir)  # the code this config names is the user's: their enjoy and export load it with no flag
     rd.save_spaces(run_dir, plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)  # for Policy.load
     if not ranks.distributed:
         return _fit(cfg, run_dir, plan, ckpt, ranks)

@@ -402,6 +402,9 @@ class TrainConfig:
     # The run's Lightning callbacks, {name: {_target_, its arguments}} (conf/callbacks/default.yaml); add your own
     # with +callbacks.<name>._target_=<dotted path>, drop one with ~callbacks.<name>; `_enabled_: false` skips a node
     callbacks: Dict[str, Any] = MISSING
+    # code a run folder's saved config may name beyond sf_hydra's own parts (module prefixes or exact dotted paths,
+    # e.g. [mylab.envs]): for runs from elsewhere (docs/guides/security.md); never read from a saved config
+    trusted_targets: List[str] = field(default_factory=list)
 
 
 def typed_group(cls, node):
@@ -438,3 +441,6 @@ class EnjoyConfig:
     agent_policies: Optional[List[int]] = None
     push_to_hub: bool = False  # after playing, push the run to hf_repository as `sf-push` does (the hub extra)
     hf_repository: Optional[str] = None  # the Hugging Face Hub repo (user/name) push_to_hub uploads to
+    # code the run's saved config may name beyond sf_hydra's own parts (module prefixes or exact dotted paths):
+    # for runs from elsewhere (docs/guides/security.md); your own runs need none
+    trusted_targets: List[str] = field(default_factory=list)

@@ -23,8 +23,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import gymnasium as gym
 import numpy as np
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
+from sf_hydra.config.trust import check_saved_config
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.run_dir import BEST_KEY, best_checkpoint_name, checkpoint_dir, read_spaces, resume_checkpoint
 from sf_hydra.core.spaces import obs_specs, to_env_action
@@ -67,13 +68,17 @@ class Policy:
 
     # -- loading --------------------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: Union[str, Path], policy: int = 0, kind: str = "last", device: str = "cpu") -> "Policy":
+    def load(cls, path: Union[str, Path], policy: int = 0, kind: str = "last", device: str = "cpu",
+             trusted_targets: Optional[Sequence[str]] = None) -> "Policy":
         """Policy `policy` of a run folder (its newest checkpoint that loads; kind="best": that policy's best
-        checkpoint) or of a checkpoint file inside one (checkpoints/..., a milestone)."""
+        checkpoint) or of a checkpoint file inside one (checkpoints/..., a milestone). The run's config may name
+        sf_hydra's own parts, the code your own training recorded, and what `trusted_targets` names (module
+        prefixes or dotted paths: a run from elsewhere with its own env or model); anything else is refused before
+        it is imported (sf_hydra.config.trust)."""
         if kind not in KINDS:
             raise ConfigError("kind", kind, " or ".join(KINDS))
         run_dir, ckpt = _run_and_checkpoint(Path(path), policy, kind)
-        cfg = load_run_config(run_dir)
+        cfg = load_run_config(run_dir, trusted_targets)
         observation_space, action_space = run_spaces(run_dir, cfg)
         return cls.from_checkpoint(cfg, ckpt, observation_space, action_space, policy, run_dir, device)
 
@@ -166,20 +171,36 @@ class Policy:
 
 
 # -- the run folder ------------------------------------------------------------------------------------------------
-def load_run_config(run_dir: Path):
-    """The run's resolved config (what it was trained with)."""
+def load_run_config(run_dir: Path, trusted_targets: Optional[Sequence[str]] = None):
+    """The run's resolved config (what it was trained with), once the code it names is checked: sf_hydra's own
+    parts, what the user's own training recorded, or `trusted_targets` (sf_hydra.config.trust)."""
     saved = Path(run_dir) / CONFIG
     if not saved.is_file():
         runs = sorted(p.parent.name for p in Path(run_dir).parent.glob(f"*/{CONFIG}"))
         raise ConfigError("experiment", Path(run_dir).name,
                           f"a trained run in {Path(run_dir).parent} (found: {runs or 'none'})")
-    cfg = OmegaConf.load(saved)
+    cfg = read_saved_config(saved)
+    check_saved_config(cfg, str(saved), trusted_targets, run_dir=Path(run_dir))
     missing = [key for key in ("env.factory", "model._target_") if OmegaConf.select(cfg, key) is None]
     if missing:  # saved before families and networks were named by dotted paths
         raise ConfigError("experiment", Path(run_dir).name, (
             f"a run whose {saved} names its env family and network (it has no {' / '.join(missing)}: an older "
             "sf_hydra saved it; its checkpoint still loads: run its train command again, which resumes it and "
             "saves the config anew)"))
+    return cfg
+
+
+def read_saved_config(path: Path):
+    """A saved config file as a mapping; a ConfigError naming the file when it is not one (hand-edited, cut)."""
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as e:  # noqa: BLE001 (YAML's errors, a binary file, ...: the file is not a config)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError("config.yaml", str(path), f"a YAML mapping (the run's saved config); reading it failed: "
+                          f"{type(e).__name__}: {first}. Restore it, or train the run again") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError("config.yaml", str(path), "a YAML mapping (the run's saved config); restore it, or train "
+                          "the run again")
     return cfg
 
 
