@@ -270,6 +270,17 @@ def compose(conf_dir: str, overrides: Sequence[str]):
     return compose_for_help(conf_dir, list(overrides))
 
 
+def check_no_interpolation(sf_cfg: Dict[str, Any]) -> None:
+    """A config.json from elsewhere is data: a value holding `${` would become an OmegaConf interpolation here,
+    which reads this machine's environment (`${oc.env:...}`) into the imported run's config. Sample Factory writes
+    none; one is refused, naming the flag."""
+    for name, raw in sf_cfg.items():
+        values = raw if isinstance(raw, (list, tuple)) else [raw]
+        if any(isinstance(v, str) and "${" in v for v in values):
+            raise ConfigError(f"config.json: {name}", raw, "a value without '${' (an interpolation would read this "
+                              "machine's environment or config into the imported run; Sample Factory writes none)")
+
+
 def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
     """What of a Sample Factory run's config.json differs from our defaults for its env. Every
     flag that cannot be honoured is named in one ConfigError."""
@@ -285,6 +296,7 @@ def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
     env_row = flag("env", conf_dir)
     if sf_cfg.get("env") is None:
         raise ConfigError("env", None, "a config.json with an env (Sample Factory's --env)")
+    check_no_interpolation(sf_cfg)
     groups = ours(env_row, parse(env_row, sf_cfg["env"]))
     base_overrides = [f"{k}={v if k in GROUPS else hydra_value(v)}" for k, v in groups.items()]
     base = compose(conf_dir, base_overrides)
