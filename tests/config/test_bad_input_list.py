@@ -58,11 +58,13 @@ BAD = [
     ("seed=one", "seed", "Integer"),
     ("algo.learning_rate=fast", "algo.learning_rate", "Float"),
     ("hardware.num_workers=1.5", "hardware.num_workers", "Integer"),
-    ("train_for_env_steps=1e5", "train_for_env_steps", "Integer; write 100000"),  # a whole float: how to write it
+    ("hardware.num_envs_per_worker=1e1", "hardware.num_envs_per_worker", "Integer; write 10"),  # a whole float
+    ("train_for_env_steps=1M5", "train_for_env_steps", "1M, 2.5M, 1B, 10k, 1e6"),  # a budget: the forms it takes
+    ("train_for_env_steps=1.5", "train_for_env_steps", "1M, 2.5M, 1B, 10k, 1e6"),
     ("algo.batch_size=2.0", "algo.batch_size", "Integer; write 2"),
     ("model.encoder_mlp_layers=[64,abc]", "model.encoder_mlp_layers", "element [1]: Value 'abc'"),  # the list, as given
     ("env=doom/basic env.resize=[128,72.5]", "env.resize", "element [1]: Value '72.5'"),
-    ("train_for_env_steps=1e", "train_for_env_steps", "Integer"),
+    ("train_for_env_steps=1e", "train_for_env_steps", "1M, 2.5M, 1B, 10k, 1e6"),
     # unparsable overrides
     ("seed=[1", "seed", "Hydra's syntax"),
     ("algo.rollout=(1", "algo.rollout", "Hydra's syntax"),

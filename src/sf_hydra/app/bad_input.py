@@ -36,6 +36,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from sf_hydra.app.env_choices import check_env_overrides
 from sf_hydra.app.resume_config import resumed_config, resumes
 from sf_hydra.config import register_configs
+from sf_hydra.config.aliases import BUDGET_FORMS, BUDGET_KEYS
 from sf_hydra.config.sweep_folders import is_multirun
 from sf_hydra.core.errors import ConfigError
 
@@ -223,7 +224,7 @@ def framed(exc: Exception, composer: Composer, overrides: Sequence[str]) -> Conf
         key, msg = cause.full_key, (cause.msg or str(cause)).strip().splitlines()[0]
         choices = re.search(r"expected one of \[(.*)\]", msg)
         allowed = f"one of {choices.group(1)}" if choices else msg
-        allowed += _integer_hint(msg)
+        allowed = f"{BUDGET_FORMS} ({msg})" if key in BUDGET_KEYS else allowed + _integer_hint(msg)
         element = re.fullmatch(r"(.+?)((?:\[\d+\])+)", key)  # a list's element: name the list as it was given
         if element and _value_of(key, overrides) is None:
             key = element.group(1)

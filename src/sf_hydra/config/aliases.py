@@ -9,6 +9,7 @@ treats a key that is also a config group as the group, so the presets live in th
 from __future__ import annotations
 
 import os
+import re
 from typing import List, Optional, Sequence
 
 ALIASES = {"+experiment=": "+experiments="}
@@ -27,13 +28,43 @@ def cores(ranks: int = 1) -> int:
     return total if one_task_per_rank else max(1, total // max(1, int(ranks)))
 
 
+# Step and frame budgets as people write them: `1M`, `2.5M`, `1B`, `10k`, `1e6` (saved as the integer).
+BUDGET_KEYS = ("train_for_env_steps", "save_best_after", "pbt.period_env_steps", "selfplay.snapshot_every_env_steps",
+               "eval.every_env_steps")
+BUDGET_FORMS = "an integer: 1000000, or 1M, 2.5M, 1B, 10k, 1e6 (k = 10^3, M = 10^6, B = 10^9)"
+_BUDGET = re.compile(r"^(\d+(?:\.\d*)?)\s*([kKmMbB]?)$|^(\d+(?:\.\d*)?[eE]\+?\d+)$")
+_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
+
+
+def budget(text: str) -> Optional[int]:
+    """The integer a budget written as `1M`, `2.5M`, `1B`, `10k`, `1e6` or `1000000` means; None for anything else
+    (a fraction of a step, a negative number, another word)."""
+    found = _BUDGET.match(str(text).strip())
+    if found is None:
+        return None
+    number, suffix, scientific = found.groups()
+    value = float(scientific) if scientific else float(number) * _SCALE[suffix.lower()]
+    return int(value) if value.is_integer() and value < 2**63 else None
+
+
+def _with_budget(arg: str) -> str:
+    """`key=2.5M` as `key=2500000` for a budget key (each value of a sweep's `a,b` too); other arguments as they
+    are (a value no form fits is left for the schema to refuse, naming BUDGET_FORMS)."""
+    key, eq, value = arg.partition("=")
+    if not eq or key.lstrip("+") not in BUDGET_KEYS:
+        return arg
+    parts = value.split(",")
+    numbers = [budget(p) for p in parts]
+    return f"{key}={','.join(str(n) if n is not None else p for n, p in zip(numbers, parts))}"
+
+
 def apply_aliases(argv: Sequence[str]) -> List[str]:
     out = []
     for arg in argv:
         for alias, real in ALIASES.items():
             if arg.startswith(alias):
                 arg = real + arg[len(alias):]
-        out.append(AUTO.get(arg.lstrip("+"), arg))
+        out.append(_with_budget(AUTO.get(arg.lstrip("+"), arg)))
     return out
 
 
