@@ -32,7 +32,7 @@ class ResumeState(L.Callback):
 
     def __init__(self):
         self._restored = None
-        self._origin = "the checkpoint"  # the file the restored state came from, named if its workers' is dropped
+        self._origin = "the checkpoint"  # where the restored state came from, named if the workers' is dropped
         self._warned = False
         self._at_end = None  # the workers' state when training ended: the final checkpoint is saved after teardown
 
