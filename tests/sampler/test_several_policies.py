@@ -447,10 +447,12 @@ def test_auto_assignment_resolves_by_env_count_and_agents(compose_cfg):
     assert resolved("algo.num_policies=2", "hardware.num_workers=2", "hardware.batched_sampling=true") is None
 
 
-def test_serial_snapshot_keeps_each_envs_policy(tmp_cfg):
+def test_serial_snapshot_keeps_each_envs_policy(tmp_cfg, tmp_path, monkeypatch):
     """Serial mode's resumable worker state holds the policy mapping: after a restore every env acts for the
     policy it had at the snapshot (per_episode: its draw at its last episode start), not a fresh draw."""
     from tests.sampler.collect import running_sampler
+
+    monkeypatch.setenv("SF_HYDRA_HOME", str(tmp_path / "home"))  # the snapshots' seal key: not the user's
 
     cfg = tmp_cfg("env=gym/cartpole", PER_EPISODE, "algo.num_policies=2", "hardware.serial_mode=true",
                   "hardware.num_workers=1", "hardware.num_envs_per_worker=8", "algo.rollout=16")
@@ -458,11 +460,11 @@ def test_serial_snapshot_keeps_each_envs_policy(tmp_cfg):
         worker = sampler.serial_workers[0]
         for _ in range(3):
             sampler.free(sampler.poll(5.0).slots)
-        snapshot, before = worker.snapshot(), worker.mapping.policy.copy()
+        state, before = sampler.serial_state(), worker.mapping.policy.copy()
         changed = 0
         for _ in range(10):
             sampler.free(sampler.poll(5.0).slots)
             changed += int((worker.mapping.policy != before).any())
         assert changed, "no env changed policy: the test shows nothing"
-        worker.restore(snapshot)
+        sampler.restore_serial_state(state)
         assert (worker.mapping.policy == before).all()

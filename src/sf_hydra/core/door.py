@@ -63,12 +63,16 @@ class SamplerDoor(Protocol):
 
     def serial_state(self) -> Optional[dict]:
         """With hardware.serial_mode, between two learner steps: the rollout workers' state (their envs mid-
-        episode with their generators, observations, episodes in progress), as tensors and plain values for a
-        checkpoint; None otherwise. Raises for envs that cannot be saved (pickled)."""
+        episode with their generators, observations, episodes in progress), sealed with this user's key
+        (sf_hydra.core.seal), as tensors and plain values for a checkpoint; None otherwise. Raises for envs
+        that cannot be saved (pickled), or where no seal key can be made."""
 
-    def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
-        """A checkpoint's `serial_state`: the serial workers continue from it (put back when they are built),
-        and then this process's random `generators` (sf_hydra.core.seeding.random_states) are put back."""
+    def restore_serial_state(self, state: dict, generators: Optional[dict] = None,
+                             origin: str = "the checkpoint") -> None:
+        """A checkpoint's `serial_state`, read from `origin`: the serial workers continue from it (put back when
+        they are built), and then this process's random `generators` (sf_hydra.core.seeding.random_states) are
+        put back. A state whose seals do not verify (a checkpoint from elsewhere) is never unpickled: one line
+        naming `origin` says so, and only the generators are put back."""
 
 
 def door_of(trainer) -> SamplerDoor:

@@ -7,7 +7,10 @@ Invariant: in serial mode the generators are put back after the workers are buil
 initial weights for their policy copies), by the sampler (door.restore_serial_state); otherwise when
 training starts. A single-player ViZDoom env pickles as its episode's seed and actions, replayed (and checked) on
 resume (envs/doom/env.py). Envs that cannot be pickled (a Doom game with bots) are not saved (one warning): such a
-run resumes with its envs started anew, and only its generators and weights continue."""
+run resumes with its envs started anew, and only its generators and weights continue. The workers' state is a
+pickle, so it is saved with this user's seal (sf_hydra.core.seal) and unpickled only when the seal verifies: a
+checkpoint from elsewhere resumes as one without it (one warning naming the checkpoint); where no seal key can be
+made, none is saved (the same warning as for envs that cannot be pickled)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ class ResumeState(L.Callback):
 
     def __init__(self):
         self._restored = None
+        self._origin = "the checkpoint"  # where the restored state came from, named if the workers' is dropped
         self._warned = False
         self._at_end = None  # the workers' state when training ended: the final checkpoint is saved after teardown
 
@@ -42,7 +46,7 @@ class ResumeState(L.Callback):
     def _sampler_state(self, trainer):
         try:
             return door_of(trainer).serial_state()
-        except Exception as e:  # noqa: BLE001 (an env that cannot be pickled: the checkpoint goes on without it)
+        except Exception as e:  # noqa: BLE001 (an env that cannot be pickled, no seal key: saved without it)
             if not self._warned:
                 self._warned = True
                 log.warning("checkpoints hold no rollout worker state (%s: %s): a resumed serial run starts its "
@@ -51,12 +55,13 @@ class ResumeState(L.Callback):
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint):
         self._restored = checkpoint.get(KEY)  # put back when training starts (after Lightning's own set-up)
+        self._origin = f"checkpoint {trainer.ckpt_path}" if trainer.ckpt_path else "the checkpoint"
 
     def on_train_start(self, trainer, pl_module):
         if self._restored is None:
             return
         state, self._restored = self._restored, None
         if state.get("sampler") is not None:
-            door_of(trainer).restore_serial_state(state["sampler"], state["generators"])
+            door_of(trainer).restore_serial_state(state["sampler"], state["generators"], self._origin)
         else:
             restore_random_states(state["generators"])

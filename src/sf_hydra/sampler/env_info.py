@@ -1,20 +1,21 @@
 """What the sampler must know of an env before any worker starts: its per-agent spaces
 and, for a multi-agent env, its agent count (buffers are allocated per agent). Read from
-one env built here, or from a file (hardware.use_env_info_cache)."""
+one env built here, or from a JSON file (hardware.use_env_info_cache: never a pickle, as the
+file lies in train_dir, which may hold folders from elsewhere)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import os
-import pickle
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 import gymnasium as gym
 from omegaconf import DictConfig, OmegaConf
 
+from sf_hydra.core.files import write_atomically
+from sf_hydra.core.spaces import space_from_json, space_to_json
 from sf_hydra.envs import make_env
 from sf_hydra.envs.multi_agent.protocol import is_multi_agent, num_agents
 
@@ -39,36 +40,64 @@ def describe_env(env_cfg, seed=None) -> EnvInfo:
 CACHE_FOLDER = ".env_info_cache"
 
 
-def env_info_cache_file(cfg) -> Path:
-    """hardware.use_env_info_cache: <train_dir>/.env_info_cache/<hash of the resolved env node>.pkl.
-    Any change of the env node (id, frameskip, kwargs, ...) is another file; a change of the env's
-    code that changes its spaces is not seen: delete the folder then."""
+def _env_node(cfg) -> dict:
+    """The resolved env node as JSON reads it back (what a cache file is keyed by and records)."""
     node = OmegaConf.to_container(cfg.env, resolve=True, enum_to_str=True) if isinstance(cfg.env, DictConfig) \
         else dict(cfg.env)
-    key = hashlib.sha256(json.dumps(node, sort_keys=True, default=str).encode()).hexdigest()[:20]
-    return Path(cfg.train_dir).absolute() / CACHE_FOLDER / f"{key}.pkl"
+    return json.loads(json.dumps(node, sort_keys=True, default=str))
+
+
+def env_info_cache_file(cfg) -> Path:
+    """hardware.use_env_info_cache: <train_dir>/.env_info_cache/<hash of the resolved env node>.json.
+    Any change of the env node (id, frameskip, kwargs, ...) is another file; a change of the env's
+    code that changes its spaces is not seen: delete the folder then. (A `.pkl` beside it is an older
+    version's cache: never read.)"""
+    key = hashlib.sha256(json.dumps(_env_node(cfg), sort_keys=True).encode()).hexdigest()[:20]
+    return Path(cfg.train_dir).absolute() / CACHE_FOLDER / f"{key}.json"
+
+
+def _read_cache(path: Path, node: dict) -> EnvInfo:
+    """The EnvInfo a cache file describes; raises (ValueError, KeyError, ...) for one that does not parse, was
+    written for another env node, or describes no valid spaces: a file in train_dir may be anyone's."""
+    d = json.loads(path.read_bytes())
+    if not isinstance(d, dict) or d.get("env") != node:
+        raise ValueError("written for another env node")
+    agents = d["num_agents"]
+    if agents is not None and (type(agents) is not int or agents < 1):
+        raise ValueError(f"num_agents={agents!r} is not a count of agents")
+    return EnvInfo(space_from_json(d["observation"]), space_from_json(d["action"]), agents)
+
+
+def _write_cache(path: Path, node: dict, info: EnvInfo) -> None:
+    """Caches `info` as JSON (atomically: a concurrent run reads the old file or the new one); spaces JSON
+    cannot describe (core/spaces.py space_to_json) are not cached, said once per start."""
+    try:
+        text = json.dumps({"env": node, "observation": space_to_json(info.observation_space),
+                           "action": space_to_json(info.action_space), "num_agents": info.num_agents}, indent=1)
+    except TypeError as e:
+        log.info("env spaces not cached (hardware.use_env_info_cache): %s", e)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def env_info(cfg) -> EnvInfo:
     """describe_env(cfg.env), or with hardware.use_env_info_cache the cached answer: start-up
-    then builds no env (the workers build theirs). The cache is written after a build."""
+    then builds no env (the workers build theirs). The cache is written after a build; a cache file
+    that cannot be read as this env node's spaces is built anew, never a crash."""
     if not cfg.hardware.use_env_info_cache:
         log.info("building env %s to read its spaces", cfg.env.name)
         return describe_env(cfg.env, seed=cfg.seed)
-    path = env_info_cache_file(cfg)
+    path, node = env_info_cache_file(cfg), _env_node(cfg)
     if path.is_file():
         try:
-            with path.open("rb") as f:
-                info = EnvInfo(*pickle.load(f))
+            info = _read_cache(path, node)
             log.info("env spaces read from %s (hardware.use_env_info_cache)", path)
             return info
-        except Exception as e:  # a cache of another version or a truncated file: build the env again
-            log.warning("env info cache %s unreadable (%s): building the env", path, e)
+        except Exception as e:  # noqa: BLE001 (truncated, edited, another version's: build the env again)
+            log.warning("env info cache %s unreadable (%s: %s): building the env", path, type(e).__name__,
+                        str(e).splitlines()[0] if str(e) else "")
     log.info("building env %s to read its spaces (then cached in %s)", cfg.env.name, path)
     info = describe_env(cfg.env, seed=cfg.seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    with tmp.open("wb") as f:
-        pickle.dump(tuple(info), f)
-    os.replace(tmp, path)  # atomic: a concurrent run reads the old file or the new one
+    _write_cache(path, node, info)
     return info

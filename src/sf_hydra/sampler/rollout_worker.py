@@ -174,7 +174,7 @@ class WorkerBase:
         raise NotImplementedError(f"{type(self).__name__} (multi-agent envs, hardware.batched_sampling) does not save "
                                   "its envs in checkpoints: a resumed run starts them anew")
 
-    def restore(self, snapshot: bytes) -> None:
+    def restore(self, snapshot: bytes, mac: object) -> None:
         raise NotImplementedError(type(self).__name__)
 
     def _obs_arrays(self, rows: int) -> Dict[str, np.ndarray]:

@@ -21,6 +21,7 @@ import torch
 
 from sf_hydra.core.door import SamplerHealth
 from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.seal import key_path
 from sf_hydra.core.seeding import restore_random_states
 from sf_hydra.core.trajectory import TrajectoryBuffers, TrajectorySpec
 from sf_hydra.sampler import mp
@@ -30,7 +31,7 @@ from sf_hydra.sampler.messages import DeviceWeights, ServerFailed, Trajectories,
 from sf_hydra.sampler.policy_store import PolicyStore
 from sf_hydra.sampler.rollout_worker import BEAT_TIME, BEAT_WAITING_FOR_SERVER, WorkerBase, worker_process_main
 from sf_hydra.sampler.settings import SamplerSettings, Spaces
-from sf_hydra.sampler.single_agent_worker import SingleAgentWorker
+from sf_hydra.sampler.single_agent_worker import SingleAgentWorker, seal_snapshot, snapshot_sealed
 from sf_hydra.sampler.vector_envs import check_batched_sampling
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,17 @@ def assignment_line(settings: SamplerSettings) -> str:
             f"fixed, contiguous blocks of hardware.num_workers x num_envs_per_worker)")
 
 
+def _sealed(state: object) -> bool:
+    """Whether `state` (Sampler.serial_state's, from a checkpoint: plain data that may come from anywhere) holds
+    worker snapshots that each carry this user's seal: only then may any of them be unpickled."""
+    if not isinstance(state, dict):
+        return False
+    workers, seals = state.get("workers"), state.get("seals")
+    return isinstance(workers, list) and isinstance(seals, list) and 0 < len(workers) == len(seals) and all(
+        isinstance(w, torch.Tensor) and w.dtype == torch.uint8 and snapshot_sealed(w.numpy().tobytes(), mac)
+        for w, mac in zip(workers, seals))
+
+
 class Sampler:
     """The worker processes and what they share, built from the run plan's pieces (sf_hydra/plan.py):
     `settings` (slots, timeouts, inference placement, the workers' config), the trajectory `spec`,
@@ -116,7 +128,7 @@ class Sampler:
         self.started = False
         self.slots_handed_out = False  # launch(hand_out_slots=True) gave the workers their slots already
         self.ready_workers: set = set()  # workers that reported WorkerReady (start waits for all)
-        self._restore: Optional[dict] = None  # serial mode: a checkpoint's worker state, put back in start()
+        self._restore: Optional[tuple] = None  # serial mode: a checkpoint's worker state, put back in start()
 
     def _allocate(self, spec: TrajectorySpec, model) -> None:
         """Everything the processes share, in shared memory: buffers, weights, signals."""
@@ -197,40 +209,51 @@ class Sampler:
     # -- serial mode's resumable state ---------------------------------------------------------
     def serial_state(self) -> Optional[dict]:
         """Serial mode, between two learner steps: each worker's state (SingleAgentWorker.snapshot: its envs
-        mid-episode and their generators, observations, episodes in progress) and whose rollout comes next, as
-        uint8 tensors and ints (a checkpoint holds them, loaded with weights_only). None when the workers run
-        in processes of their own (their state is theirs), or before they started. Raises for envs that cannot
-        be pickled (a Doom game with bots; a single-player one pickles its replay log: envs/doom/env.py) or a worker
-        kind without snapshots."""
+        mid-episode and their generators, observations, episodes in progress) with this user's seal of it, and
+        whose rollout comes next, as uint8 tensors, strings and ints (a checkpoint holds them, loaded with
+        weights_only). None when the workers run in processes of their own (their state is theirs), or before
+        they started. Raises for envs that cannot be pickled (a Doom game with bots; a single-player one
+        pickles its replay log: envs/doom/env.py), a worker kind without snapshots, or no seal key."""
         if not self.serial or not self.serial_workers:
             return None
         snapshots = [w.snapshot() for w in self.serial_workers]
         return {"next_worker": self._next_serial,
-                "workers": [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in snapshots]}
+                "workers": [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in snapshots],
+                "seals": [seal_snapshot(b) for b in snapshots]}
 
-    def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
-        """`serial_state`'s result, put back when the serial workers are built (start); then this process's
-        `generators` (seeding.random_states): building the workers draws from them (their policy copies'
-        initial weights), which the saved run did before its checkpoint, not after."""
-        self._restore = {**state, "generators": generators}
+    def restore_serial_state(self, state: dict, generators: Optional[dict] = None,
+                             origin: str = "the checkpoint") -> None:
+        """`serial_state`'s result, read from `origin` (named when it is dropped), put back when the serial
+        workers are built (start); then this process's `generators` (seeding.random_states): building the
+        workers draws from them (their policy copies' initial weights), which the saved run did before its
+        checkpoint, not after."""
+        self._restore = (state, generators, origin)
         if self.serial_workers:
             self._restore_serial()
 
     def _restore_serial(self) -> None:
+        """Puts the saved state back, unless a snapshot's seal does not verify (a checkpoint from elsewhere,
+        another user's, or saved before seals): then no snapshot is unpickled, one line says so, and the run
+        goes on with the envs built at start-up and the saved generators."""
         if self._restore is None:
             return
-        state, self._restore = self._restore, None
-        if len(state["workers"]) != len(self.serial_workers):
+        (state, generators, origin), self._restore = self._restore, None
+        if not _sealed(state):
+            log.warning("%s: its rollout workers' state carries no seal of this user's key (%s), so it is not "
+                        "unpickled: the run resumes without the sampler's state (its envs start anew), not "
+                        "bit-identically", origin, key_path())
+        elif len(state["workers"]) != len(self.serial_workers):
             log.warning("the checkpoint holds %d serial workers' state, this run has %d: the envs start anew",
                         len(state["workers"]), len(self.serial_workers))
             return
-        for worker, snapshot in zip(self.serial_workers, state["workers"]):
-            worker.restore(snapshot.numpy().tobytes())
-        self._next_serial = int(state["next_worker"])
-        if state.get("generators") is not None:
-            restore_random_states(state["generators"])
-        log.info("%d serial rollout workers continue from the checkpoint (their envs mid-episode)",
-                 len(self.serial_workers))
+        else:
+            for worker, snapshot, mac in zip(self.serial_workers, state["workers"], state["seals"]):
+                worker.restore(snapshot.numpy().tobytes(), mac)
+            self._next_serial = int(state["next_worker"])
+            log.info("%d serial rollout workers continue from the checkpoint (their envs mid-episode)",
+                     len(self.serial_workers))
+        if generators is not None:
+            restore_random_states(generators)
 
     def _hand_out_slots(self) -> None:
         """Each worker's own slots, once per sampler (twice would let two rollouts write one slot)."""

@@ -71,5 +71,6 @@ class Door:
                                "state is not whole without them")
         return self._sampler.serial_state()
 
-    def restore_serial_state(self, state: dict, generators: Optional[dict] = None) -> None:
-        self._sampler.restore_serial_state(state, generators)
+    def restore_serial_state(self, state: dict, generators: Optional[dict] = None,
+                             origin: str = "the checkpoint") -> None:
+        self._sampler.restore_serial_state(state, generators, origin)

@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from sf_hydra.core.seal import key_path, seal, verify
 from sf_hydra.core.seeding import env_seed
 from sf_hydra.core.spaces import to_env_action
 from sf_hydra.core.trajectory import RolloutStaging
@@ -26,6 +27,24 @@ from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.messages import Trajectories
 from sf_hydra.sampler.rollout_worker import BEAT_ENV, BEAT_STEP, BEAT_TIME, WorkerBase, close_all
 from sf_hydra.sampler.settings import WorkerSettings
+
+# What a worker snapshot's seal is bound to (core/seal.py): no other file's seal passes for one.
+SNAPSHOT_SEAL = "sf_hydra serial rollout worker snapshot"
+
+
+def seal_snapshot(snapshot: bytes) -> str:
+    """This user's seal of a worker snapshot (core/seal.py), kept beside it in a checkpoint: a snapshot is a
+    pickle, unpickled on resume only when its seal verifies. Raises OSError where the user's key can be
+    neither read nor made: a snapshot that no resume could unpickle is not worth keeping."""
+    mac = seal(SNAPSHOT_SEAL, snapshot)
+    if mac is None:
+        raise OSError(f"no seal key can be read or made at {key_path()} (set SF_HYDRA_HOME to a writable folder)")
+    return mac
+
+
+def snapshot_sealed(snapshot: bytes, mac: object) -> bool:
+    """Whether `mac` is this user's seal of `snapshot` (`seal_snapshot`)."""
+    return verify(SNAPSHOT_SEAL, snapshot, mac)
 
 
 class EnvSteps(NamedTuple):
@@ -200,18 +219,22 @@ class SingleAgentWorker(WorkerBase):
     def snapshot(self) -> bytes:
         """Everything of this worker that a rollout changes and the run's weights do not hold: its envs (mid-
         episode, their generators included), their last observations and RNN states, the episodes in progress,
-        the policy mapping (each env's policy, its generator), its rollout count; pickled. At a learner step's
-        end in serial mode no rollout is half done, so this and the learner's checkpoint are the whole run
-        (Sampler.serial_state). A running ViZDoom game pickles as its episode's seed and actions, replayed and
-        checked when unpickled (envs/doom/env.py DoomEnv); raises (pickle's error) for an env that cannot be
-        pickled."""
+        the policy mapping (each env's policy, its generator), its rollout count; pickled, so kept in a
+        checkpoint only with its seal (`seal_snapshot`). At a learner step's end in serial mode no rollout is
+        half done, so this and the learner's checkpoint are the whole run (Sampler.serial_state). A running
+        ViZDoom game pickles as its episode's seed and actions, replayed and checked when unpickled
+        (envs/doom/env.py DoomEnv); raises (pickle's error) for an env that cannot be pickled."""
         return pickle.dumps({"envs": self.envs, "obs": self.obs, "rnn": self.rnn, "games": self.games,
                              "dropping": self.dropping, "mapping": self.mapping.state(),
                              "round": self.round})
 
-    def restore(self, snapshot: bytes) -> None:
-        """Puts back what `snapshot` took (the envs built at start-up are closed and replaced)."""
-        state = pickle.loads(snapshot)
+    def restore(self, snapshot: bytes, mac: object) -> None:
+        """Puts back what `snapshot` took (the envs built at start-up are closed and replaced), if `mac` is
+        this user's seal of it; raises ValueError, having unpickled nothing, otherwise (Sampler checks every
+        worker's seal before it restores any)."""
+        if not verify(SNAPSHOT_SEAL, snapshot, mac):
+            raise ValueError(f"a rollout worker snapshot without this user's seal ({key_path()}) is never unpickled")
+        state = pickle.loads(snapshot)  # sealed: verified above
         close_all(self.envs)
         self.envs, self.games, self.dropping = state["envs"], state["games"], state["dropping"]
         self.round = state["round"]
@@ -219,10 +242,7 @@ class SingleAgentWorker(WorkerBase):
             self.obs[key][...] = value
         if self.rnn is not None and state["rnn"] is not None:
             self.rnn.copy_(state["rnn"])
-        if "mapping" in state:
-            self.mapping.restore(state["mapping"])
-        else:  # saved before the mapping's state was kept: its generator only
-            self.mapping.rng.bit_generator.state = state["mapping_rng"]
+        self.mapping.restore(state["mapping"])
 
     def close(self) -> None:
         close_all(self.envs)
