@@ -8,18 +8,24 @@ import logging
 import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
+from sf_hydra.app.commands import COMMANDS, wants_help
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import Fault
 
 log = logging.getLogger("sf_hydra")
 
 
-def run_command(command: Callable[[List[str]], None], argv: Optional[List[str]]) -> int:
+def run_command(command: Callable[[List[str]], None], argv: Optional[List[str]], prog: Optional[str] = None) -> int:
     """Runs `command` on the arguments (sys.argv's when None) and returns the exit status: 0; 2 for a bad key or
-    value (ConfigError) or a run or file that is not there; a Fault's own status; each said in one log line."""
+    value (ConfigError) or a run or file that is not there; a Fault's own status; each said in one log line.
+    `--help` or `-h` prints command `prog`'s keys and examples (sf_hydra.app.commands) and runs nothing."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if prog is not None and wants_help(argv):
+        print(COMMANDS[prog].help())
+        return 0
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     try:
-        command(sys.argv[1:] if argv is None else list(argv))
+        command(argv)
     except ConfigError as e:
         log.error("bad config: %s", e)
         return 2
