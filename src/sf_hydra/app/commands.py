@@ -36,7 +36,8 @@ class Command:
                 for k in self.keys]
         return "\n".join([usage, "", self.what, "", "keys:", *rows, "", "examples:",
                           *(f"  {e}" for e in self.examples), "",
-                          f"(also: python -m {self.module} ...; a bad key or value is refused naming it, exit status 2)"])
+                          f"(also: python -m {self.module} ...; a bad key or value is refused naming it, exit "
+                          "status 2)"])
 
 
 RUN = Key("experiment", None, "a run in train_dir (or run_dir=)")
