@@ -117,7 +117,7 @@ def test_env_info_cache_builds_no_env_on_a_second_start(tmp_path):
     assert env_info_cache_file(other) != env_info_cache_file(cfg)  # another env node, another entry
     env_info(other)
     assert built() == 2
-    env_info(_probe_cfg(tmp_path))  # cache off: always built
+    env_info(_probe_cfg(tmp_path, "hardware.use_env_info_cache=false"))  # cache off: always built
     assert built() == 3
 
 

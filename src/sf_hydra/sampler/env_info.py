@@ -6,14 +6,17 @@ file lies in train_dir, which may hold folders from elsewhere)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
+from importlib.metadata import version
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 import gymnasium as gym
 from omegaconf import DictConfig, OmegaConf
 
+from sf_hydra.core.clock import said_while_slow
 from sf_hydra.core.files import write_atomically
 from sf_hydra.core.spaces import space_from_json, space_to_json
 from sf_hydra.envs import make_env
@@ -47,12 +50,44 @@ def _env_node(cfg) -> dict:
     return json.loads(json.dumps(node, sort_keys=True, default=str))
 
 
+def _module_files(module: str) -> List[Path]:
+    """The source files of `module`'s package folder (a family's spaces come from its whole package: Doom's
+    family.py builds env.py's env), or of the module itself when it is a top-level file."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return []
+    origin = Path(spec.origin)
+    return sorted(origin.parent.glob("*.py")) if "." in module else [origin]
+
+
+def _code_stamp(cfg) -> list:
+    """What the env's spaces are computed by, as (file, mtime, size): the env family's package and, for a
+    registered gymnasium id, its entry point's module; and the versions of gymnasium and sf_hydra. An edit of
+    a user's env code is then another cache file, not a stale one."""
+    modules = [str(OmegaConf.select(cfg, "env.factory._target_", default="")).rpartition(".")[0]]
+    env_id = OmegaConf.select(cfg, "env.id", default=None)
+    if isinstance(env_id, str) and env_id.split(":")[-1] in gym.registry:
+        entry = gym.registry[env_id.split(":")[-1]].entry_point
+        modules.append(entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", ""))
+    files = sorted({f for m in modules if m for f in _module_files(m)})
+    stamps = []
+    for f in files:
+        try:
+            stat = f.stat()
+        except OSError:
+            continue
+        stamps.append([str(f), stat.st_mtime_ns, stat.st_size])
+    return [gym.__version__, version("sf_hydra"), stamps]
+
+
 def env_info_cache_file(cfg) -> Path:
-    """hardware.use_env_info_cache: <train_dir>/.env_info_cache/<hash of the resolved env node>.json.
-    Any change of the env node (id, frameskip, kwargs, ...) is another file; a change of the env's
-    code that changes its spaces is not seen: delete the folder then. (A `.pkl` beside it is an older
-    version's cache: never read.)"""
-    key = hashlib.sha256(json.dumps(_env_node(cfg), sort_keys=True).encode()).hexdigest()[:20]
+    """hardware.use_env_info_cache: <train_dir>/.env_info_cache/<hash>.json, the hash of the resolved env node
+    and of the env code's files (_code_stamp). Any change of the env node (id, frameskip, kwargs, ...) or of
+    the family's files is another file. (A `.pkl` beside it is an older version's cache: never read.)"""
+    key = hashlib.sha256(json.dumps([_env_node(cfg), _code_stamp(cfg)], sort_keys=True).encode()).hexdigest()[:20]
     return Path(cfg.train_dir).absolute() / CACHE_FOLDER / f"{key}.json"
 
 
@@ -87,7 +122,8 @@ def env_info(cfg) -> EnvInfo:
     that cannot be read as this env node's spaces is built anew, never a crash."""
     if not cfg.hardware.use_env_info_cache:
         log.info("building env %s to read its spaces", cfg.env.name)
-        return describe_env(cfg.env, seed=cfg.seed)
+        with said_while_slow(f"building env {cfg.env.name} to read its spaces", log):
+            return describe_env(cfg.env, seed=cfg.seed)
     path, node = env_info_cache_file(cfg), _env_node(cfg)
     if path.is_file():
         try:
@@ -98,6 +134,7 @@ def env_info(cfg) -> EnvInfo:
             log.warning("env info cache %s unreadable (%s: %s): building the env", path, type(e).__name__,
                         str(e).splitlines()[0] if str(e) else "")
     log.info("building env %s to read its spaces (then cached in %s)", cfg.env.name, path)
-    info = describe_env(cfg.env, seed=cfg.seed)
+    with said_while_slow(f"building env {cfg.env.name} to read its spaces", log):
+        info = describe_env(cfg.env, seed=cfg.seed)
     _write_cache(path, node, info)
     return info

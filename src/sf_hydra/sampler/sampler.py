@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Union
 
 import torch
 
+from sf_hydra.core.clock import said_while_slow
 from sf_hydra.core.door import SamplerHealth
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.seal import key_path
@@ -265,12 +266,15 @@ class Sampler:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.settings.worker_start_timeout_sec
-        while len(self.ready_workers) < self.num_workers:
-            msg = self._get(deadline - time.monotonic(), during="start-up")
-            if isinstance(msg, WorkerReady):
-                self.ready_workers.add(msg.worker_id)
-            else:  # a fast worker's first trajectories: keep them for poll()
-                self._backlog.append(msg)
+        waiting = lambda: (f"waiting for the rollout workers to build their envs: {len(self.ready_workers)} of "  # noqa: E731
+                           f"{self.num_workers} ready")
+        with said_while_slow(waiting, log):
+            while len(self.ready_workers) < self.num_workers:
+                msg = self._get(deadline - time.monotonic(), during="start-up")
+                if isinstance(msg, WorkerReady):
+                    self.ready_workers.add(msg.worker_id)
+                else:  # a fast worker's first trajectories: keep them for poll()
+                    self._backlog.append(msg)
         log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.settings.num_envs_per_worker)
 
     def stop(self) -> None:
