@@ -3,6 +3,7 @@ MASTER_ADDR, MASTER_PORT and NODE_RANK give node n's process global rank n x dev
 inconsistent is refused by the variable's name and value before any process starts (tests/ddp/test_torchrun_nodes.py
 runs such a run across two hosts)."""
 
+import json
 import subprocess
 import sys
 
@@ -82,13 +83,23 @@ def test_train_py_refuses_them_before_it_writes_anything(tmp_path):
 
 
 def test_a_machine_running_another_command_is_refused_naming_the_key(tmp_path):
-    from omegaconf import OmegaConf
+    from sf_hydra.app.ranks import config_fingerprint, same_config
 
-    from sf_hydra.app.train import resolved, same_config
-
-    node_0 = OmegaConf.to_yaml(resolved(make_cfg(tmp_path, "hardware.num_nodes=2", "seed=1")))
+    node_0 = config_fingerprint(make_cfg(tmp_path, "hardware.num_nodes=2", "seed=1"))
+    assert json.loads(json.dumps(node_0)) == node_0  # it travels in ranks/start.json
     same_config(make_cfg(tmp_path, "hardware.num_nodes=2", "seed=1"), node_0, "learner rank 1 on node b")
     with pytest.raises(ConfigError) as refused:
         same_config(make_cfg(tmp_path, "hardware.num_nodes=2", "seed=2"), node_0, "learner rank 1 on node b")
     assert (refused.value.key, refused.value.value) == ("seed", 2)
-    assert "1, node 0's value (learner rank 1 on node b runs another command" in str(refused.value)
+    assert "node 0's value differs (learner rank 1 on node b runs another command" in str(refused.value)
+
+
+def test_a_config_that_differs_where_no_key_says_so_is_refused_naming_its_hash(tmp_path):
+    from sf_hydra.app.ranks import config_fingerprint, same_config
+
+    node_0 = config_fingerprint(make_cfg(tmp_path, "hardware.num_nodes=2"))
+    node_0["sha256"] = "0" * 64  # the keys agree, the whole does not (an empty group on one side)
+    with pytest.raises(ConfigError) as refused:
+        same_config(make_cfg(tmp_path, "hardware.num_nodes=2"), node_0, "learner rank 1 on node b")
+    assert refused.value.key == "config sha256" and "0" * 64 in str(refused.value)
+    assert "run the same command" in str(refused.value)

@@ -2,6 +2,8 @@
 holder's pid, nothing written into the folder), the lock goes with its holder even after kill -9, and
 in a sweep each run's folder is locked on its own."""
 
+import errno
+import fcntl
 import json
 import signal
 import subprocess
@@ -10,8 +12,9 @@ import time
 
 import pytest
 
-from sf_hydra.core.faults import EXIT_BUSY, RunFolderBusy
-from sf_hydra.core.run_dir import RunLock
+from sf_hydra.core.errors import ConfigError
+from sf_hydra.core.faults import EXIT_BAD_CONFIG, EXIT_BUSY, RunFolderBusy
+from sf_hydra.core.run_dir import LOCK_ENV, RunLock
 from tests.faults.runs import REPO, TINY, env_with_repo, train_py
 
 HOLD = ("import sys, time; from pathlib import Path; from sf_hydra.core.run_dir import RunLock; "
@@ -74,6 +77,42 @@ def test_lock_in_process_is_reentrant_and_exclusive_across_processes(tmp_path):
     finally:
         holder.kill()
         holder.wait(timeout=10)
+
+
+def _no_locks(fd, operation):
+    """fcntl.flock on a file system mounted without locks (Lustre without `-o flock`, some NFS setups)."""
+    raise OSError(errno.ENOLCK, "No locks available")
+
+
+def test_a_file_system_without_locks_is_named_with_the_way_on(tmp_path, monkeypatch):
+    # No file system without flock is at hand here: flock fails as it does on one (in this process)
+    monkeypatch.setattr(fcntl, "flock", _no_locks)
+    monkeypatch.delenv(LOCK_ENV, raising=False)
+    with pytest.raises(ConfigError) as refused:
+        RunLock(tmp_path / "run").acquire()
+    said = str(refused.value)
+    assert refused.value.key == "run_dir" and str(tmp_path / "run") in said, said
+    assert "No locks available" in said and "file system" in said and f"{LOCK_ENV}=off" in said, said
+    monkeypatch.setenv(LOCK_ENV, "off")  # the documented way on, at the user's own risk
+    with RunLock(tmp_path / "run"), RunLock(tmp_path / "run"):
+        pass
+
+
+def test_the_command_line_says_it_in_one_line(tmp_path):
+    # train.py's own command line with flock failing as on such a file system: one framed line, exit 2
+    patched = ("import errno, fcntl, runpy, sys\n"
+               "def no_locks(fd, op): raise OSError(errno.ENOLCK, 'No locks available')\n"
+               "fcntl.flock = no_locks\n"
+               "sys.argv = [sys.argv[1], *sys.argv[2:]]\n"
+               "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    env = env_with_repo()
+    env.pop(LOCK_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", patched, str(REPO / "train.py"), f"train_dir={tmp_path}",
+                           "experiment=run", *TINY], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_BAD_CONFIG, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bad config: run_dir="), proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.long  # kept out of CI's 30 minutes (see pyproject.toml); run with -m long

@@ -6,8 +6,8 @@ checking it again in every rank. We start the ranks ourselves instead and let Li
 (its cluster environment reads the ranks from variables, it creates no process):
 
 - locally (`python train.py hardware.devices=2`), the Hydra process is rank 0: it owns the run folder
-  (lock, config, logs, checkpoints, summary), writes the composed config, resolved, to
-  `<run_dir>/ranks/config.pkl` and starts ranks 1.. as `python -m sf_hydra.app.ddp_rank <that file>`, each
+  (lock, config, logs, checkpoints, summary), writes the composed config, resolved, as YAML to
+  `<run_dir>/ranks/config.yaml` and starts ranks 1.. as `python -m sf_hydra.app.ddp_rank <that file>`, each
   logging to `<run_dir>/ranks/rank_<r>.log` (Lightning's LightningEnvironment: MASTER_ADDR, MASTER_PORT,
   WORLD_SIZE, NODE_RANK, LOCAL_RANK);
 - in a Slurm job whose step runs one task per rank (`hydra/launcher=slurm` with
@@ -23,15 +23,18 @@ Rank 0 alone decides how the run starts (it prepares the folder for `restart_beh
 is finished, picks the checkpoint to resume) and writes that decision to `<run_dir>/ranks/start.json`; every
 other rank waits for the decision of this very start (`session_of`) and acts on it, never on what it reads in
 the folder itself: Slurm starts all tasks at once, and a rank > 0 reading the folder before rank 0 prepared it
-would resume an old checkpoint while rank 0 starts anew. On several machines without Slurm the decision also
-travels through the TCP store at MASTER_ADDR:MASTER_PORT (app/node_store.py), which lives as long as this start's
-rank 0: a process id names no start across hosts.
+would resume an old checkpoint while rank 0 starts anew. On several machines without Slurm the token naming this
+start travels through the TCP store at MASTER_ADDR:MASTER_PORT (app/node_store.py), which lives as long as this
+start's rank 0 (a process id names no start across hosts); the decision itself, with the fingerprint of rank 0's
+config (config_fingerprint: each machine composes its own config, and a rank refuses one that differs), is read
+from the run folder, never from the network.
 
 This module imports no torch and no Lightning (the command line's side).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -48,8 +51,8 @@ from sf_hydra.core.faults import RankFailed
 from sf_hydra.core.files import write_atomically
 
 RANKS_DIR = "ranks"  # inside the run folder: the ranks' config and the logs of ranks > 0
-RANK_CONFIG = "config.pkl"
-RECORD = "rank_{rank}.json"  # in RANKS_DIR: a Slurm rank's record (rank, node, pid, log, how it ended: SlurmRank)
+RANK_CONFIG = "config.yaml"  # in RANKS_DIR: the config the local ranks > 0 run (node n > 0: config_node_<n>.yaml)
+RECORD = "rank_{rank}.json"  # in RANKS_DIR: a rank's record (rank, node, pid, boot, started, log, how it ended)
 START = "start.json"  # in RANKS_DIR: rank 0's decision of how this start of the ranks begins (StartDecision)
 
 
@@ -221,6 +224,15 @@ class LocalRanks:
         return self.failed()
 
 
+def _write_private(path: Path, text: str) -> None:
+    """`text` into `path`, readable by the user alone: a resolved config holds the values it took from the
+    environment."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w") as out:
+        os.fchmod(fd, 0o600)  # a file an earlier run left keeps its mode otherwise
+        out.write(text)
+
+
 def log_to_rank_file(run_dir: Path, rank: int) -> None:
     """Rank `rank` (> 0) of a Slurm job, whose Hydra task logs into the run's train.log like rank 0's: its
     file handlers that write inside `run_dir` write to <run_dir>/ranks/rank_<rank>.log instead."""
@@ -259,16 +271,16 @@ def last_error(log: Path) -> Optional[str]:
     return f"{head} {tail}" if tail and not tail.startswith("^") else head
 
 
-def start_local_ranks(ranks: Ranks, devices: int, run_dir: Path, config_bytes: bytes) -> LocalRanks:
+def start_local_ranks(ranks: Ranks, devices: int, run_dir: Path, config_yaml: str) -> LocalRanks:
     """This process, local rank 0 of its node, starts the node's other `devices` - 1 ranks, each
-    `python -m sf_hydra.app.ddp_rank` reading the run's composed config (`config_bytes`, pickled and resolved) from
-    <run_dir>/ranks/ and logging to ranks/rank_<its global rank>.log; sets this process's rendezvous variables
-    (Lightning's LightningEnvironment reads them in every rank): on one machine a free port of 127.0.0.1, on
-    several (via_env) the MASTER_ADDR, MASTER_PORT and NODE_RANK the command was given."""
+    `python -m sf_hydra.app.ddp_rank` reading the run's composed config (`config_yaml`, resolved: YAML, never a
+    pickle) from <run_dir>/ranks/ and logging to ranks/rank_<its global rank>.log; sets this process's rendezvous
+    variables (Lightning's LightningEnvironment reads them in every rank): on one machine a free port of 127.0.0.1,
+    on several (via_env) the MASTER_ADDR, MASTER_PORT and NODE_RANK the command was given."""
     folder = run_dir / RANKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    config = folder / (RANK_CONFIG if ranks.node_rank == 0 else f"config_node_{ranks.node_rank}.pkl")
-    config.write_bytes(config_bytes)
+    config = folder / (RANK_CONFIG if ranks.node_rank == 0 else f"config_node_{ranks.node_rank}.yaml")
+    _write_private(config, config_yaml)
     rendezvous = dict(WORLD_SIZE=str(ranks.world_size), LOCAL_RANK="0")
     if not ranks.via_env:
         rendezvous.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), NODE_RANK="0")
@@ -362,13 +374,14 @@ class StartDecision:
     checkpoint: Optional[str] = None  # the learner state every rank resumes from; None: a new run
     finished: Optional[str] = None  # the run already reached its budget (what rank 0 said): no rank trains
     failed: Optional[str] = None  # rank 0 could not start the run (its error): no rank trains
+    config: Optional[dict] = None  # on several machines: rank 0's config_fingerprint, which every rank compares
 
 
 def session_of(ranks: Ranks) -> str:
     """A name of this start of the ranks, the same in every rank and different at the next start: Slurm's
     job, step and requeue count; on several machines without Slurm the token rank 0 drew (every other rank got it
-    through the TCP store of this start: app/node_store.py); locally the process id of rank 0, which starts the
-    others."""
+    through the TCP store of this start: app/node_store.py, and reads the decision it names in the run folder);
+    locally the process id of rank 0, which starts the others."""
     if ranks.via_env:
         return ranks.session
     if ranks.via_slurm:
@@ -386,12 +399,73 @@ def announce_start(run_dir: Path, decision: StartDecision) -> None:
     write_atomically(folder / START, lambda tmp: tmp.write_text(text))
 
 
-def _read_start(path: Path, session: str) -> Optional[StartDecision]:
+def forget_start(run_dir: Path) -> None:
+    """Rank 0 of a run on several machines, before it serves its token: the previous start's decision goes, so
+    that no token but this start's names a decision in the run folder (a stale token, replayed at MASTER_PORT by
+    another process, would otherwise make a rank act on an old decision)."""
+    (run_dir / RANKS_DIR / START).unlink(missing_ok=True)
+
+
+def read_start(path: Path, session: str) -> Optional[StartDecision]:
+    """The decision in `path` (ranks/start.json) when it is start `session`'s, else None (none yet, another
+    start's, or unreadable)."""
     try:
         found = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return StartDecision(**found) if found.get("session") == session else None
+    except (OSError, ValueError, TypeError, AttributeError):  # cut short, or not a decision
         return None
-    return StartDecision(**found) if found.get("session") == session else None
+
+
+def config_fingerprint(cfg) -> dict:
+    """What a rank on another machine compares its own composed config with, instead of receiving rank 0's:
+    `sha256` of the resolved config's canonical JSON, and `keys`, each leaf's (dotted key, lists as one value)
+    own digest, which name the key that differs. Every key counts: a run's keys are the same on every machine
+    (the run folder at the same path; where a machine stands is in its variables, not in the config)."""
+    from omegaconf import OmegaConf
+
+    tree = OmegaConf.to_container(cfg, resolve=True)
+    return {"sha256": _digest(tree), "keys": {key: _digest(value) for key, value in _leaves(tree, "")}}
+
+
+def _digest(value) -> str:
+    """sha256 of `value` as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _leaves(tree: dict, prefix: str):
+    """(dotted key, value) of every leaf of a nested dict (a list is one leaf)."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def same_config(cfg, theirs: Optional[dict], who: str) -> None:
+    """ConfigError when `cfg`, composed on this machine, is not the config whose fingerprint (config_fingerprint)
+    rank 0 wrote: naming the key whose digest differs (the least nested one: the key a command line sets, not the
+    keys interpolated from it) with this machine's value (node 0's value stays on node 0), else the two digests of
+    the whole. Every machine must run the same command (its ranks would otherwise train, seed or stop
+    differently)."""
+    from omegaconf import OmegaConf
+
+    mine = config_fingerprint(cfg)
+    theirs = theirs or {}
+    if theirs.get("sha256") == mine["sha256"]:
+        return
+    same = "run the same command, with the same overrides, on every machine (only NODE_RANK differs)"
+    their_keys, my_keys = theirs.get("keys") or {}, mine["keys"]
+    differ = sorted((k for k in set(their_keys) | set(my_keys) if their_keys.get(k) != my_keys.get(k)),
+                    key=lambda k: (k.count("."), k))
+    if not differ:
+        raise ConfigError("config sha256", mine["sha256"],
+                          f"{theirs.get('sha256')}, node 0's ({who} runs another command): {same}")
+    key = differ[0]
+    mine_values = dict(_leaves(OmegaConf.to_container(cfg, resolve=True), ""))
+    more = f"; {len(differ) - 1} more keys differ" if len(differ) > 1 else ""
+    raise ConfigError(key, mine_values.get(key, "<unset>"),
+                      f"node 0's value differs ({who} runs another command{more}): {same}")
 
 
 def await_start(run_dir: Path, ranks: Ranks, timeout_sec: float) -> StartDecision:
@@ -403,10 +477,10 @@ def await_start(run_dir: Path, ranks: Ranks, timeout_sec: float) -> StartDecisio
     path, session = run_dir / RANKS_DIR / START, session_of(ranks)
     logging.getLogger("sf_hydra").info("learner rank %d waits for rank 0's start decision (%s)", ranks.rank, path)
     deadline = time.monotonic() + timeout_sec
-    decision = _read_start(path, session)
+    decision = read_start(path, session)
     while decision is None and time.monotonic() < deadline:
         time.sleep(0.2)
-        decision = _read_start(path, session)
+        decision = read_start(path, session)
     if decision is None:
         raise RankFailed(f"learner rank {ranks.rank}: learner rank 0 did not decide how the run starts within "
                          f"hardware.ddp_timeout_sec={timeout_sec:g} s (no decision for {session} in {path}): see "
@@ -449,8 +523,11 @@ def record_rank(run_dir: Path, ranks: Ranks, **fields) -> None:
 
 
 def record_start(run_dir: Path, ranks: Ranks) -> None:
+    """The record of this rank for this start: where it runs, and which process it is (the boot of its machine and
+    its start time, without which rank 0 never kills it: _is_recorded_process)."""
     record_rank(run_dir, ranks, session=session_of(ranks), rank=ranks.rank, node=node_name(), pid=os.getpid(),
-                log=own_log(run_dir, ranks.rank), end=None, collective=False)
+                boot=_boot_id(), started=_start_time(os.getpid()), log=own_log(run_dir, ranks.rank), end=None,
+                collective=False)
 
 
 def _read_json(path: Path) -> Optional[dict]:
@@ -468,6 +545,33 @@ def _process_state(pid: int) -> Optional[str]:
     except (OSError, IndexError):
         return None
     return None if state in ("Z", "X") else state
+
+
+def _boot_id() -> Optional[str]:
+    """This machine's boot (a random id the kernel draws at every boot), or None where it cannot be read."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """When process `pid` of this machine started (/proc/<pid>/stat, field 22: clock ticks after boot), or None
+    when it is gone: with the boot id, it tells the recorded process from a later one that got its pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _is_recorded_process(record: dict) -> bool:
+    """Whether the process a rank's record names runs on this machine, alive, as the very process recorded: the
+    hostname, the boot id and the process's start time all match (hosts may share a hostname: cloned images,
+    containers; and a pid is reused). A record without them names no process here."""
+    boot, started = _boot_id(), record.get("started")
+    return (record["node"] == node_name() and boot is not None and record.get("boot") == boot
+            and started is not None and _start_time(record["pid"]) == started
+            and _process_state(record["pid"]) is not None)
 
 
 def _scontrol_field(args: List[str], name: str) -> Optional[str]:
@@ -504,13 +608,14 @@ def node_silent(node: str, wait_sec: float = 3.0) -> Optional[str]:
 
 def _rank_end(record: dict, timeout_sec: float, slurm: bool = True) -> Tuple[str, Optional[str]]:
     """How one rank of this start ended, from its record, as far as rank 0 can know it, and the Slurm node lost with
-    it (None: its node still answers, or not `slurm`: no slurmd to ask); a rank on this node that hangs is killed
-    (on another node Slurm ends it with the job step)."""
+    it (None: its node still answers, or not `slurm`: no slurmd to ask); a rank on this machine that hangs is killed,
+    once its record proves it is that very process (_is_recorded_process; on another node Slurm ends it with the
+    job step)."""
     where = f"learner rank {record['rank']} on node {record['node']} (pid {record['pid']})"
     lost = None
     if record.get("end"):
         how = f"failed: {record['end']}"
-    elif record["node"] == node_name() and _process_state(record["pid"]) is not None:
+    elif _is_recorded_process(record):
         stopped = "it is stopped (SIGSTOP or a debugger)" if _process_state(record["pid"]) in ("T", "t") else \
             "it hangs, blocked in its env, its sampler or a collective"
         how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}; killed"
@@ -546,7 +651,7 @@ def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out
         records = [r for r in records if r and r.get("session") == session_of(ranks)]
         own = [r for r in records if r.get("end") and not r.get("collective")]
         silent = [r for r in records if not r.get("end")]
-        running = [r for r in silent if r["node"] == node_name() and _process_state(r["pid"]) is not None]
+        running = [r for r in silent if _is_recorded_process(r)]
         if own or not running or time.monotonic() >= deadline:
             break
         time.sleep(0.2)

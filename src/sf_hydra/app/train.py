@@ -7,7 +7,6 @@ import json
 import logging
 import math
 import os
-import pickle
 import signal
 import time
 import traceback
@@ -28,14 +27,18 @@ from sf_hydra.app.ranks import (
     StartDecision,
     announce_start,
     await_start,
+    config_fingerprint,
     env_rendezvous,
+    forget_start,
     log_to_rank_file,
     never_joined,
     node_name,
     ranks_of,
+    read_start,
     record_rank,
     record_start,
     recorded_rank_end,
+    same_config,
     session_of,
     start_local_ranks,
     use_interface_to_master,
@@ -198,13 +201,14 @@ def _train_in(cfg, run_dir: Path, typed: Sequence[str] = ()) -> dict:
         plan = plan_for_rank(plan, ranks.rank, ranks.local_rank)
         if not (ranks.via_env and ranks.starts_node):
             return _fit(cfg, run_dir, plan, ckpt, ranks)
-        others = start_local_ranks(ranks, cfg.hardware.devices, run_dir, pickle.dumps(resolved(cfg)))
+        others = start_local_ranks(ranks, cfg.hardware.devices, run_dir, OmegaConf.to_yaml(resolved(cfg)))
         return _fit_beside(others, cfg, run_dir, plan, ckpt, ranks)
     if not ranks.via_env:
         return _train_as_rank_0(cfg, run_dir, plan, ranks, typed)
     from sf_hydra.app import node_store  # torch's TCP store: only for runs on several machines
 
     rendezvous = env_rendezvous(cfg.hardware.devices, cfg.hardware.num_nodes)
+    forget_start(run_dir)  # a token from elsewhere then names no decision in the folder
     ranks = replace(ranks, session=node_store.serve(rendezvous.address, rendezvous.port, cfg.hardware.ddp_timeout_sec))
     try:
         return _train_as_rank_0(cfg, run_dir, plan, ranks)
@@ -230,7 +234,7 @@ def _train_as_rank_0(cfg, run_dir: Path, plan: RunPlan, ranks: Ranks, typed: Seq
         return _fit(cfg, run_dir, plan, ckpt, ranks)
     if ranks.via_slurm:
         return _fit_slurm_rank_0(cfg, run_dir, plan, ckpt, ranks)
-    others = start_local_ranks(ranks, cfg.hardware.devices, run_dir, pickle.dumps(resolved(cfg)))
+    others = start_local_ranks(ranks, cfg.hardware.devices, run_dir, OmegaConf.to_yaml(resolved(cfg)))
     return _fit_beside(others, cfg, run_dir, plan, ckpt, ranks)
 
 
@@ -276,8 +280,9 @@ def _as_recorded_rank(cfg, run_dir: Path, ranks: Ranks) -> dict:
 
 def _await_start(cfg, run_dir: Path, ranks: Ranks):
     """(this rank's place with this start's session, rank 0's StartDecision). On several machines without Slurm
-    the decision comes through rank 0's TCP store (app/node_store.py), and this rank checks that it sees rank 0's
-    run folder and runs rank 0's config before it acts on it; else it is read from the run folder (await_start)."""
+    the token of this start comes through rank 0's TCP store (app/node_store.py), the decision it names from the run
+    folder, which proves that this rank sees rank 0's run folder; this rank checks that it runs rank 0's config
+    (its fingerprint) before it acts on it. Else the decision is read from the run folder (await_start)."""
     timeout = cfg.hardware.ddp_timeout_sec
     if not ranks.via_env:
         return ranks, await_start(run_dir, ranks, timeout)
@@ -285,71 +290,31 @@ def _await_start(cfg, run_dir: Path, ranks: Ranks):
 
     who = f"learner rank {ranks.rank} on node {node_name()}"
     rendezvous = env_rendezvous(cfg.hardware.devices, cfg.hardware.num_nodes)
-    text, config = node_store.fetch(rendezvous.address, rendezvous.port, timeout, who)
-    decision = StartDecision(**json.loads(text))
+    token = node_store.fetch(rendezvous.address, rendezvous.port, timeout, who)
+    decision = sees_run_folder(run_dir, token, who)
     if decision.failed is not None:
         raise RankFailed(f"{who} stops: learner rank 0 could not start the run ({decision.failed})")
     ranks = replace(ranks, session=decision.session)
-    sees_run_folder(run_dir, decision.session, who)
-    same_config(cfg, config, who)
+    same_config(cfg, decision.config, who)
     record_start(run_dir, ranks)
     return ranks, decision
 
 
-def sees_run_folder(run_dir: Path, session: str, who: str, wait_sec: float = 15.0) -> None:
-    """A rank on another machine checks that rank 0's run folder is the one it sees at the same path: the start
-    decision rank 0 wrote there (ranks/start.json) names this start. RankFailed, naming the run folder and
-    saying a shared filesystem is needed, when it does not within `wait_sec` (a network filesystem may show a
-    new file late)."""
+def sees_run_folder(run_dir: Path, session: str, who: str, wait_sec: float = 15.0) -> StartDecision:
+    """A rank on another machine reads rank 0's decision of start `session` in the run folder it sees at the same
+    path (ranks/start.json), which proves it is rank 0's. RankFailed, naming the run folder and saying a shared
+    filesystem is needed, when none is there within `wait_sec` (a network filesystem may show a new file late)."""
     path = run_dir / RANKS_DIR / START
     deadline = time.monotonic() + wait_sec
-    while True:
-        try:
-            if json.loads(path.read_text()).get("session") == session:
-                return
-        except (OSError, ValueError):
-            pass
+    while (decision := read_start(path, session)) is None:
         if time.monotonic() >= deadline:
-            break
+            raise RankFailed(f"{who} does not see learner rank 0's run folder {run_dir} (train_dir={run_dir.parent}): "
+                             f"{path} does not hold this start's decision ({session}) after {wait_sec:g} s. A run on "
+                             "several machines needs train_dir on a filesystem every machine shares (NFS, Lustre, "
+                             "...), at the same path (and MASTER_PORT reachable by its machines alone: a token "
+                             "another process wrote there names no decision)")
         time.sleep(0.5)
-    raise RankFailed(f"{who} does not see learner rank 0's run folder {run_dir} (train_dir={run_dir.parent}): "
-                     f"{path} does not hold this start's decision ({session}) after {wait_sec:g} s. A run on several "
-                     "machines needs train_dir on a filesystem every machine shares (NFS, Lustre, ...), at the same "
-                     "path")
-
-
-def same_config(cfg, rank_0_yaml: Optional[str], who: str) -> None:
-    """ConfigError naming the key whose value here differs from rank 0's (the least nested one: the key a command
-    line sets, not the keys interpolated from it): every machine must run the same command (its ranks would
-    otherwise train, seed or stop differently from rank 0's)."""
-    if rank_0_yaml is None:
-        return
-    theirs = _flat_config(OmegaConf.create(rank_0_yaml))
-    mine = _flat_config(resolved(cfg))
-    differ = sorted((k for k in set(theirs) | set(mine) if theirs.get(k, "<unset>") != mine.get(k, "<unset>")),
-                    key=lambda k: (k.count("."), k))
-    if differ:
-        key = differ[0]
-        more = f"; {len(differ) - 1} more keys differ" if len(differ) > 1 else ""
-        raise ConfigError(key, mine.get(key, "<unset>"),
-                          f"{theirs.get(key, '<unset>')!r}, node 0's value ({who} runs another command{more}): run the "
-                          "same command, with the same overrides, on every machine (only NODE_RANK differs)")
-
-
-def _flat_config(cfg) -> dict:
-    """{dotted key: value} of a config's leaves (lists as one value)."""
-    out = {}
-
-    def walk(node, prefix):
-        for key, value in node.items():
-            name = f"{prefix}{key}"
-            if isinstance(value, dict):
-                walk(value, f"{name}.")
-            else:
-                out[name] = value
-
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
-    return out
+    return decision
 
 
 def _fit_slurm_rank_0(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], ranks: Ranks) -> dict:
@@ -387,22 +352,23 @@ def _decide_start(cfg, run_dir: Path, ranks: Ranks):
 
 
 def _announce(cfg, run_dir: Path, ranks: Ranks, decision: StartDecision) -> None:
-    """Rank 0's decision to <run_dir>/ranks/start.json, and on several machines also, after it, to the TCP store
-    with the config rank 0 runs (the file then proves to the other machines that they see this run folder); a
-    decision not to train waits until every other machine read it (up to hardware.ddp_timeout_sec)."""
-    try:
-        announce_start(run_dir, decision)
-    finally:
-        if ranks.via_env:
-            from sf_hydra.app import node_store
+    """Rank 0's decision to <run_dir>/ranks/start.json, and on several machines, with the fingerprint of the config
+    rank 0 runs in it, then this start's token to the TCP store: the other machines read the decision it names in
+    the run folder; a decision not to train waits until every other machine read the token (up to
+    hardware.ddp_timeout_sec)."""
+    if ranks.via_env:
+        decision = replace(decision, config=config_fingerprint(cfg))
+    announce_start(run_dir, decision)
+    if ranks.via_env:
+        from sf_hydra.app import node_store
 
-            node_store.publish(json.dumps(decision.__dict__), OmegaConf.to_yaml(resolved(cfg)))
-            if decision.finished is not None or decision.failed is not None:  # no process group will wait for them
-                others = cfg.hardware.num_nodes - 1
-                read = node_store.await_readers(others, cfg.hardware.ddp_timeout_sec)
-                if read < others:
-                    log.warning("%d of the %d other machines read learner rank 0's decision within "
-                                "hardware.ddp_timeout_sec=%g s", read, others, cfg.hardware.ddp_timeout_sec)
+        node_store.publish(decision.session)
+        if decision.finished is not None or decision.failed is not None:  # no process group will wait for them
+            others = cfg.hardware.num_nodes - 1
+            read = node_store.await_readers(others, cfg.hardware.ddp_timeout_sec)
+            if read < others:
+                log.warning("%d of the %d other machines read learner rank 0's decision within "
+                            "hardware.ddp_timeout_sec=%g s", read, others, cfg.hardware.ddp_timeout_sec)
 
 
 def choose_layout(cfg, plan: RunPlan, ckpt: Optional[Path], typed: Sequence[str]) -> RunPlan:

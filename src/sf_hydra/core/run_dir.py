@@ -4,10 +4,12 @@ one), and the lock that keeps a second run out of a folder a live run holds."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -19,6 +21,8 @@ from sf_hydra.core.files import write_atomically
 
 LAST = "last.ckpt"
 LOCK = ".lock"
+LOCK_ENV = "SF_HYDRA_RUN_LOCK"  # "off": no run takes a lock (a file system without flock), at the user's own risk
+NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS)  # flock's errors where a mount has none
 MILESTONES = "milestones"  # checkpoints/milestones/: kept forever (keep_checkpoints prunes only checkpoints/)
 SAVED_AT_KEY = "sf_hydra_saved_at"  # in every checkpoint: time.time() when it was saved (which state is the newest)
 BEST_KEY = "sf_hydra_best"  # in a best checkpoint: {policy, metric, value, env_steps, policy_version, ...}; by an
@@ -79,9 +83,11 @@ def read_spaces(run_dir: Path) -> Optional[Tuple[object, object, Optional[int]]]
 class RunLock:
     """An exclusive `flock` on `<run_dir>/.lock`, held while a run uses the folder. The kernel drops it when the
     holder exits in any way (kill -9 included), so it never stays stuck. Re-entrant within one process (the
-    command line takes it before Hydra writes into the folder, train() takes it again)."""
+    command line takes it before Hydra writes into the folder, train() takes it again). On a file system mounted
+    without locks (Lustre without `flock`, some NFS setups) a ConfigError names it and the ways on; with
+    SF_HYDRA_RUN_LOCK=off no lock is taken (said once per run)."""
 
-    _held: Dict[str, List] = {}  # real path -> [open lock file, depth]
+    _held: Dict[str, List] = {}  # real path -> [open lock file, or None without a lock (LOCK_ENV), depth]
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
@@ -102,6 +108,11 @@ class RunLock:
         if key in RunLock._held:
             RunLock._held[key][1] += 1
             return
+        if os.environ.get(LOCK_ENV) == "off":
+            log.warning("%s=off: run folder %s is not locked; nothing keeps a second run out of it", LOCK_ENV,
+                        self.run_dir)
+            RunLock._held[key] = [None, 1]
+            return
         f = open(key, "a+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -110,6 +121,16 @@ class RunLock:
             pid = f.read().strip()
             f.close()
             raise RunFolderBusy(self.run_dir, pid) from None
+        except OSError as e:
+            f.close()
+            if e.errno not in NO_LOCKS:
+                raise
+            raise ConfigError("run_dir", str(self.run_dir), f"a folder on a file system with file locks: "
+                              f"{_file_system_of(self.run_dir)} refuses flock on {key} ({e.strerror}, "
+                              f"{errno.errorcode.get(e.errno, e.errno)}). Put train_dir on a local disk or on a "
+                              "file system mounted with locks (Lustre: the `flock` mount option), or set "
+                              f"{LOCK_ENV}=off to run without the lock at your own risk (nothing then keeps a "
+                              "second run out of the folder)") from None
         f.truncate(0)
         f.write(str(os.getpid()))
         f.flush()
@@ -122,7 +143,25 @@ class RunLock:
         entry[1] -= 1
         if entry[1] == 0:
             del RunLock._held[self._key()]
-            entry[0].close()  # closing the file drops the flock
+            if entry[0] is not None:
+                entry[0].close()  # closing the file drops the flock
+
+
+def _file_system_of(path: Path) -> str:
+    """Names the file system holding `path` ("the <type> file system mounted at <mount point>": the longest mount
+    point of /proc/self/mounts above it), or "its file system" where that cannot be read."""
+    where = os.path.realpath(path)
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return "its file system"
+    octal = re.compile(r"\\([0-7]{3})")  # the table writes a space in a mount point as \040
+    mounts = [(octal.sub(lambda m: chr(int(m.group(1), 8)), point), kind) for point, kind in mounts]
+    above = [(point, kind) for point, kind in mounts if where == point or where.startswith(point.rstrip("/") + "/")]
+    if not above:
+        return "its file system"
+    point, kind = max(above, key=lambda m: len(m[0]))
+    return f"the {kind} file system mounted at {point}"
 
 
 def prepare(run_dir: Path, restart_behavior: str) -> None:
