@@ -32,8 +32,6 @@ ALLOWED: Dict[Tuple[str, str, str], str] = {
         "a socketpair to the Doom player process this process just started: only its own child writes to it",
     ("src/sf_hydra/envs/doom/agent_process.py", "<module>", "multiprocessing.connection.Connection"):
         "the Doom player process's end of the socketpair its parent made and handed to it by file descriptor",
-    ("src/sf_hydra/app/ddp_rank.py", "main", "pickle.loads"):
-        "removed by the network helper's branch",
 }
 
 
