@@ -95,6 +95,7 @@ def ranks_of(devices: int, num_nodes: int) -> Ranks:
     of several tasks (which must be that many: ConfigError otherwise); on several nodes without Slurm from
     torchrun's convention (env_rendezvous: MASTER_ADDR, MASTER_PORT, NODE_RANK; ConfigError when they are
     missing or inconsistent); else from LOCAL_RANK (unset: rank 0, which starts the others)."""
+    refuse_torchrun_workers()
     world = devices * num_nodes
     if world == 1:
         return Ranks(1, 0, 0, False)
@@ -127,19 +128,26 @@ class Rendezvous:
 TORCHRUN_ONLY = ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "LOCAL_WORLD_SIZE")  # set by torchrun in its workers alone
 
 
+def refuse_torchrun_workers() -> None:
+    """ConfigError in a process torchrun started, on one machine or several, before any run folder is locked:
+    torchrun starts one process per rank, each of which would take the run folder (sibling workers racing for its
+    lock), while here one process per machine starts that machine's ranks itself."""
+    spawned = [name for name in TORCHRUN_ONLY if name in os.environ]
+    if spawned:
+        raise ConfigError(spawned[0], os.environ[spawned[0]], (
+            "unset: this process was started by torchrun (or another launcher of one process per rank), which "
+            "sf_hydra does not take yet; on one machine run `python train.py hardware.devices=D ...` (it starts "
+            "its D ranks itself); on several, the same command once per machine with hardware.num_nodes=N and "
+            "MASTER_ADDR, MASTER_PORT, NODE_RANK set, or hydra/launcher=slurm (docs/guides/several-hosts.md)"))
+
+
 def env_rendezvous(devices: int, num_nodes: int) -> Rendezvous:
     """The rendezvous of a run on `num_nodes` machines without Slurm, from MASTER_ADDR, MASTER_PORT and NODE_RANK
     (the same command runs once on every machine, with its own NODE_RANK). ConfigError, naming the variable and
     its value, when one is missing or out of range, when WORLD_SIZE is set and is not devices x num_nodes, and in a
     process torchrun started (its workers are one per rank; here each machine's process starts its own ranks)."""
     env = os.environ
-    spawned = [name for name in TORCHRUN_ONLY if name in env]
-    if spawned:
-        raise ConfigError(spawned[0], env[spawned[0]],
-                          "unset: this process was started by torchrun (or another launcher of one process per "
-                          "rank); run `python train.py hardware.num_nodes=N hardware.devices=D ...` once per machine "
-                          "with MASTER_ADDR, MASTER_PORT and NODE_RANK set instead (it starts its machine's D ranks "
-                          "itself), or through hydra/launcher=slurm")
+    refuse_torchrun_workers()
     missing = [name for name in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK") if not env.get(name)]
     if missing:
         raise ConfigError("hardware.num_nodes", num_nodes,
