@@ -279,10 +279,11 @@ class InferenceServer:
 def server_process_main(server_id: int, settings: WorkerSettings, obs_space, action_space, stores,
                         channels: Dict[int, InferenceChannel], control, out_queue, stop_flag, parent_pid: int,
                         parent_state: Optional[dict] = None) -> None:
-    """Entry point of an inference server process. Ctrl+C is the learner's to handle: it stops us.
+    """Entry point of an inference server process. Ctrl+C and SIGTERM are the learner's to handle: it stops us.
     control: the receiving end of the learner's pipe to this server (messages.DeviceWeights).
     parent_state: the learner's environment, folder and import path (mp.parent_state), taken over first."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stop in mp.STOPPED_BY_THE_LEARNER:
+        signal.signal(stop, signal.SIG_IGN)
     if parent_state is not None:
         mp.adopt(parent_state)
     parent = mp.ParentWatch(parent_pid)

@@ -44,6 +44,9 @@ def register_torch_reducers() -> None:
 # server then starts with torch and its own module already loaded (spawned, each imported them
 # itself: about 2-3 s of CPU per process here, more while the learner imports Lightning beside it).
 FORKSERVER_PRELOAD = ["torch", "sf_hydra.sampler.rollout_worker", "sf_hydra.sampler.inference_server"]
+# Signals the learner's children ignore: a terminal's Ctrl+C, Slurm's scancel and a `kill` of the process group
+# reach every process, and only the learner acts on them (it saves its checkpoint, then stops its children).
+STOPPED_BY_THE_LEARNER = (signal.SIGINT, signal.SIGTERM)
 
 
 def context():

@@ -455,9 +455,12 @@ def worker_process_main(worker_cls, worker_id: int, settings: WorkerSettings, bu
                         stop_flag, sync_round, heartbeats, parent_pid: int, channel=None,
                         parent_state: Optional[dict] = None) -> None:
     """Entry point of a worker process (`worker_cls`: SingleAgentWorker or AgentRowsWorker).
-    Ctrl+C is the learner's to handle: it stops us. parent_state: the learner's environment,
+    Ctrl+C and SIGTERM are the learner's to handle (a terminal's Ctrl+C, Slurm's scancel and `kill` of the
+    process group reach every process): it saves its checkpoint and stops us; a learner that dies is noticed
+    (mp.ParentWatch). parent_state: the learner's environment,
     folder and import path (mp.parent_state), taken over first."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stop in mp.STOPPED_BY_THE_LEARNER:
+        signal.signal(stop, signal.SIG_IGN)
     if parent_state is not None:
         mp.adopt(parent_state)
     process = settings.process
