@@ -14,6 +14,20 @@ enjoy/eval.json) and a replay video when the run has one. No pickle travels: `sf
 checkpoints/last.ckpt from the safetensors file and the JSON, so `python enjoy.py experiment=NAME` plays the
 pulled run and `python train.py experiment=NAME ...` resumes it (optimizer state included).
 
+No value that came from an environment variable is pushed: config.yaml holds such values as their
+`${oc.env:...}` interpolation (sf_hydra.app.resume_config.save_config), and the overrides that read one are left
+out of .hydra/overrides.yaml and of the model card's command lines; sf-push says what it left out.
+`local_dir=X` writes the repo into a hidden folder beside X and swaps it in whole, under a lock beside X: two
+pushes into one folder at once leave one of them, and nothing of an earlier push stays behind (a folder that
+holds files sf-push does not write is refused, not replaced).
+
+A pull checks everything before it touches anything (sf_hydra.app.landing): the run is built in a hidden folder
+beside its destination, its config parsed, its checkpoint rebuilt and its weights loaded into the model the
+config describes (shapes, dtypes, finite values), and only then renamed into place; an old run under
+`overwrite=true` is removed only once the new one is in place. A source folder with a symbolic link in it is
+refused (links into huggingface_hub's own cache excepted: a snapshot is laid out so). Each refusal is one line
+naming the file, exit status 2, and the old run as it was.
+
 Keys (key=value). sf-push: experiment (a run in train_dir) or run_dir, train_dir, repo (user/name; needed unless
 local_dir), local_dir, kind (last: the newest learner state, or best), policy (with kind=best), private
 (false). sf-pull: repo or local_dir (one), revision (with repo), experiment (default: the repo's name),
@@ -37,7 +51,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sf_hydra.app.import_sf_run import is_sf_folder
-from sf_hydra.app.key_values import check_choice, check_index, check_one_of, parse_key_values, run_command
+from sf_hydra.app.key_values import check_choice, check_index, check_one_of, listed, parse_key_values, run_command
+from sf_hydra.app.landing import check_landed, refuse_existing, refuse_links, why, written_aside
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 from sf_hydra.core.faults import Fault
@@ -46,13 +61,18 @@ log = logging.getLogger("sf_hydra")
 PUSH_KEYS = {"experiment": None, "run_dir": None, "train_dir": "train_dir", "repo": None, "local_dir": None,
              "kind": "last", "policy": "0", "private": "false"}
 PULL_KEYS = {"repo": None, "local_dir": None, "revision": None, "experiment": None, "train_dir": "train_dir",
-             "overwrite": "false"}
+             "overwrite": "false", "trusted_targets": None}
 WEIGHTS, CKPT_JSON, CARD = "model.safetensors", "checkpoint.json", "README.md"
 TENSOR_PREFIX = "checkpoint/"  # safetensors keys of the checkpoint's tensors outside its state_dict
 # Files copied as they are, run folder path -> repo path (the same), when the run has them.
 COPIED = ("config.yaml", "spaces.json", "summary.json", "eval/evaluations.jsonl", "enjoy/eval.json",
           ".hydra/overrides.yaml")
 VIDEO_SUFFIXES = (".mp4", ".gif")
+OVERRIDES = ".hydra/overrides.yaml"
+ENV_LEFT_OUT = "<read from an environment variable: not pushed>"  # what the card shows for such a value
+# What a repo folder holds (its top level): a folder with anything else is not replaced by sf-push local_dir=.
+REPO_NAMES = {WEIGHTS, CKPT_JSON, CARD, *(name.split("/")[0] for name in COPIED),
+              *(f"replay{suffix}" for suffix in VIDEO_SUFFIXES)}
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 HUB_MODULES = ("huggingface_hub", "safetensors")
 
@@ -209,13 +229,21 @@ def evaluation(run_dir: Path, policy: int = 0) -> Optional[Dict[str, Any]]:
     return None
 
 
-def _overrides(run_dir: Path, experiment: str) -> List[str]:
-    """The command line the run was trained with (.hydra/overrides.yaml), experiment=<its name> included."""
-    from omegaconf import OmegaConf
+def recorded_overrides(run_dir: Path) -> Tuple[List[str], List[str]]:
+    """(the overrides the run was trained with, .hydra/overrides.yaml's, those that read an environment variable
+    left out; the ones left out)."""
+    import yaml
 
-    path = run_dir / ".hydra" / "overrides.yaml"
-    items = [str(o) for o in OmegaConf.load(path)] if path.is_file() else []
-    items = [o for o in items if not o.startswith(("experiment=", "train_dir="))]
+    from sf_hydra.app.resume_config import reads_environment
+
+    path = run_dir / OVERRIDES
+    items = [str(o) for o in yaml.safe_load(path.read_text()) or []] if path.is_file() else []
+    return [o for o in items if not reads_environment(o)], [o for o in items if reads_environment(o)]
+
+
+def _overrides(run_dir: Path, experiment: str) -> List[str]:
+    """The command line the run was trained with (recorded_overrides), experiment=<its name> included."""
+    items = [o for o in recorded_overrides(run_dir)[0] if not o.startswith(("experiment=", "train_dir="))]
     return [f"experiment={experiment}", *items]
 
 
@@ -230,8 +258,9 @@ def model_card(run_dir: Path, cfg, ckpt: Dict[str, Any], repo: str, video: Optio
     model = OmegaConf.to_container(cfg.model, resolve=True) if "model" in cfg else {}
     frames = (ckpt.get("sf_hydra") or {}).get("env_steps")
     found = evaluation(run_dir, policy)
-    recorded = (run_dir / ".hydra" / "overrides.yaml").is_file()
+    recorded = (run_dir / OVERRIDES).is_file()
     overrides = " ".join(_overrides(run_dir, experiment))
+    left_out = len(recorded_overrides(run_dir)[1])
     if found:
         figure = f"{found['mean']:.2f} +/- {found['std']:.2f}"
         result = (f"Mean return **{figure}** (mean +/- std over {found['episodes']} episodes), from "
@@ -261,6 +290,8 @@ def model_card(run_dir: Path, cfg, ckpt: Dict[str, Any], repo: str, video: Optio
         "## Reproduce it", "", "```bash", f"python train.py {overrides}", "```", "",
         *([] if recorded else ["The run's command line was not recorded (no .hydra/overrides.yaml): config.yaml "
                                "holds every value it trained with.", ""]),
+        *([f"Left out of these command lines: {left_out} override(s) that read an environment variable (set "
+           "your own value)."] if left_out else []),
         "Files: config.yaml (the resolved config), spaces.json, model.safetensors + checkpoint.json (the "
         "learner's state; sf-pull rebuilds checkpoints/last.ckpt from them)"
         + (f", {video} (a replay)" if video else "") + ".", ""]
@@ -270,10 +301,14 @@ def model_card(run_dir: Path, cfg, ckpt: Dict[str, Any], repo: str, video: Optio
 
 
 def write_repo(run_dir: Path, out: Path, kind: str = "last", policy: int = 0, repo: Optional[str] = None) -> Path:
-    """The repo's files for `run_dir`, written into `out` (created; files already there are replaced)."""
+    """The repo's files for `run_dir`, written into `out` (created; files already there are replaced). No value
+    from an environment variable goes in (say_left_out)."""
     import torch
+    import yaml
     from omegaconf import OmegaConf
     from safetensors.torch import save_file
+
+    from sf_hydra.app.resume_config import environment_keys, without_environment
 
     ckpt_path = pick_checkpoint(run_dir, kind, policy)
     ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
@@ -283,17 +318,32 @@ def write_repo(run_dir: Path, out: Path, kind: str = "last", policy: int = 0, re
                                                       "checkpoint": ckpt_path.name})
     (out / CKPT_JSON).write_text(json.dumps(data))
     for name in COPIED:
-        if (run_dir / name).is_file():
+        if (run_dir / name).is_file() and name != OVERRIDES:
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run_dir / name, out / name)
+    kept, left_out = recorded_overrides(run_dir)
+    if (run_dir / OVERRIDES).is_file():
+        (out / OVERRIDES).parent.mkdir(parents=True, exist_ok=True)
+        (out / OVERRIDES).write_text(yaml.safe_dump(kept))
     video = replay_video(run_dir)
     video_name = f"replay{video.suffix}" if video else None
     if video:
         shutil.copyfile(video, out / video_name)
-    cfg = OmegaConf.load(run_dir / "config.yaml")
+    written = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
+    cfg = OmegaConf.create(without_environment(written, ENV_LEFT_OUT))  # the card never resolves one
     (out / CARD).write_text(model_card(run_dir, cfg, ckpt, repo or f"<user>/{run_dir.name}", video_name, kind,
                                        policy))
+    say_left_out(environment_keys(written), left_out)
     return out
+
+
+def say_left_out(keys: List[str], overrides: List[str]) -> None:
+    """One line for the run's values that read environment variables: the overrides left out of the repo, the
+    config keys whose interpolation config.yaml keeps unresolved."""
+    said = ([f"left out of {OVERRIDES} and the model card: {', '.join(overrides)}"] if overrides else []) + \
+        ([f"kept unresolved in config.yaml: {', '.join(keys)}"] if keys else [])
+    if said:
+        log.warning("values read from environment variables are not pushed: %s", "; ".join(said))
 
 
 class UploadFailed(Fault):
@@ -321,7 +371,10 @@ def push(args: Dict[str, Optional[str]]) -> str:
     run_dir = run_folder(args)
     policy, kind = int(args["policy"]), args["kind"]
     if args["local_dir"]:
-        out = write_repo(run_dir, Path(args["local_dir"]), kind, policy, args["repo"])
+        out = Path(args["local_dir"])
+        refuse_foreign(out)
+        with written_aside(out) as folder:
+            write_repo(run_dir, folder, kind, policy, args["repo"])
         log.info("wrote the repo of %s into %s (nothing uploaded)", run_dir, out)
         return str(out)
     with tempfile.TemporaryDirectory(prefix="sf-push-") as tmp:
@@ -329,6 +382,17 @@ def push(args: Dict[str, Optional[str]]) -> str:
         where = upload(Path(tmp), args["repo"], args["private"].lower() == "true")
     log.info("pushed %s to https://huggingface.co/%s (%s)", run_dir, args["repo"], where)
     return where
+
+
+def refuse_foreign(out: Path) -> None:
+    """ConfigError when `out` is a file, or a folder that holds anything sf-push does not write (REPO_NAMES): it
+    is replaced whole, and a folder of the user's own is not sf-push's to replace."""
+    if out.is_file():
+        raise ConfigError("local_dir", str(out), "a folder to write the repo into (this is a file)")
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in REPO_NAMES) if out.is_dir() else []
+    if foreign:
+        raise ConfigError("local_dir", str(out), f"a new or empty folder, or one sf-push wrote (this one holds "
+                          f"{', '.join(foreign[:5])}, which sf-push does not write; the folder is replaced whole)")
 
 
 # -- pull -----------------------------------------------------------------------------------------------------------
@@ -343,10 +407,10 @@ def fetch_repo(repo: str, revision: Optional[str] = None) -> Path:
                           f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
 
 
-def lay_out(repo_dir: Path, run_dir: Path, overwrite: bool = False) -> Path:
-    """The run folder of a repo: its files, and checkpoints/last.ckpt rebuilt from the safetensors + JSON."""
+def lay_out(repo_dir: Path, folder: Path) -> None:
+    """The run folder of a repo written into `folder`: its files, and checkpoints/last.ckpt rebuilt from the
+    safetensors + JSON."""
     import torch
-    from safetensors.torch import load_file
 
     from sf_hydra.core.run_dir import LAST, checkpoint_dir
 
@@ -354,60 +418,86 @@ def lay_out(repo_dir: Path, run_dir: Path, overwrite: bool = False) -> Path:
         if not (repo_dir / name).is_file():
             raise ConfigError("repo", str(repo_dir), f"a repo written by sf-push (it has no {name}), or a "
                               "Sample Factory one (config.json and checkpoint_p0/*.pth)")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise ConfigError("experiment", run_dir.name, f"a name with no run in {run_dir.parent} yet ({run_dir} "
-                              "exists), or overwrite=true to replace it")
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt = rebuilt_checkpoint(repo_dir)
     for name in COPIED:
         if (repo_dir / name).is_file():
-            (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(repo_dir / name, run_dir / name)
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(repo_dir / name, folder / name)
+    _keep_card_and_replay(repo_dir, folder)
+    checkpoint_dir(folder).mkdir(parents=True, exist_ok=True)
+    torch.save(ckpt, checkpoint_dir(folder) / LAST)
+
+
+def rebuilt_checkpoint(repo_dir: Path) -> Dict[str, Any]:
+    """The learner checkpoint of a repo, from its safetensors file and checkpoint.json: a ConfigError naming the
+    file that does not parse or does not make a checkpoint."""
+    from safetensors.torch import load_file
+
+    try:
+        tensors = load_file(str(repo_dir / WEIGHTS))
+    except Exception as e:  # truncated, or not a safetensors file
+        raise ConfigError(WEIGHTS, str(repo_dir / WEIGHTS), f"a safetensors file ({why(e)})") from None
+    try:
+        data = json.loads((repo_dir / CKPT_JSON).read_text())
+    except ValueError as e:  # truncated, not JSON, or not UTF-8
+        raise ConfigError(CKPT_JSON, str(repo_dir / CKPT_JSON), f"JSON that parses ({why(e)})") from None
+    try:
+        ckpt = join_checkpoint(tensors, data)
+    except (KeyError, TypeError, ValueError) as e:  # a tensor it names that the safetensors file lacks, a bad tag
+        raise ConfigError(CKPT_JSON, str(repo_dir / CKPT_JSON), f"a checkpoint sf-push wrote, whose tensors are in "
+                          f"{WEIGHTS} ({why(e)})") from None
+    if not isinstance(ckpt, dict):
+        raise ConfigError(CKPT_JSON, str(repo_dir / CKPT_JSON), "a checkpoint sf-push wrote (a JSON object)")
+    return ckpt
+
+
+def _keep_card_and_replay(repo_dir: Path, folder: Path) -> None:
+    """The repo's model card beside the run, its replay in enjoy/ (where enjoy.py keeps its videos)."""
+    if (repo_dir / CARD).is_file():
+        shutil.copyfile(repo_dir / CARD, folder / CARD)
     for suffix in VIDEO_SUFFIXES:
         if (repo_dir / f"replay{suffix}").is_file():
-            (run_dir / "enjoy").mkdir(exist_ok=True)
-            shutil.copyfile(repo_dir / f"replay{suffix}", run_dir / "enjoy" / f"replay{suffix}")
-    if (repo_dir / CARD).is_file():
-        shutil.copyfile(repo_dir / CARD, run_dir / CARD)
-    ckpt = join_checkpoint(load_file(str(repo_dir / WEIGHTS)), json.loads((repo_dir / CKPT_JSON).read_text()))
-    folder = checkpoint_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    torch.save(ckpt, folder / LAST)
-    return run_dir
+            (folder / "enjoy").mkdir(exist_ok=True)
+            shutil.copyfile(repo_dir / f"replay{suffix}", folder / "enjoy" / f"replay{suffix}")
 
 
-def lay_out_sample_factory(repo_dir: Path, run_dir: Path, overwrite: bool = False) -> Path:
-    """The run folder of a Sample Factory Hub repo (its push_to_hub uploads the experiment folder: config.json,
-    checkpoint_p0/*.pth, a model card, a replay): imported as sf-import-run imports the folder, its card and
-    replay kept beside."""
-    from sf_hydra.app.import_sf_run import import_run
+def lay_out_sample_factory(repo_dir: Path, run_dir: Path, folder: Path) -> str:
+    """The run folder `run_dir` of a Sample Factory Hub repo (its push_to_hub uploads the experiment folder:
+    config.json, checkpoint_p0/*.pth, a model card, a replay), written into `folder`: imported as sf-import-run
+    imports the folder, its card and replay kept beside. Returns where its weights came from."""
+    from sf_hydra.app.import_sf_run import import_into
 
-    import_run(repo_dir, run_dir, overwrite=overwrite)
-    if (repo_dir / CARD).is_file():
-        shutil.copyfile(repo_dir / CARD, run_dir / CARD)
-    for suffix in VIDEO_SUFFIXES:
-        if (repo_dir / f"replay{suffix}").is_file():
-            (run_dir / "enjoy").mkdir(exist_ok=True)
-            shutil.copyfile(repo_dir / f"replay{suffix}", run_dir / "enjoy" / f"replay{suffix}")
-    return run_dir
+    weights = import_into(repo_dir, run_dir, folder)
+    _keep_card_and_replay(repo_dir, folder)
+    return weights
+
+
+def _source(args: Dict[str, Optional[str]]) -> Tuple[Path, str, Optional[Path]]:
+    """(the repo's folder, the run's default name, the folder links in it may point into: the Hub cache's blobs)."""
+    if args["repo"]:
+        repo_dir = fetch_repo(args["repo"], args["revision"])
+        blobs = repo_dir.parent.parent / "blobs" if repo_dir.parent.name == "snapshots" else None
+        return repo_dir, args["repo"].split("/", 1)[1], blobs
+    repo_dir = Path(args["local_dir"])
+    if not repo_dir.is_dir():
+        raise ConfigError("local_dir", args["local_dir"], "a folder sf-push local_dir=... wrote")
+    return repo_dir, repo_dir.resolve().name, None
 
 
 def pull(args: Dict[str, Optional[str]]) -> Path:
-    if args["repo"]:
-        repo_dir = fetch_repo(args["repo"], args["revision"])
-        name = args["experiment"] or args["repo"].split("/", 1)[1]
-    else:
-        repo_dir = Path(args["local_dir"])
-        if not repo_dir.is_dir():
-            raise ConfigError("local_dir", args["local_dir"], "a folder sf-push local_dir=... wrote")
-        name = args["experiment"] or repo_dir.resolve().name
+    """The repo laid out in a folder beside the run's, checked, then swapped into place (sf_hydra.app.landing)."""
+    repo_dir, name, blobs = _source(args)
+    name = args["experiment"] or name
     run_dir = Path(args["train_dir"]) / name
-    overwrite = args["overwrite"].lower() == "true"
-    if is_sf_folder(repo_dir) and not (repo_dir / "config.yaml").is_file():
-        run_dir = lay_out_sample_factory(repo_dir, run_dir, overwrite)
-    else:
-        run_dir = lay_out(repo_dir, run_dir, overwrite)
+    refuse_existing(run_dir, args["overwrite"].lower() == "true")
+    refuse_links(repo_dir, "repo" if args["repo"] else "local_dir", blobs)
+    with written_aside(run_dir) as folder:
+        if is_sf_folder(repo_dir) and not (repo_dir / "config.yaml").is_file():
+            weights = lay_out_sample_factory(repo_dir, run_dir, folder)
+        else:
+            lay_out(repo_dir, folder)
+            weights = str(repo_dir / WEIGHTS)
+        check_landed(folder, weights, listed(args["trusted_targets"]))
     log.info("pulled %s into %s: python enjoy.py experiment=%s train_dir=%s plays it", args["repo"] or repo_dir,
              run_dir, name, args["train_dir"])
     return run_dir

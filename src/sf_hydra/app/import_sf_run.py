@@ -19,7 +19,11 @@ rest of the config from the imported config, not Sample Factory's decayed `curr_
 Keys (key=value): experiment (the run folder's name in train_dir; default: the Sample Factory folder's name),
 train_dir, checkpoint (last: its newest checkpoint_*.pth; best: its newest best_*.pth), policy (which of its
 policies, checkpoint_p<policy>/; default 0), overwrite (false: an existing run folder is refused). A bad key or
-value, or a model that cannot be mapped, is refused naming it, with exit status 2."""
+value, or a model that cannot be mapped, is refused naming it, with exit status 2.
+
+The run is built beside its destination, checked as `sf-pull` checks a pulled run (its weights fit the model its
+config describes and are finite) and only then renamed into place; a source folder with a symbolic link in it
+is refused (sf_hydra.app.landing). Whatever fails leaves an old run folder as it was."""
 
 from __future__ import annotations
 
@@ -227,9 +231,24 @@ def _plain(value) -> Optional[float]:
 # -- the import -----------------------------------------------------------------------------------------------------
 def import_run(source: Path, run_dir: Path, checkpoint: str = "last", policy: int = 0,
                overwrite: bool = False) -> Path:
-    """The run folder `run_dir` made from the Sample Factory experiment folder `source` (module docstring)."""
-    import shutil
+    """The run folder `run_dir` made from the Sample Factory experiment folder `source` (module docstring): built
+    beside `run_dir`, checked as a pulled run is, then swapped into place (sf_hydra.app.landing); an old run
+    (`overwrite`) is removed only once the new one is in place, and left as it was when anything fails."""
+    from sf_hydra.app.landing import check_landed, refuse_existing, refuse_links, written_aside
 
+    refuse_existing(run_dir, overwrite)
+    refuse_links(source, "source")
+    with written_aside(run_dir) as folder:
+        weights = import_into(source, run_dir, folder, checkpoint, policy)
+        check_landed(folder, weights)
+    log.info("imported %s into %s: sf-enjoy experiment=%s train_dir=%s plays it", weights, run_dir, run_dir.name,
+             run_dir.parent)
+    return run_dir
+
+
+def import_into(source: Path, run_dir: Path, folder: Path, checkpoint: str = "last", policy: int = 0) -> str:
+    """The files of the run folder `run_dir` (its name and place go into its config) made from the Sample Factory
+    experiment folder `source`, written into `folder`. Returns the checkpoint the weights came from."""
     import torch
 
     from sf_hydra.app.resume_config import save_config
@@ -239,7 +258,7 @@ def import_run(source: Path, run_dir: Path, checkpoint: str = "last", policy: in
     from sf_hydra.sampler.env_info import describe_env
 
     ckpt_path = sf_checkpoint(source, policy, checkpoint)
-    sf_cfg = json.loads((source / SF_CONFIG).read_text())
+    sf_cfg = read_sf_config(source / SF_CONFIG)
     overrides, dropped = imported_overrides(sf_cfg, run_dir.name, str(run_dir.parent))
     for note in dropped:
         log.info("config import: %s", note)
@@ -251,22 +270,29 @@ def import_run(source: Path, run_dir: Path, checkpoint: str = "last", policy: in
     weights = map_weights(sf_ckpt["model"], model.state_dict())
     model.load_state_dict(weights)
     state = learner_state(cfg, model, sf_ckpt)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise ConfigError("experiment", run_dir.name, f"a name with no run in {run_dir.parent} yet ({run_dir} "
-                              "exists), or overwrite=true to replace it")
-        shutil.rmtree(run_dir)
-    checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir)
-    save_spaces(run_dir, info.observation_space, info.action_space, info.num_agents)
-    torch.save(state, checkpoint_dir(run_dir) / LAST)
-    (run_dir / "imported_from.json").write_text(json.dumps({
+    checkpoint_dir(folder).mkdir(parents=True, exist_ok=True)
+    save_config(cfg, folder)
+    save_spaces(folder, info.observation_space, info.action_space, info.num_agents)
+    torch.save(state, checkpoint_dir(folder) / LAST)
+    (folder / "imported_from.json").write_text(json.dumps({
         "source": str(source.resolve()), "checkpoint": str(ckpt_path.resolve()), "overrides": overrides,
         "env_steps": state["sf_hydra"]["env_steps"], "adam_moments": state["sf_hydra_imported"]["adam_moments"],
     }, indent=1))
-    log.info("imported %s (%s env steps) into %s: sf-enjoy experiment=%s train_dir=%s plays it", ckpt_path,
-             state["sf_hydra"]["env_steps"], run_dir, run_dir.name, run_dir.parent)
-    return run_dir
+    log.info("imported %s: %s env steps", ckpt_path, state["sf_hydra"]["env_steps"])
+    return str(ckpt_path)
+
+
+def read_sf_config(path: Path) -> Dict[str, Any]:
+    """Sample Factory's config.json: a ConfigError naming the file when it is not a JSON object."""
+    from sf_hydra.app.landing import why
+
+    try:
+        sf_cfg = json.loads(path.read_text())
+    except ValueError as e:  # truncated, not JSON, or not UTF-8
+        raise ConfigError(SF_CONFIG, str(path), f"Sample Factory's config as JSON that parses ({why(e)})") from None
+    if not isinstance(sf_cfg, dict):
+        raise ConfigError(SF_CONFIG, str(path), "Sample Factory's config: a JSON object")
+    return sf_cfg
 
 
 def import_command(argv: List[str]) -> None:

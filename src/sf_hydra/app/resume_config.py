@@ -31,7 +31,6 @@ import copy
 import dataclasses
 import logging
 import math
-import os
 import shlex
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from sf_hydra.config.trust import check_saved_config
 from sf_hydra.config.validation import check_values
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import Fault
+from sf_hydra.core.files import write_atomically
 from sf_hydra.core.run_dir import LAST, checkpoint_dir, finished_run, learner_states
 
 log = logging.getLogger("sf_hydra")
@@ -172,6 +172,30 @@ def load_saved(run_dir: Path) -> DictConfig:
     return saved
 
 
+def load_checked(cfg: DictConfig, run_dir: Path) -> DictConfig:
+    """The saved config of the run `cfg` resumes, once the code it names is checked (before any of it resolves:
+    sf_hydra's own parts, what this command line names, what the user trusts, what the user's own training of the
+    run recorded; sf_hydra.config.trust) and its values that read the environment resolve."""
+    saved = load_saved(run_dir)
+    check_saved_config(saved, str(run_dir / CONFIG), cfg.get("trusted_targets"), composed=cfg, run_dir=run_dir)
+    _check_environment(saved, run_dir / CONFIG)
+    return saved
+
+
+def _check_environment(saved: DictConfig, path: Path) -> None:
+    """ConfigError naming the first value of a saved config that reads an environment variable no longer set (the
+    config keeps such values as their interpolation: save_config)."""
+    try:
+        OmegaConf.to_container(saved, resolve=True)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "config"
+        written = OmegaConf.to_container(saved, resolve=False)
+        raise ConfigError(key, next((v for k, v in _leaves(written).items() if k == key), None), (
+            f"a value that resolves: {path} keeps it as written and resolving it failed "
+            f"({str(e).strip().splitlines()[0]}); set the environment variable it reads, as for the session that "
+            f"saved it, or {START_ANEW}")) from None
+
+
 def resumes(cfg: DictConfig) -> bool:
     """Whether `cfg` resumes a run: restart_behavior=resume and its folder holds a saved config and a checkpoint."""
     try:
@@ -196,7 +220,7 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
     run_dir = Path(run_dir)
     if str(cfg.restart_behavior) != "resume" or not has_run_to_resume(run_dir):
         return
-    saved = load_saved(run_dir)
+    saved = load_checked(cfg, run_dir)
     refused, accepted, ignored = config_differences(cfg, saved)
     if refused:
         key, after, before = refused[0]
@@ -318,11 +342,13 @@ def _delete(cfg: DictConfig, key: str) -> None:
         del node[leaf]
 
 
-def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str]) -> Tuple[DictConfig, List[tuple]]:
+def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str],
+             written: Dict[str, Any]) -> Tuple[DictConfig, List[tuple]]:
     """A copy of `cfg` holding the saved value of every key the command line did not type, and the keys so
     kept (key, composed value, saved value). Interpolations are left for last and kept where they resolve to
     the saved value (algo.optimizer.lr follows algo.learning_rate); a resumable one keeps following its
-    source (the callbacks' paths follow the run folder)."""
+    source (the callbacks' paths follow the run folder). A saved value is taken as `written` in config.yaml
+    (a value from an environment variable: its interpolation, never the value)."""
     out, kept = _with_saved_env_schema(copy.deepcopy(cfg), saved), []
     for interpolations in (False, True):
         now = _plain_leaves(out)
@@ -342,8 +368,8 @@ def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str]) -> T
             elif key not in now and _built_in_part(now, key):
                 continue  # an argument a built-in callback no longer takes: its node is today's
             elif key in now or not _typed_parent(out, key):  # (a field the schema no longer has is left out)
-                _set(out, key, saved[key])
-                kept.append((key, now.get(key, _ABSENT), saved[key]))
+                _set(out, key, written.get(key, saved[key]))
+                kept.append((key, now.get(key, _ABSENT), written.get(key, saved[key])))
     return out, kept
 
 
@@ -395,10 +421,7 @@ def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer
         return cfg
     check_values(cfg)  # what is typed now, as a value: refused as invalid before it is compared with the saved one
     run_dir = Path(cfg.run_dir).absolute()
-    saved_cfg = load_saved(run_dir)
-    # the saved config's code, before any of it is read: sf_hydra's own parts, what this command line names, what
-    # the user trusts, and what the user's own training of the run recorded (sf_hydra.config.trust)
-    check_saved_config(saved_cfg, str(run_dir / CONFIG), cfg.get("trusted_targets"), composed=cfg, run_dir=run_dir)
+    saved_cfg = load_checked(cfg, run_dir)
     saved = _plain_leaves(saved_cfg)
     now = _plain_leaves(cfg)
     typed = typed_keys(overrides, now, saved, composer)
@@ -406,7 +429,7 @@ def resumed_config(cfg: DictConfig, overrides: Optional[Sequence[str]], composer
     conflicts.sort(key=lambda c: list(overrides).index(c[3]))  # in the order they were typed
     if conflicts:
         raise _refuse(conflicts, run_dir)
-    out, kept = _rebased(cfg, saved, typed)
+    out, kept = _rebased(cfg, saved, typed, _leaves(OmegaConf.to_container(saved_cfg, resolve=False)))
     if kept:
         shown = ", ".join(f"{k}={_shown(b)!r} (composed now: {_shown(a)!r})" for k, a, b in kept[:8])
         log.info("resuming %s from its saved config; kept as saved, not typed now: %s%s", run_dir, shown,
@@ -424,12 +447,63 @@ def finished(cfg: DictConfig) -> Optional[Tuple[dict, str]]:
 
 
 def save_config(cfg: DictConfig, run_dir: Path) -> Path:
-    """`config.yaml` (resolved), written to a temporary name and renamed (never half written)."""
+    """`config.yaml`: the config resolved, except the values that come from environment variables, which keep
+    their interpolation as written (environment_free): a token handed over in the environment is never written
+    in clear, and a resume resolves it again. Written whole or not at all (write_atomically)."""
     path = Path(run_dir) / CONFIG
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    os.replace(tmp, path)
+    text = OmegaConf.to_yaml(OmegaConf.create(environment_free(cfg)))
+    write_atomically(path, lambda tmp: Path(tmp).write_text(text))
     return path
+
+
+ENV_RESOLVER = "oc.env"  # OmegaConf's resolver that reads an environment variable
+_FROM_ENV = "@@sf_hydra: a value from the environment@@"  # stands for such a value while the others are resolved
+
+
+def reads_environment(value: Any) -> bool:
+    """Whether a value as written (a string, or a container of them) reads an environment variable."""
+    return ENV_RESOLVER in str(value)
+
+
+def without_environment(node: Any, replacement: str) -> Any:
+    """A plain container as written with each string that reads an environment variable replaced."""
+    if isinstance(node, dict):
+        return {k: without_environment(v, replacement) for k, v in node.items()}
+    if isinstance(node, list):
+        return [without_environment(v, replacement) for v in node]
+    return replacement if isinstance(node, str) and reads_environment(node) else node
+
+
+def environment_keys(node: Any, prefix: str = "") -> List[str]:
+    """The dotted keys of a plain container as written whose strings read an environment variable."""
+    if isinstance(node, (dict, list)):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        return [k for key, value in items for k in environment_keys(value, f"{prefix}{key}.")]
+    return [prefix[:-1]] if isinstance(node, str) and reads_environment(node) else []
+
+
+def environment_free(cfg: DictConfig) -> Any:
+    """`cfg` resolved, as a plain container, except each value that comes from an environment variable (an
+    `${oc.env:...}` of its own, or an interpolation of such a value): that one stays as written. Which values
+    those are is found by resolving the config with every environment read replaced by a marker."""
+    written = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if not reads_environment(written):
+        return resolved
+    marked = without_environment(written, _FROM_ENV)
+    try:
+        marked = OmegaConf.to_container(OmegaConf.create(marked), resolve=True)
+    except OmegaConfBaseException:  # a resolver that took the marker for a value: the direct reads only
+        pass
+    return _as_written_where_marked(resolved, written, marked)
+
+
+def _as_written_where_marked(resolved: Any, written: Any, marked: Any) -> Any:
+    if isinstance(marked, dict) and isinstance(written, dict):
+        return {k: _as_written_where_marked(resolved[k], written[k], marked[k]) for k in resolved}
+    if isinstance(marked, list) and isinstance(written, list):
+        return [_as_written_where_marked(*values) for values in zip(resolved, written, marked)]
+    return written if _FROM_ENV in str(marked) else resolved
 
 
 def resumed_run(run_dir: Path, prog: str, now: Optional[float] = None) -> str:

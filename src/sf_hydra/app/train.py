@@ -13,7 +13,7 @@ import traceback
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from omegaconf import OmegaConf
 
@@ -220,7 +220,7 @@ def _train_as_rank_0(cfg, run_dir: Path, plan: RunPlan, ranks: Ranks, typed: Seq
     """Rank 0 (the run folder's lock held) decides how the run starts, picks the layout (hardware.layout=auto: a new
     run of one rank; `typed`, the layout keys the command line typed, are kept), writes the run's config and spaces,
     and trains beside the ranks it starts on this node (or, under Slurm, beside the job's other tasks)."""
-    done, ckpt = _decide_start(cfg, run_dir, ranks)
+    done, ckpt = _decide_start(cfg, run_dir, ranks, model_shapes(plan))
     if done is not None:
         log.info("%s", done[1])
         return done[0]
@@ -332,15 +332,22 @@ def _fit_slurm_rank_0(cfg, run_dir: Path, plan: RunPlan, ckpt: Optional[Path], r
         raise RankFailed(f"the run stopped: {ended}") from e
 
 
-def _decide_start(cfg, run_dir: Path, ranks: Ranks):
+def model_shapes(plan: RunPlan) -> Dict[str, tuple]:
+    """{name in the learner's state_dict: shape} of the run's models: what a checkpoint to resume must fit."""
+    return {f"policies.{k}.{name}": tuple(t.shape) for k, model in enumerate(plan.initial_policies)
+            for name, t in model.state_dict().items()}
+
+
+def _decide_start(cfg, run_dir: Path, ranks: Ranks, shapes: Dict[str, tuple]):
     """Rank 0 prepares the run folder and decides how the run starts: (finished()'s answer, None) for a run
-    that already reached its budget, else (None, the checkpoint to resume or None). With several ranks the
+    that already reached its budget, else (None, the checkpoint to resume or None: the newest one that loads
+    and fits the run's models, `shapes`). With several ranks the
     decision, or rank 0's failure to decide, is announced to the others (ranks.py StartDecision)."""
     session = session_of(ranks) if ranks.distributed else None
     try:
         rd.prepare(run_dir, cfg.restart_behavior)
         done = finished(cfg)  # the run already reached a budget: (its summary, what to say)
-        ckpt = None if done is not None else rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind)
+        ckpt = None if done is not None else rd.resume_checkpoint(run_dir, cfg.load_checkpoint_kind, shapes)
     except BaseException as e:  # ConfigError: kind=best and no best yet; CheckpointError: none loads
         if session is not None:
             _announce(cfg, run_dir, ranks, StartDecision(session, failed=f"{type(e).__name__}: {e}"))

@@ -184,18 +184,6 @@ def prepare(run_dir: Path, restart_behavior: str) -> None:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def read_checkpoint(path: Path) -> Tuple[Optional[int], str]:
-    """(env steps, "") for a checkpoint that loads with `torch.load(weights_only=True)`, else (None, why not)."""
-    import torch  # cli.py imports run_dir on the config-error path, which must not load torch
-
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        return int(state["sf_hydra"]["env_steps"]), ""
-    except Exception as e:  # truncated, corrupt, not a checkpoint, or not ours: each is a reason to skip it
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return None, f"{type(e).__name__}: {reason}"[:200]
-
-
 def learner_states(folder: Path) -> List[Path]:
     """Every file of a checkpoint folder that holds a whole learner state: last.ckpt, the numbered
     checkpoints, the milestones and each policy's best checkpoint."""
@@ -205,28 +193,50 @@ def learner_states(folder: Path) -> List[Path]:
         sorted((folder / MILESTONES).glob("checkpoint_*.ckpt")) + sorted(folder.glob("best_p*.ckpt"))
 
 
-def examine(path: Path) -> Tuple[Optional[int], float, str]:
-    """(env steps, when it was saved as time.time(), "") for a learner state that loads, else (None, 0, why
-    not). The time is the one recorded in it (SAVED_AT_KEY), else the file's modification time
-    (older checkpoints; a copied folder's files may all share one). The tensors are memory-mapped, not read."""
+def examine(path: Path, shapes: Optional[Dict[str, tuple]] = None) -> Tuple[Optional[int], float, str]:
+    """(env steps, when it was saved as time.time(), "") for a learner state that loads (and, given the model's
+    `shapes`, fits it: misfit), else (None, 0, why not). The time is the one recorded in it (SAVED_AT_KEY), else
+    the file's modification time (older checkpoints; a copied folder's files may all share one). The tensors are
+    memory-mapped, not read."""
     import torch  # cli.py imports run_dir on the config-error path, which must not load torch
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        return int(state["sf_hydra"]["env_steps"]), float(state.get(SAVED_AT_KEY) or path.stat().st_mtime), ""
+        steps, saved_at = int(state["sf_hydra"]["env_steps"]), float(state.get(SAVED_AT_KEY) or path.stat().st_mtime)
     except Exception as e:  # truncated, corrupt, not a checkpoint, or not ours: each is a reason to skip it
         reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return None, 0.0, f"{type(e).__name__}: {reason}"[:200]
+    unfit = misfit(state.get("state_dict") or {}, shapes) if shapes else ""
+    return (None, 0.0, f"{UNFIT}: {unfit}") if unfit else (steps, saved_at, "")
+
+
+UNFIT = "does not fit the model"
+
+
+def misfit(weights: dict, shapes: Dict[str, tuple]) -> str:
+    """Why a checkpoint's state_dict does not fit a model whose tensors have `shapes` ({name: shape}; the
+    learner's names, `policies.<k>.`): the first tensor it lacks, holds of another shape, or holds besides; ""
+    when it fits. A checkpoint saved before several policies names policy 0's tensors `model.`."""
+    got = {f"policies.0.{k[len('model.'):]}" if k.startswith("model.") else k: tuple(getattr(v, "shape", ()))
+           for k, v in weights.items()}
+    for name, shape in shapes.items():
+        if name not in got:
+            return f"it has no {name}"
+        if got[name] != tuple(shape):
+            return f"its {name} has shape {list(got[name])}, the model's {list(shape)}"
+    extra = [name for name in got if name not in shapes]
+    return f"it has {extra[0]}, which the model has not" if extra else ""
 
 
 def _clock(saved_at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
 
 
-def resume_checkpoint(run_dir: Path, kind: str = "latest") -> Optional[Path]:
+def resume_checkpoint(run_dir: Path, kind: str = "latest", shapes: Optional[Dict[str, tuple]] = None) -> Optional[Path]:
     """The newest learner state that loads (learner_states, by when it was saved): last.ckpt as a rule; a
     best checkpoint or a milestone saved after it (a stop that never reached its final save) is chosen over
-    it, and a damaged file is skipped, each said with the env steps and times of both. None when the folder
+    it, and a damaged file, or one that does not fit the model whose tensors have `shapes` (misfit), is
+    skipped, each said with the env steps and times of both. None when the folder
     holds no learner state; CheckpointError when it holds some and none loads. kind="best"
     (load_checkpoint_kind): policy 0's best checkpoint instead; ConfigError naming load_checkpoint_kind when
     there is none yet."""
@@ -235,12 +245,13 @@ def resume_checkpoint(run_dir: Path, kind: str = "latest") -> Optional[Path]:
     if not candidates:
         return None
     if str(kind) == "best":
-        return _best_to_resume(folder)
+        return _best_to_resume(folder, shapes)
     intact, tried = [], []
     for path in candidates:
-        steps, saved_at, why = examine(path)
+        steps, saved_at, why = examine(path, shapes)
         if steps is None:
-            log.warning("checkpoint %s is unreadable (%s): skipping it", path, why)
+            log.warning("checkpoint %s %s: skipping it", path, why if why.startswith(UNFIT) else
+                        f"is unreadable ({why})")
             tried.append(f"{path.name} ({why})")
         else:
             intact.append((saved_at, path.name == LAST, steps, path))
@@ -261,13 +272,13 @@ def resume_checkpoint(run_dir: Path, kind: str = "latest") -> Optional[Path]:
     return path
 
 
-def _best_to_resume(folder: Path) -> Path:
+def _best_to_resume(folder: Path, shapes: Optional[Dict[str, tuple]]) -> Path:
     best = folder / best_checkpoint_name(0)
     if not best.is_file():
         raise ConfigError("load_checkpoint_kind", "best", f"latest: {folder} holds no best checkpoint yet "
                           f"({best.name} is written every save_best_every_sec once policy 0 has trained "
                           "save_best_after env steps and finished episodes)")
-    steps, why = read_checkpoint(best)
+    steps, _, why = examine(best, shapes)
     if steps is None:
         raise CheckpointError(f"the best checkpoint {best} cannot be loaded ({why}): resume with "
                               "load_checkpoint_kind=latest, or start over with restart_behavior=restart")
