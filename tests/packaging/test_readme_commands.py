@@ -15,10 +15,11 @@ the same paths), the sweeps (several runs each), two learner ranks, the two mach
 (their variables checked as well), PBT's four policies, evaluation during
 training, the CSV logger and Trainer-argument lines. Composed only: the line for a 32-GPU cluster (no CUDA
 here). Not run, with the reason: `wandb sync` (uploads, needs a login), the report lines (they need a sweep's or
-PBT run's folder, and those lines are checked, not run), the test commands (what CI runs itself), and the lines
-of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`). README's "Set up" block (pip
-install, pytest) is what CI itself runs. The lines of a page run in order and build on each other: run the
-module whole, not one line with -k."""
+PBT run's folder, and those lines are checked, not run), the test commands (what CI runs itself), the lines
+of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`), and the command of each error
+example (refused on purpose: tests/packaging/test_docs_examples.py compares its refusal with the page's).
+README's "Set up" block (pip install, pytest) is what CI itself runs. The lines of a page run in order and build on
+each other: run the module whole, not one line with -k."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from sf_hydra.app.checks import check_command_line
 from sf_hydra.app.ranks import ranks_of
 from sf_hydra.config.aliases import apply_aliases
 from tests.faults.runs import env_with_repo
+from tests.packaging.test_docs_examples import refused_commands
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = str(REPO / "conf")
@@ -104,6 +106,7 @@ pytestmark = pytest.mark.slow
 
 
 FRONT_DOORS = ("README.md", "docs/index.md")  # their lines are the quick start's: run there
+REFUSED = refused_commands()  # {(page, line)}: the error examples' commands
 
 
 def doc_files() -> list:
@@ -181,6 +184,8 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
         folder["cwd"], folder["section"] = folder["base"], section
     if path in FRONT_DOORS and on_a_page(line):
         pytest.skip(f"run on {on_a_page(line)}")
+    if (path, line) in REFUSED:
+        pytest.skip("an error example's command, refused on purpose: tests/packaging/test_docs_examples.py")
     for text, (module, extra) in NEEDS.items():
         if text in line and importlib.util.find_spec(module.split(".")[0]) is None:
             pytest.skip(f"the {extra} extra is not installed ({module})")
