@@ -1,7 +1,8 @@
-"""Every file and module the docs name is there: README.md, the pages of docs/ and the docstrings and comments
-under src/ name source files (`src/sf_hydra/app/checks.py`, `sf_hydra/core/trajectory.py`, `config/schema.py`
-under the package, `tests/...py`, `benchmarks/...`, `cluster/...`) and dotted names (`sf_hydra.core.door.SamplerDoor`,
-`python -m sf_hydra.app.import_sf_run`); a file moved or renamed leaves a stale name behind, which this finds.
+"""Every file and module the docs name is there: README.md, the pages of docs/, the docstrings and comments under
+src/, the benchmarks, cluster/ and examples/ (their scripts and READMEs) and the tests' READMEs name source files
+(`src/sf_hydra/app/checks.py`, `sf_hydra/core/trajectory.py`, `config/schema.py` under the package, `tests/...py`,
+`benchmarks/...`, `cluster/...`) and dotted names (`sf_hydra.core.door.SamplerDoor`, `python -m
+sf_hydra.app.import_sf_run`); a file moved or renamed leaves a stale name behind, which this finds.
 
 A dotted name resolves when its longest prefix that is a module of src/ (a .py file or a package) defines the next
 name at its top level (a def, a class, an assignment or an import; a class's own attribute after it), read from
@@ -31,9 +32,12 @@ MODULE_ATTRIBUTES = {"__file__", "__name__", "__path__", "__spec__", "__doc__"} 
 
 
 def texts() -> dict:
-    """{file relative to the repository: its text} for README.md, docs/**/*.md and src/**/*.py."""
-    files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted(SRC.rglob("*.py"))]
-    return {str(f.relative_to(REPO)): f.read_text() for f in files}
+    """{file relative to the repository: its text} for README.md, docs/, src/, benchmarks/, cluster/, examples/ and
+    the tests' READMEs (not the tests' code: a test names a missing module on purpose)."""
+    files = [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *SRC.rglob("*.py"), *(REPO / "tests").rglob("*.md")]
+    files += [f for folder in ("benchmarks", "cluster", "examples") for f in (REPO / folder).rglob("*")
+              if f.suffix in (".py", ".md", ".sh")]
+    return {str(f.relative_to(REPO)): f.read_text() for f in sorted(files)}
 
 
 def path_exists(path: str) -> bool:

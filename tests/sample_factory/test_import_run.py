@@ -5,7 +5,8 @@ action logits and values Sample Factory's actor-critic computed for them in its 
 (benchmarks/sf_reference_outputs.py). Our imported policy must compute the same on the same observations (the
 Doom conv+GRU over a sequence, its state carried and zeroed after each episode's end), play in enjoy.py, train
 on from the imported env steps and weights, and come in through sf-pull from a Sample Factory Hub repo. Where
-Sample Factory's venv exists (SF_PYTHON, or /work/sf_venv/bin/python), its outputs are computed anew too."""
+Sample Factory's venv exists (SF_PYTHON, or the benchmarks' peer venv: ~/.cache/sf_hydra/peers/sf_venv/bin/python, made
+by benchmarks/vs_sample_factory.py --setup), its outputs are computed anew too."""
 
 import json
 import os
@@ -23,11 +24,14 @@ from sf_hydra.app.import_sf_run import main as import_main
 from sf_hydra.evaluation.policy import Policy
 from tests.faults.runs import env_with_repo
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from _common import peer_dir  # noqa: E402 (the benchmarks' folder: where the peers' venvs are)
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "sample_factory"
 CARTPOLE, DOOM = DATA / "cartpole_mlp", DATA / "doom_basic"
 TOLERANCE = 1e-5  # largest |ours - Sample Factory's| of a logit or value (float32 arithmetic, same order)
-SF_PYTHON = Path(os.environ.get("SF_PYTHON", "/work/sf_venv/bin/python"))
+SF_PYTHON = Path(os.environ.get("SF_PYTHON") or peer_dir("sf_venv") / "bin" / "python")
 
 
 def imported(source: Path, train_dir: Path, name: str = "run", *more: str) -> Path:
