@@ -78,6 +78,8 @@ INSTEAD = [
     (r"env=atari/|\+experiment=atari_", "check", "an Atari run's conv net and ALE start-up: ~15 s"),
     (r"env=mujoco/|\+experiment=mujoco_", "check", "a MuJoCo run: 64 envs to start"),
     (r"env=gym/any", "check", "CartPole's lines cover training; Acrobot adds ~6 s"),
+    (r"^ip ", "skip", "makes or removes a network namespace (root, a change to the machine): tests/ddp/"
+                     "test_torchrun_nodes.py runs its two hosts in these namespaces"),
     (r"NODE_RANK=", "check", "one machine's command of a run on two (tests/ddp/test_torchrun_nodes.py runs both on "
                              "two hosts): its variables are checked too"),
     (r"hardware\.devices=2", "check", "two learner ranks start twice the processes (~20 s)"),
@@ -94,6 +96,7 @@ PLACEHOLDERS = {"<name>": "cartpole_2p"}  # the multi-agent page's enjoy line: t
 # Pages (and their sections) that must hold bash blocks: a block the regex stops finding fails here.
 SECTIONS = (("README.md", "## The first ten commands"), ("docs/quickstart.md", "## First commands"),
             ("docs/guides/package.md", ""), ("docs/guides/sweeps.md", ""), ("docs/guides/several-hosts.md", ""),
+            ("docs/guides/several-hosts.md", "## Several hosts on one machine"),
             ("docs/guides/multi-agent.md", ""), ("docs/guides/pbt.md", ""), ("docs/guides/reproducible.md", ""),
             ("docs/guides/evaluation.md", ""), ("docs/guides/logging.md", ""), ("docs/guides/callbacks.md", ""),
             ("docs/guides/after-training.md", ""), ("docs/guides/doom.md", ""), ("docs/guides/atari.md", ""),
@@ -201,6 +204,7 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
         folder["cwd"].mkdir()
         return
     env, args = _split(line)
+    args = _inside_host(args)
     if how == "bench":
         return _check_benchmark(env, args)
     if how in ("check", "compose", "resume"):
@@ -241,6 +245,12 @@ def _split(line: str):
         key, _, value = words.pop(0).partition("=")
         env[key] = value
     return env, words
+
+
+def _inside_host(args) -> list:
+    """The command a line runs in one host of the several-hosts recipe (`nsenter --net=... unshare --uts sh -c
+    SCRIPT sh COMMAND...`): COMMAND; any other line's words as they are."""
+    return args[args.index("-c") + 3:] if args[0] == "nsenter" else args
 
 
 def _kind(args) -> str:
