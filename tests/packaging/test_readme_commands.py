@@ -16,8 +16,10 @@ the same paths), the sweeps (several runs each), two learner ranks, the two mach
 training, the CSV logger and Trainer-argument lines. Composed only: the line for a 32-GPU cluster (no CUDA
 here). Not run, with the reason: `wandb sync` (uploads, needs a login), the report lines (they need a sweep's or
 PBT run's folder, and those lines are checked, not run), the test commands (what CI runs itself), the lines
-of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`), and the command of each error
-example (refused on purpose: tests/packaging/test_docs_examples.py compares its refusal with the page's).
+of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`), the several-hosts recipe's `ip`
+lines (root, and a change to the machine's network: its two train.py lines are checked, their wrapper left out),
+and the command of each error example (refused on purpose: tests/packaging/test_docs_examples.py compares its
+refusal with the page's).
 README's "Set up" block (pip install, pytest) is what CI itself runs. The lines of a page run in order and build on
 each other: run the module whole, not one line with -k."""
 
