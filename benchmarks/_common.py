@@ -22,6 +22,14 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def peer_dir(name: str) -> Path:
+    """Where a compared system's venv or checkout lives unless a flag says otherwise: `<cache>/sf_hydra/peers/<name>`,
+    the cache being $XDG_CACHE_HOME, or ~/.cache where that is unset, empty or relative (the XDG spec). Outside the
+    checkout (a venv there would be linted and collected by the tests), the same on every machine."""
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(cache) if os.path.isabs(cache) else Path.home() / ".cache") / "sf_hydra" / "peers" / name
+
 Point = Tuple[float, float, float]  # (wall_time, env_steps, value)
 
 

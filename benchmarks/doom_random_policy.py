@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _common import peer_dir  # this script's folder is on sys.path: `python benchmarks/doom_random_policy.py`
+
 REPO = Path(__file__).resolve().parents[1]
 
 # One episode loop for both sides (`env`: a gymnasium env with a Tuple of Discrete actions); the
@@ -69,7 +71,8 @@ def main() -> None:
     p.add_argument("--sf-env", default="doom_my_way_home", help="Sample Factory's env name")
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--sf-python", default="/work/sf_venv/bin/python", help="an interpreter with sample-factory")
+    p.add_argument("--sf-python", default=str(peer_dir("sf_venv") / "bin" / "python"),
+                   help="an interpreter with sample-factory: vs_sample_factory.py --setup's (default: %(default)s)")
     a = p.parse_args()
     args = dict(env=a.env, sf_env=a.sf_env, episodes=a.episodes, seed=a.seed, conf=str(REPO / "conf"))
     print(f"{a.env} (ours):   {run(sys.executable, EPISODES + OURS.format(**args))}")

@@ -2,7 +2,7 @@
 minibatches, optimizer steps), A/B in alternating child processes, no sampler.
 
     python benchmarks/learner_update.py --env gym/cartpole --repeats 5
-    python benchmarks/learner_update.py --env doom/basic --variant base=/tmp/base/src --variant new=src
+    python benchmarks/learner_update.py --env doom/basic --variant base=build/base/src --variant new=src
     python benchmarks/learner_update.py --env doom/basic --variant fp32=src --variant "bf16=src:+autocast"
     python benchmarks/learner_update.py --advantages     # GAE / V-trace alone, loop vs scan
 

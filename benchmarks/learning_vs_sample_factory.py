@@ -49,6 +49,7 @@ from _common import (  # noqa: E402
     exit_cleanly_on_signals,
     fmt,
     median,
+    peer_dir,
     print_table,
     run_tree,
     steady_fps,
@@ -217,7 +218,8 @@ def parse_args(argv=None):
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--env-steps", type=int, default=None, help="frame budget (default: the env's)")
     p.add_argument("--systems", default="sf,ours", help="comma list: sf, ours")
-    p.add_argument("--venv", type=Path, default=Path("/work/sf_venv"))
+    p.add_argument("--venv", type=Path, default=peer_dir("sf_venv"),
+                   help="Sample Factory's venv, as vs_sample_factory.py --setup makes it (default: %(default)s)")
     p.add_argument("--sf-python", default=None, metavar="PATH",
                    help="run Sample Factory with this interpreter instead of the venv's")
     p.add_argument("--sf-pythonpath", default=None, metavar="DIRS",

@@ -1,7 +1,7 @@
 """Sample Factory 2.1.1's Atari example (`sf_examples.atari.train_atari`), with the ALE's ids
 registered first. Run with the Sample Factory venv's python:
 
-    /work/sf_venv/bin/python benchmarks/sf_atari_env.py --env=atari_pong ...
+    ~/.cache/sf_hydra/peers/sf_venv/bin/python benchmarks/sf_atari_env.py --env=atari_pong ...
 
 Its `[atari]` extra wants ale-py 0.8 and ROMs fetched from the internet at install time; ale-py
 0.9 bundles the ROMs but registers `PongNoFrameskip-v4` and the other ids only when `ale_py` is

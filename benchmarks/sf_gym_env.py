@@ -1,7 +1,7 @@
 """Sample Factory 2.1.1's gym example for any registered gymnasium id (its own example,
 `sf_examples.train_gym_env`, registers CartPole-v1 only). Run with the Sample Factory venv's python:
 
-    /work/sf_venv/bin/python benchmarks/sf_gym_env.py --env=Acrobot-v1 --algo=APPO ...
+    ~/.cache/sf_hydra/peers/sf_venv/bin/python benchmarks/sf_gym_env.py --env=Acrobot-v1 --algo=APPO ...
 
 Every flag is Sample Factory's; nothing but the env registration differs from its example.
 """

@@ -1,14 +1,14 @@
 """What a Sample Factory 2.1.1 run's policy computes, computed by Sample Factory itself: run with the Sample
 Factory venv's python (the same as benchmarks/vs_sample_factory.py sets up):
 
-    /work/sf_venv/bin/python benchmarks/sf_reference_outputs.py RUN_FOLDER --steps 64 --out outputs.npz
-    /work/sf_venv/bin/python benchmarks/sf_reference_outputs.py RUN_FOLDER --episodes 30 --out score.json
+    ~/.cache/sf_hydra/peers/sf_venv/bin/python benchmarks/sf_reference_outputs.py RUN --steps 64 --out outputs.npz
+    ~/.cache/sf_hydra/peers/sf_venv/bin/python benchmarks/sf_reference_outputs.py RUN --episodes 30 --out score.json
 
-RUN_FOLDER is a Sample Factory experiment folder (config.json, checkpoint_p0/). With --steps it plays one env for
+RUN is a Sample Factory experiment folder (config.json, checkpoint_p0/). With --steps it plays one env for
 that many steps with the policy (sampled actions, the recurrent state carried and zeroed after each episode's
 end) and saves, per step, the raw observation (`obs__<key>`), the action logits and the value Sample Factory's
 actor-critic computed for it, and whether the episode ended after the step (`dones`): the reference
-tests/app/test_import_sf_run.py holds our imported policy to. With --episodes it plays that many episodes as
+tests/sample_factory/test_import_run.py holds our imported policy to. With --episodes it plays that many episodes as
 Sample Factory's enjoy does (sampled actions) and writes their returns (the env's reward, before the learner's
 reward_scale) and mean/std as JSON. Its envs: gym ids (sf_examples.train_gym_env's registration, any gymnasium
 id) and Doom (sf_examples.vizdoom). Nothing here is sf_hydra's: it imports Sample Factory only.

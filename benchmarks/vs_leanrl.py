@@ -53,6 +53,7 @@ from _common import (  # noqa: E402
     exit_cleanly_on_signals,
     fmt,
     median,
+    peer_dir,
     print_table,
     python_env,
     ratio,
@@ -199,8 +200,10 @@ def setup(venv: Path, checkout: Path) -> None:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--setup", action="store_true", help="create --venv and clone LeanRL into --leanrl, then exit")
-    parser.add_argument("--venv", type=Path, default=Path("/work/leanrl_venv"), help="the venv LeanRL runs in")
-    parser.add_argument("--leanrl", type=Path, default=Path("/work/leanrl"), help="LeanRL's checkout")
+    parser.add_argument("--venv", type=Path, default=peer_dir("leanrl_venv"),
+                        help="the venv LeanRL runs in (default: %(default)s)")
+    parser.add_argument("--leanrl", type=Path, default=peer_dir("leanrl"),
+                        help="LeanRL's checkout (default: %(default)s)")
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=["ours", "ours_async", "leanrl"],
                         help="leanrl_compile: LeanRL's torch.compile script (benchmarks/README.md: its state on CPU)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])

@@ -70,6 +70,7 @@ from _common import (  # noqa: E402
     first_reaching,
     fmt,
     median,
+    peer_dir,
     print_table,
     python_env,
     ratio,
@@ -379,7 +380,8 @@ def parse_variant(text: str) -> tuple:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--setup", action="store_true", help="create the venv and install Sample Factory, then exit")
-    p.add_argument("--venv", type=Path, default=Path("/work/sf_venv"))
+    p.add_argument("--venv", type=Path, default=peer_dir("sf_venv"),
+                   help="Sample Factory's venv, made by --setup (default: %(default)s)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cartpole_2x16")
     p.add_argument("--repeats", type=int, default=3, help="runs per system, alternating SF, ours, SF, ours, ...")
     p.add_argument("--env-steps", type=int, default=None, help="budget per run (default: the preset's)")

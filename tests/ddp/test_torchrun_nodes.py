@@ -72,6 +72,18 @@ def run_on_both(tmp_path, overrides, timeout: float, hide_on_node_1: Path | None
     return codes, [log.read_text() for log in logs]
 
 
+def test_the_several_hosts_recipe_makes_these_hosts():
+    """docs/guides/several-hosts.md, "Several hosts on one machine": the namespaces, addresses and hostnames it makes
+    and enters are the ones these tests look for, and its run meets at host sfn1's address."""
+    text = (REPO / "docs" / "guides" / "several-hosts.md").read_text()
+    recipe = text[text.index("## Several hosts on one machine"):]
+    for node, address in NODES.items():
+        assert f"ip netns add sfh-{node}" in recipe and f"ip netns del sfh-{node}" in recipe, node
+        assert f"ip -n sfh-{node} addr add {address}/24 dev sfh0" in recipe, node
+        assert f"--net=/run/netns/sfh-{node} unshare --uts sh -c 'hostname {node} && exec" in recipe, node
+    assert recipe.count(f"MASTER_ADDR={NODES['sfn1']} ") == 2, recipe
+
+
 @pytest.mark.slow  # ~2 min: four learner ranks, two per host, and a rerun
 def test_two_hosts_train_one_run_by_torchruns_convention(two_hosts, tmp_path):
     states, train_dir = tmp_path / "states", tmp_path / "train"

@@ -15,10 +15,13 @@ the same paths), the sweeps (several runs each), two learner ranks, the two mach
 (their variables checked as well), PBT's four policies, evaluation during
 training, the CSV logger and Trainer-argument lines. Composed only: the line for a 32-GPU cluster (no CUDA
 here). Not run, with the reason: `wandb sync` (uploads, needs a login), the report lines (they need a sweep's or
-PBT run's folder, and those lines are checked, not run), the test commands (what CI runs itself), and the lines
-of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`). README's "Set up" block (pip
-install, pytest) is what CI itself runs. The lines of a page run in order and build on each other: run the
-module whole, not one line with -k."""
+PBT run's folder, and those lines are checked, not run), the test commands (what CI runs itself), the lines
+of a project's own files (`my_pkg.MyCallback`, `hydra.searchpath=[file://conf]`), the several-hosts recipe's `ip`
+lines (root, and a change to the machine's network: its two train.py lines are checked, their wrapper left out),
+and the command of each error example (refused on purpose: tests/packaging/test_docs_examples.py compares its
+refusal with the page's).
+README's "Set up" block (pip install, pytest) is what CI itself runs. The lines of a page run in order and build on
+each other: run the module whole, not one line with -k."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from sf_hydra.app.checks import check_command_line
 from sf_hydra.app.ranks import ranks_of
 from sf_hydra.config.aliases import apply_aliases
 from tests.faults.runs import env_with_repo
+from tests.packaging.test_docs_examples import refused_commands
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = str(REPO / "conf")
@@ -76,6 +80,8 @@ INSTEAD = [
     (r"env=atari/|\+experiment=atari_", "check", "an Atari run's conv net and ALE start-up: ~15 s"),
     (r"env=mujoco/|\+experiment=mujoco_", "check", "a MuJoCo run: 64 envs to start"),
     (r"env=gym/any", "check", "CartPole's lines cover training; Acrobot adds ~6 s"),
+    (r"^ip ", "skip", "makes or removes a network namespace (root, a change to the machine): tests/ddp/"
+                     "test_torchrun_nodes.py runs its two hosts in these namespaces"),
     (r"NODE_RANK=", "check", "one machine's command of a run on two (tests/ddp/test_torchrun_nodes.py runs both on "
                              "two hosts): its variables are checked too"),
     (r"hardware\.devices=2", "check", "two learner ranks start twice the processes (~20 s)"),
@@ -92,6 +98,7 @@ PLACEHOLDERS = {"<name>": "cartpole_2p"}  # the multi-agent page's enjoy line: t
 # Pages (and their sections) that must hold bash blocks: a block the regex stops finding fails here.
 SECTIONS = (("README.md", "## The first ten commands"), ("docs/quickstart.md", "## First commands"),
             ("docs/guides/package.md", ""), ("docs/guides/sweeps.md", ""), ("docs/guides/several-hosts.md", ""),
+            ("docs/guides/several-hosts.md", "## Several hosts on one machine"),
             ("docs/guides/multi-agent.md", ""), ("docs/guides/pbt.md", ""), ("docs/guides/reproducible.md", ""),
             ("docs/guides/evaluation.md", ""), ("docs/guides/logging.md", ""), ("docs/guides/callbacks.md", ""),
             ("docs/guides/after-training.md", ""), ("docs/guides/doom.md", ""), ("docs/guides/atari.md", ""),
@@ -104,6 +111,7 @@ pytestmark = pytest.mark.slow
 
 
 FRONT_DOORS = ("README.md", "docs/index.md")  # their lines are the quick start's: run there
+REFUSED = refused_commands()  # {(page, line)}: the error examples' commands
 
 
 def doc_files() -> list:
@@ -181,6 +189,8 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
         folder["cwd"], folder["section"] = folder["base"], section
     if path in FRONT_DOORS and on_a_page(line):
         pytest.skip(f"run on {on_a_page(line)}")
+    if (path, line) in REFUSED:
+        pytest.skip("an error example's command, refused on purpose: tests/packaging/test_docs_examples.py")
     for text, (module, extra) in NEEDS.items():
         if text in line and importlib.util.find_spec(module.split(".")[0]) is None:
             pytest.skip(f"the {extra} extra is not installed ({module})")
@@ -196,6 +206,7 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
         folder["cwd"].mkdir()
         return
     env, args = _split(line)
+    args = _inside_host(args)
     if how == "bench":
         return _check_benchmark(env, args)
     if how in ("check", "compose", "resume"):
@@ -236,6 +247,12 @@ def _split(line: str):
         key, _, value = words.pop(0).partition("=")
         env[key] = value
     return env, words
+
+
+def _inside_host(args) -> list:
+    """The command a line runs in one host of the several-hosts recipe (`nsenter --net=... unshare --uts sh -c
+    SCRIPT sh COMMAND...`): COMMAND; any other line's words as they are."""
+    return args[args.index("-c") + 3:] if args[0] == "nsenter" else args
 
 
 def _kind(args) -> str:

@@ -5,7 +5,8 @@ action logits and values Sample Factory's actor-critic computed for them in its 
 (benchmarks/sf_reference_outputs.py). Our imported policy must compute the same on the same observations (the
 Doom conv+GRU over a sequence, its state carried and zeroed after each episode's end), play in enjoy.py, train
 on from the imported env steps and weights, and come in through sf-pull from a Sample Factory Hub repo. Where
-Sample Factory's venv exists (SF_PYTHON, or /work/sf_venv/bin/python), its outputs are computed anew too."""
+Sample Factory's venv exists (SF_PYTHON, or the benchmarks' peer venv: ~/.cache/sf_hydra/peers/sf_venv/bin/python, made
+by benchmarks/vs_sample_factory.py --setup), its outputs are computed anew too."""
 
 import json
 import os
@@ -23,11 +24,16 @@ from sf_hydra.app.import_sf_run import main as import_main
 from sf_hydra.evaluation.policy import Policy
 from tests.faults.runs import env_with_repo
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from _common import peer_dir  # noqa: E402 (the benchmarks' folder: where the peers' venvs are)
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "sample_factory"
 CARTPOLE, DOOM = DATA / "cartpole_mlp", DATA / "doom_basic"
 TOLERANCE = 1e-5  # largest |ours - Sample Factory's| of a logit or value (float32 arithmetic, same order)
-SF_PYTHON = Path(os.environ.get("SF_PYTHON", "/work/sf_venv/bin/python"))
+SF_PYTHON = Path(os.environ.get("SF_PYTHON") or peer_dir("sf_venv") / "bin" / "python")
+SF_DOOM_BASIC_SCALE = 0.01  # Sample Factory's doom_basic env multiplies the game's rewards by this (its DoomSpec)
+GUIDE = REPO / "docs" / "guides" / "sample-factory.md"
 
 
 def imported(source: Path, train_dir: Path, name: str = "run", *more: str) -> Path:
@@ -76,6 +82,18 @@ def test_doom_conv_gru_logits_equal_sample_factorys_over_episodes(tmp_path):
     assert json.loads((run_dir / "imported_from.json").read_text())["adam_moments"] is False
 
 
+def test_the_migration_guide_gives_sample_factorys_doom_units():
+    """docs/guides/sample-factory.md: doom_basic's factor is the one the score comparison below divides by, and its
+    example is this run's score.json in both units."""
+    guide = " ".join(GUIDE.read_text().split())
+    row = next(line for line in GUIDE.read_text().splitlines() if line.startswith("| `doom_basic`"))
+    assert f"| {SF_DOOM_BASIC_SCALE} |" in row, row
+    mean = json.loads((DOOM / "score.json").read_text())["mean_return"]
+    assert f"the mean of {mean:.3f} over 50 episodes" in row and f"is our {mean / SF_DOOM_BASIC_SCALE:.1f}" in row, row
+    for pitfall in ("train_for_seconds", "--device=cpu", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"):
+        assert pitfall in guide, pitfall
+
+
 @pytest.mark.slow  # enjoy.py plays 30 Doom episodes (~30 s)
 def test_the_imported_doom_agent_scores_what_it_scored_in_sample_factory(tmp_path):
     """Ours plays the imported agent in our Doom env; its mean return lies within the spread of the returns Sample
@@ -84,7 +102,7 @@ def test_the_imported_doom_agent_scores_what_it_scored_in_sample_factory(tmp_pat
     agent, still computing the same function, scored far below."""
     run_dir = imported(DOOM, tmp_path, "doom")
     sf = json.loads((DOOM / "score.json").read_text())
-    sf_mean, sf_std = sf["mean_return"] / 0.01, sf["std_return"] / 0.01
+    sf_mean, sf_std = sf["mean_return"] / SF_DOOM_BASIC_SCALE, sf["std_return"] / SF_DOOM_BASIC_SCALE
     enjoy = subprocess.run([sys.executable, str(REPO / "enjoy.py"), f"train_dir={tmp_path}", "experiment=doom",
                             "episodes=30"], capture_output=True, text=True, timeout=300, env=env_with_repo())
     assert enjoy.returncode == 0, enjoy.stderr[-3000:]
