@@ -182,6 +182,39 @@ def test_a_hostile_saved_config_is_refused_everywhere_before_any_call(trained, t
     assert "hostile_module" not in sys.modules
 
 
+@pytest.fixture(scope="module")
+def pushed(trained, tmp_path_factory):
+    """The trained run as a repo in a folder (sf-push local_dir=), which each case then tampers with."""
+    pytest.importorskip("safetensors", reason="the hub extra (safetensors, huggingface_hub) is not installed")
+    pytest.importorskip("huggingface_hub", reason="the hub extra (safetensors, huggingface_hub) is not installed")
+    from sf_hydra.app.hub import push_main
+
+    out = tmp_path_factory.mktemp("pushed") / "repo"
+    assert push_main([f"run_dir={trained}", f"local_dir={out}"]) == 0
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,key,change", CASES, ids=[c[0] for c in CASES])
+def test_a_hostile_repo_is_refused_at_pull_before_it_lands(pushed, tmp_path, in_hostile_cwd, caplog, case, key,
+                                                           change):
+    from sf_hydra.app.hub import pull_main
+
+    repo = tmp_path / "repo"
+    shutil.copytree(pushed, repo)
+    marker = tmp_path / "MARKER"
+    cfg = yaml.safe_load((repo / "config.yaml").read_text())
+    change(cfg, repo, marker)
+    (repo / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "hostile_module.py").write_text(f"open({str(marker)!r}, 'w')\n")
+    with caplog.at_level(logging.ERROR, logger="sf_hydra"):
+        assert pull_main([f"local_dir={repo}", f"train_dir={tmp_path / 'pulled'}", "experiment=run"]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith(f"bad config: {key}="), errors
+    assert not (tmp_path / "pulled" / "run").exists(), "a refused pull landed"
+    assert not marker.exists(), f"{case}: the hostile code ran"
+
+
 @pytest.mark.slow
 def test_what_the_user_trusts_loads(trained, tmp_path, in_hostile_cwd, monkeypatch):
     """trusted_targets (the call's, or the environment's) opens exactly what it names, a module prefix or a path,
