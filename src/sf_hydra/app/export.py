@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from sf_hydra.app.commands import COMMANDS
 from sf_hydra.app.key_values import check_choice, check_index, check_one_of, listed, parse_key_values, run_command
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 
 log = logging.getLogger("sf_hydra")
-KEYS = {"experiment": None, "run_dir": None, "train_dir": "train_dir", "format": None, "policy": "0", "kind": "last",
-        "out": None, "trusted_targets": None}
+KEYS = COMMANDS["sf-export"].defaults()
 FORMATS = ("onnx", "torchscript")
 EXTRA_OF = {"onnx": ("onnx", "onnxscript", "onnxruntime")}  # what format=onnx needs (the `export` extra)
 
@@ -71,7 +71,7 @@ def export_command(argv: List[str]) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return run_command(export_command, argv)
+    return run_command(export_command, argv, "sf-export")
 
 
 if __name__ == "__main__":

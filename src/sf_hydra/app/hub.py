@@ -50,6 +50,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from sf_hydra.app.commands import COMMANDS
 from sf_hydra.app.import_sf_run import is_sf_folder
 from sf_hydra.app.key_values import check_choice, check_index, check_one_of, listed, parse_key_values, run_command
 from sf_hydra.app.landing import check_landed, refuse_existing, refuse_links, why, written_aside
@@ -58,10 +59,8 @@ from sf_hydra.core.extras import install_lines
 from sf_hydra.core.faults import Fault
 
 log = logging.getLogger("sf_hydra")
-PUSH_KEYS = {"experiment": None, "run_dir": None, "train_dir": "train_dir", "repo": None, "local_dir": None,
-             "kind": "last", "policy": "0", "private": "false"}
-PULL_KEYS = {"repo": None, "local_dir": None, "revision": None, "experiment": None, "train_dir": "train_dir",
-             "overwrite": "false", "trusted_targets": None}
+PUSH_KEYS = COMMANDS["sf-push"].defaults()
+PULL_KEYS = COMMANDS["sf-pull"].defaults()
 WEIGHTS, CKPT_JSON, CARD = "model.safetensors", "checkpoint.json", "README.md"
 TENSOR_PREFIX = "checkpoint/"  # safetensors keys of the checkpoint's tensors outside its state_dict
 # Files copied as they are, run folder path -> repo path (the same), when the run has them.
@@ -504,16 +503,16 @@ def pull(args: Dict[str, Optional[str]]) -> Path:
 
 
 # -- the commands ---------------------------------------------------------------------------------------------------
-def _main(parse_fn, act, argv: Optional[List[str]]) -> int:
-    return run_command(lambda args: act(parse_fn(args)), argv)
+def _main(parse_fn, act, argv: Optional[List[str]], prog: str) -> int:
+    return run_command(lambda args: act(parse_fn(args)), argv, prog)
 
 
 def push_main(argv: Optional[List[str]] = None) -> int:
-    return _main(parse_push, push, argv)
+    return _main(parse_push, push, argv, "sf-push")
 
 
 def pull_main(argv: Optional[List[str]] = None) -> int:
-    return _main(parse_pull, pull, argv)
+    return _main(parse_pull, pull, argv, "sf-pull")
 
 
 if __name__ == "__main__":  # python -m sf_hydra.app.hub push|pull key=value ...

@@ -36,12 +36,12 @@ import types
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from sf_hydra.app.commands import COMMANDS
 from sf_hydra.app.key_values import check_choice, check_index, parse_key_values, run_command
 from sf_hydra.core.errors import ConfigError
 
 log = logging.getLogger("sf_hydra")
-KEYS = {"source": None, "experiment": None, "train_dir": "train_dir", "checkpoint": "last", "policy": "0",
-        "overwrite": "false"}
+KEYS = COMMANDS["sf-import-run"].defaults()
 SF_CONFIG = "config.json"
 # Sample Factory's Doom envs load scenario .cfg files of its own, which render differently from ViZDoom's stock
 # ones that ours load (doom_basic: the status bar shown, no decals or particles): its policies saw those frames.
@@ -305,7 +305,7 @@ def import_command(argv: List[str]) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     """The `sf-import-run` entry point: exit status 0, or 2 for a bad key or value or a model that cannot be
     mapped (key_values.run_command)."""
-    return run_command(import_command, argv)
+    return run_command(import_command, argv, "sf-import-run")
 
 
 if __name__ == "__main__":
