@@ -75,6 +75,12 @@ def test_the_command_line_exits_2_naming_the_key(tmp_path):
     assert result.returncode == 2 and "local_dir='nowhere'" in result.stderr
 
 
+def test_a_folder_that_is_no_repo_is_named_by_local_dir(tmp_path, caplog):
+    (tmp_path / "not_a_repo").mkdir()
+    assert pull_main([f"local_dir={tmp_path / 'not_a_repo'}", f"train_dir={tmp_path}"]) == 2
+    assert f"bad config: local_dir='{tmp_path / 'not_a_repo'}'" in caplog.text, caplog.text
+
+
 @pytest.fixture(scope="module")
 def played_run(tmp_path_factory):
     """A trained CartPole run (3000 env steps) that enjoy.py played, with a GIF replay."""

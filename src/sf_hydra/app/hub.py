@@ -406,16 +406,16 @@ def fetch_repo(repo: str, revision: Optional[str] = None) -> Path:
                           f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
 
 
-def lay_out(repo_dir: Path, folder: Path) -> None:
+def lay_out(repo_dir: Path, folder: Path, key: str = "repo") -> None:
     """The run folder of a repo written into `folder`: its files, and checkpoints/last.ckpt rebuilt from the
-    safetensors + JSON."""
+    safetensors + JSON. `key`: the argument that named the repo (repo, local_dir), for the refusal."""
     import torch
 
     from sf_hydra.core.run_dir import LAST, checkpoint_dir
 
     for name in ("config.yaml", WEIGHTS, CKPT_JSON):
         if not (repo_dir / name).is_file():
-            raise ConfigError("repo", str(repo_dir), f"a repo written by sf-push (it has no {name}), or a "
+            raise ConfigError(key, str(repo_dir), f"a repo written by sf-push (it has no {name}), or a "
                               "Sample Factory one (config.json and checkpoint_p0/*.pth)")
     ckpt = rebuilt_checkpoint(repo_dir)
     for name in COPIED:
@@ -494,7 +494,7 @@ def pull(args: Dict[str, Optional[str]]) -> Path:
         if is_sf_folder(repo_dir) and not (repo_dir / "config.yaml").is_file():
             weights = lay_out_sample_factory(repo_dir, run_dir, folder)
         else:
-            lay_out(repo_dir, folder)
+            lay_out(repo_dir, folder, "repo" if args["repo"] else "local_dir")
             weights = str(repo_dir / WEIGHTS)
         check_landed(folder, weights, listed(args["trusted_targets"]))
     log.info("pulled %s into %s: python enjoy.py experiment=%s train_dir=%s plays it", args["repo"] or repo_dir,
