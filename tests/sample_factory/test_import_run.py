@@ -9,6 +9,7 @@ Sample Factory's venv exists (SF_PYTHON, or the benchmarks' peer venv: ~/.cache/
 by benchmarks/vs_sample_factory.py --setup), its outputs are computed anew too."""
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.app.import_sf_run import load_sf_checkpoint
+from sf_hydra.app.import_sf_run import SF_REWARD_SCALE, load_sf_checkpoint, sf_score_line
 from sf_hydra.app.import_sf_run import main as import_main
 from sf_hydra.evaluation.policy import Policy
 from tests.faults.runs import env_with_repo
@@ -32,7 +33,7 @@ DATA = REPO / "tests" / "data" / "sample_factory"
 CARTPOLE, DOOM = DATA / "cartpole_mlp", DATA / "doom_basic"
 TOLERANCE = 1e-5  # largest |ours - Sample Factory's| of a logit or value (float32 arithmetic, same order)
 SF_PYTHON = Path(os.environ.get("SF_PYTHON") or peer_dir("sf_venv") / "bin" / "python")
-SF_DOOM_BASIC_SCALE = 0.01  # Sample Factory's doom_basic env multiplies the game's rewards by this (its DoomSpec)
+SF_DOOM_BASIC_SCALE = SF_REWARD_SCALE["doom_basic"]  # Sample Factory's doom_basic env multiplies the game's rewards
 GUIDE = REPO / "docs" / "guides" / "sample-factory.md"
 
 
@@ -122,6 +123,19 @@ def test_the_imported_doom_agent_trains_on(tmp_path):
     assert train.returncode == 0, (train.stdout + train.stderr)[-3000:]
     after = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["sf_hydra"]["env_steps"]
     assert start + 4096 <= after < start + 40_000
+
+
+def test_the_import_says_sample_factorys_score_in_our_units_and_the_budget_it_keeps(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="sf_hydra"):
+        imported(DOOM, tmp_path, "doom")
+    best = load_sf_checkpoint(next((DOOM / "checkpoint_p0").glob("checkpoint_*.pth")))["best_performance"]
+    said = caplog.text
+    assert (f"Sample Factory's best average return: {best:.4g} in its units, {best / SF_DOOM_BASIC_SCALE:.4g} in "
+            "ours (its doom_basic env multiplies rewards by 0.01)") in said, said[-2000:]
+    assert "budgets kept from Sample Factory's config.json: train_for_env_steps=" in said
+    assert "train_for_seconds=" in said and "sf-train experiment=doom train_for_env_steps=..." in said
+    assert sf_score_line("doom_basic", -1e9) == "Sample Factory's checkpoint holds no score (best_performance)"
+    assert "in ours" not in sf_score_line("doom_health_gathering", 10.0)
 
 
 def test_the_checkpoint_holds_the_run_sample_factory_reached(tmp_path):

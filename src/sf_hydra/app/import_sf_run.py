@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import sys
 import time
@@ -43,6 +44,11 @@ from sf_hydra.core.errors import ConfigError
 log = logging.getLogger("sf_hydra")
 KEYS = COMMANDS["sf-import-run"].defaults()
 SF_CONFIG = "config.json"
+# Sample Factory 2.1.1's Doom envs multiply the game's rewards by these (its DoomSpec's reward scaling; others 1):
+# what it prints and saves as best_performance is in those units, ours are the game's (docs/guides/sample-factory.md).
+SF_REWARD_SCALE = {"doom_basic": 0.01, "doom_deadly_corridor": 0.01}
+SF_NOT_COMPARABLE = {"doom_health_gathering": "its own scenario file pays 0.01 per tic alive: compare tics alive"}
+SF_NO_SCORE = -1e8  # a best_performance at or below this was never measured (Sample Factory starts it far below)
 # Sample Factory's Doom envs load scenario .cfg files of its own, which render differently from ViZDoom's stock
 # ones that ours load (doom_basic: the status bar shown, no decals or particles): its policies saw those frames.
 # Per Sample Factory env, the DoomGame render settings its scenario file sets (read from sf_examples 2.1.1's
@@ -279,7 +285,28 @@ def import_into(source: Path, run_dir: Path, folder: Path, checkpoint: str = "la
         "env_steps": state["sf_hydra"]["env_steps"], "adam_moments": state["sf_hydra_imported"]["adam_moments"],
     }, indent=1))
     log.info("imported %s: %s env steps", ckpt_path, state["sf_hydra"]["env_steps"])
+    log.info("%s", sf_score_line(str(sf_cfg.get("env")), state["sf_hydra_imported"]["best_performance"]))
+    log.info("%s", budget_line(cfg, state["sf_hydra"]["env_steps"]))
     return str(ckpt_path)
+
+
+def sf_score_line(env: str, best: Optional[float]) -> str:
+    """Sample Factory's best average return as its checkpoint saved it, and in our units (the game's own rewards:
+    Sample Factory's Doom envs scale theirs, SF_REWARD_SCALE)."""
+    if best is None or not math.isfinite(best) or best <= SF_NO_SCORE:
+        return "Sample Factory's checkpoint holds no score (best_performance)"
+    if env in SF_NOT_COMPARABLE:
+        return f"Sample Factory's best average return: {best:.4g} in its units ({SF_NOT_COMPARABLE[env]})"
+    scale = SF_REWARD_SCALE.get(env, 1.0)
+    note = f" (its {env} env multiplies rewards by {scale:g})" if scale != 1.0 else ""
+    return f"Sample Factory's best average return: {best:.4g} in its units, {best / scale:.4g} in ours{note}"
+
+
+def budget_line(cfg, env_steps: int) -> str:
+    """The budgets the imported run now has (those of Sample Factory's config.json): what stops training on it."""
+    return (f"budgets kept from Sample Factory's config.json: train_for_env_steps={cfg.train_for_env_steps} "
+            f"({env_steps} reached), train_for_seconds={cfg.train_for_seconds:g} (counted from this import); type "
+            f"larger ones to train on: sf-train experiment={Path(cfg.run_dir).name} train_for_env_steps=...")
 
 
 def read_sf_config(path: Path) -> Dict[str, Any]:
