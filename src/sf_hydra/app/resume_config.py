@@ -31,7 +31,6 @@ import copy
 import dataclasses
 import logging
 import math
-import os
 import shlex
 import time
 from pathlib import Path
@@ -45,6 +44,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sf_hydra.config.validation import check_values
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import Fault
+from sf_hydra.core.files import write_atomically
 from sf_hydra.core.run_dir import LAST, checkpoint_dir, finished_run, learner_states
 
 log = logging.getLogger("sf_hydra")
@@ -418,11 +418,10 @@ def finished(cfg: DictConfig) -> Optional[Tuple[dict, str]]:
 
 
 def save_config(cfg: DictConfig, run_dir: Path) -> Path:
-    """`config.yaml` (resolved), written to a temporary name and renamed (never half written)."""
+    """`config.yaml` (resolved), through the one writer (sf_hydra.core.files: never half written, durable)."""
     path = Path(run_dir) / CONFIG
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    os.replace(tmp, path)
+    text = OmegaConf.to_yaml(cfg, resolve=True)
+    write_atomically(path, lambda tmp: tmp.write_text(text))
     return path
 
 
