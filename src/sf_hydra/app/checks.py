@@ -139,12 +139,12 @@ def check_saved_run_without_checkpoint(cfg, run_dir: Path) -> None:
     if ended is None and not refused:
         return
     if ended is not None:
-        what = f"of a run whose last session ended at {ended} env steps (its summary.json)"
+        what = f"the config.yaml of a run whose last session ended at {ended} env steps (its summary.json)"
     else:
         shown = "; ".join(f"{k}={_shown(a)!r} (saved: {_shown(b)!r})" for k, a, b in refused[:4])
-        what = f"that differs from this command's config: {shown}{' ...' if len(refused) > 4 else ''}"
+        what = f"a saved config.yaml that differs from this command's ({shown}{' ...' if len(refused) > 4 else ''})"
     raise ConfigError("restart_behavior", str(cfg.restart_behavior), (
-        f"restart or overwrite: {run_dir} holds the config.yaml {what}, but no checkpoint to resume it from "
+        f"restart or overwrite: {run_dir} holds {what}, but no checkpoint to resume it from "
         f"({run_dir / 'checkpoints'} is gone or empty). restart_behavior=restart moves that run's files "
         f"(config.yaml, tb/, summary.json, ...) aside to {run_dir.name}_old_<date>_<time>/ and starts anew; "
         "restart_behavior=overwrite deletes them and starts anew; experiment=<name> starts a new run in its own "
