@@ -9,7 +9,7 @@ partial file (the rename reached the disk, the data not yet); without the second
 file again. The temporary name is hidden, ends in `.tmp`, and is unique to the call (processes or threads writing
 the same path at once never share one). When `write`, the fsync or the rename fails, the temporary file is
 removed (best effort) and the error propagates: `path` is left as it was. A process killed mid-write leaves its
-`*.tmp` behind; whoever owns the folder removes those (run_dir.prepare for checkpoints).
+`*.tmp` behind; whoever owns the folder removes those (run_dir.prepare for a run folder and its checkpoints).
 
 `link_atomically(source, path)` gives `source`'s file a second name the same way (a hard link made under a
 temporary name, then renamed onto `path`, the folder flushed): no second copy of the bytes, and `path` stays
