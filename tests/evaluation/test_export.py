@@ -5,6 +5,7 @@ CartPole MLP, the Doom conv + GRU network (its state carried over 20 steps) and 
 Tolerance: the most likely discrete action exactly; every float output (distribution parameters, a continuous
 action, the value, the next state) within 1e-4 absolute and relative (float32, another runtime's kernels)."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -116,13 +117,34 @@ def test_sf_export_writes_a_file_and_says_how_to_call_it(tmp_path):
                           "format=onnx"], capture_output=True, text=True, env=env_with_repo(), cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     path = tmp_path / "test" / "export" / "policy_0.onnx"
-    info = json.loads(path.with_suffix(".json").read_text())
+    info = json.loads((path.parent / "policy_0.onnx.json").read_text())
     assert info["source"]["checkpoint"].endswith("last.ckpt") and info["source"]["env_steps"] >= 2000
     assert [i["name"] for i in info["inputs"]] == ["obs"] and info["outputs"][:2] == ["action_dist_params", "action"]
     assert "onnxruntime.InferenceSession" in info["how_to_call"]
     policy = Policy.load(tmp_path / "test")
     obs = _observations(policy.observation_space, 1000)
     _compare(_runner("onnx", path, ["obs"])(obs), _expected(policy, obs, None), discrete=True)
+
+
+@pytest.mark.slow
+def test_each_format_keeps_its_own_description_with_its_files_checksum(tmp_path):
+    """An ONNX export, then a TorchScript one of the same policy: each file has its own description, named after
+    it, naming it and holding its sha256; the ONNX file still runs in onnxruntime as its description says."""
+    pytest.importorskip("onnxscript", reason="format=onnx needs the export extra (onnxscript)")
+    policy = _policy(tmp_path, "cartpole_mlp")
+    folder = tmp_path / "export"
+    export(policy, "onnx", folder / "policy_0.onnx")
+    export(policy, "torchscript", folder / "policy_0.pt")
+    assert sorted(p.name for p in folder.iterdir()) == ["policy_0.onnx", "policy_0.onnx.json", "policy_0.pt",
+                                                         "policy_0.pt.json"]
+    for name, fmt in (("policy_0.onnx", "onnx"), ("policy_0.pt", "torchscript")):
+        info = json.loads((folder / f"{name}.json").read_text())
+        assert (info["file"], info["format"]) == (name, fmt)
+        assert info["sha256"] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    info = json.loads((folder / "policy_0.onnx.json").read_text())
+    obs = _observations(policy.observation_space, 1000)
+    run = _runner("onnx", folder / info["file"], [i["name"] for i in info["inputs"]])
+    _compare(run(obs), _expected(policy, obs, None), discrete=True)
 
 
 @pytest.mark.parametrize("args, key", [

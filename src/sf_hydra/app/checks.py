@@ -31,6 +31,7 @@ them when it runs, after the config's own rules passed.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,19 @@ from omegaconf import DictConfig, OmegaConf
 
 from sf_hydra.app.bad_input import check_creatable, compose_command_line, resume_command_line
 from sf_hydra.app.help import prog
-from sf_hydra.app.resume_config import Composer, check_resume_config, finished, resumed_config, resumed_run, resumes
+from sf_hydra.app.resume_config import (
+    CONFIG,
+    Composer,
+    _shown,
+    check_resume_config,
+    config_differences,
+    finished,
+    has_run_to_resume,
+    load_saved,
+    resumed_config,
+    resumed_run,
+    resumes,
+)
 from sf_hydra.app.trainer_parts import check_parts, without_parts
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env, eval_env
@@ -100,10 +113,54 @@ def check_eval_env(cfg) -> None:
 
 
 def check_run_folder(cfg) -> None:
-    """The run folder can be created and, when the run resumes, the config is the one it was saved with."""
+    """The run folder can be created and, when the run resumes, the config is the one it was saved with; a
+    folder whose run cannot be resumed is not started anew over unasked (check_saved_run_without_checkpoint)."""
     run_dir = Path(cfg.run_dir).absolute()
     check_creatable("train_dir" if OmegaConf.is_interpolation(cfg, "run_dir") else "run_dir", cfg.run_dir)
     check_resume_config(cfg, run_dir)  # reads the folder's config.yaml; writes nothing
+    check_saved_run_without_checkpoint(cfg, run_dir)
+
+
+def check_saved_run_without_checkpoint(cfg, run_dir: Path) -> None:
+    """ConfigError naming restart_behavior when `cfg` would resume (restart_behavior=resume) a folder that holds
+    a saved config.yaml but no checkpoint (checkpoints/ deleted or emptied) and starting anew there would lose or
+    change its run unseen: a session of it ended (its summary.json: a session that ends saves a checkpoint
+    first, so its checkpoints were removed since), or the config composed now differs from the saved one in
+    what a resume keeps (the saved config would be replaced). A run killed before its first checkpoint and run
+    again with its own command (a Slurm requeue after a lost node) starts anew as it always did, and so does a
+    benchmark's folder (a benchmark saves no checkpoint). Reads the folder; writes nothing."""
+    if str(cfg.restart_behavior) != "resume" or not (run_dir / CONFIG).is_file() or has_run_to_resume(run_dir):
+        return
+    saved = load_saved(run_dir)
+    if OmegaConf.select(saved, "benchmark", default=False):
+        return
+    ended = _ended_session(run_dir)
+    refused = config_differences(cfg, saved)[0]
+    if ended is None and not refused:
+        return
+    if ended is not None:
+        what = f"the config.yaml of a run whose last session ended at {ended} env steps (its summary.json)"
+    else:
+        shown = "; ".join(f"{k}={_shown(a)!r} (saved: {_shown(b)!r})" for k, a, b in refused[:4])
+        what = f"a saved config.yaml that differs from this command's ({shown}{' ...' if len(refused) > 4 else ''})"
+    raise ConfigError("restart_behavior", str(cfg.restart_behavior), (
+        f"restart or overwrite: {run_dir} holds {what}, but no checkpoint to resume it from "
+        f"({run_dir / 'checkpoints'} is gone or empty). restart_behavior=restart moves that run's files "
+        f"(config.yaml, tb/, summary.json, ...) aside to {run_dir.name}_old_<date>_<time>/ and starts anew; "
+        "restart_behavior=overwrite deletes them and starts anew; experiment=<name> starts a new run in its own "
+        "folder"))
+
+
+def _ended_session(run_dir: Path) -> Optional[object]:
+    """The env steps in the folder's summary.json (written when a session ends), "?" when it cannot be read;
+    None when there is none."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text()).get("env_steps", "?")
+    except (ValueError, AttributeError):
+        return "?"
 
 
 def check_config_against_env(cfg):

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from sf_hydra.app.loggers import log_videos
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import Fault
+from sf_hydra.core.files import write_atomically
 from sf_hydra.core.run_dir import best_checkpoint_name, checkpoint_dir, read_best
 from sf_hydra.core.targets import check_targets
 from sf_hydra.envs import check_env, make_env
@@ -162,7 +163,8 @@ def enjoy(cfg) -> dict:
     if env.num_agents > 1:
         per_agent = np.array([[a["return"] for a in e["agents"]] for e in episodes])
         result["agent_mean_returns"] = [float(x) for x in per_agent.mean(axis=0)]
-    (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
+    text = json.dumps(result, indent=2)
+    write_atomically(out_dir / "eval.json", lambda tmp: tmp.write_text(text))
     if cfg.video:  # into the run's W&B run too, when it was trained with W&B
         log_videos(train_cfg, run_dir, [e["video"] for e in episodes if e["video"]],
                    {"enjoy/mean_return": result["mean_return"], "enjoy/std_return": result["std_return"]})

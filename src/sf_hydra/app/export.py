@@ -1,7 +1,8 @@
 """`sf-export experiment=NAME format=onnx|torchscript`: a trained policy as one file for another runtime, and a
-JSON beside it that says how to call it (sf_hydra.evaluation.export).
+JSON beside it, named after it, that says how to call it and holds its sha256 (sf_hydra.evaluation.export). Both
+are written aside and renamed into place: an export cut short leaves the previous one whole.
 
-    sf-export experiment=cartpole format=onnx                  # train_dir/cartpole/export/policy_0.onnx (+ .json)
+    sf-export experiment=cartpole format=onnx                  # train_dir/cartpole/export/policy_0.onnx (+ .onnx.json)
     sf-export run_dir=train_dir/multirun/x/0 format=torchscript policy=1 kind=best out=agent.pt
 
 Keys (key=value, as the other commands take them): experiment (a run in train_dir) or run_dir (a run folder or a

@@ -25,6 +25,7 @@ from sf_hydra.app.sample_factory.translate import import_config, preset_yaml
 from sf_hydra.config.location import find_configs
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import EXIT_BAD_CONFIG
+from sf_hydra.core.files import write_atomically
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -55,7 +56,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout.write(text)
     else:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        write_atomically(args.out, lambda tmp: tmp.write_text(text))
         print(f"wrote {args.out}: python train.py +experiment={args.out.stem}", file=sys.stderr)
     return 0
 

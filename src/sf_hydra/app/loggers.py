@@ -22,6 +22,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from sf_hydra.core.files import write_atomically
+
 log = logging.getLogger("sf_hydra")
 
 WANDB_ID_FILE = "wandb_id"
@@ -93,7 +95,7 @@ def start_wandb(cfg, run_dir: Path, resuming: bool):
         _warn("wandb.init failed", e)
         finish_wandb(failed=True)
         return None
-    (run_dir / WANDB_ID_FILE).write_text(run_id + "\n")
+    write_atomically(run_dir / WANDB_ID_FILE, lambda tmp: tmp.write_text(run_id + "\n"))
     log.info("W&B run %s (project %s%s) in %s", run_id, cfg.logger.wandb_project,
              f", group {wandb_group(cfg)}" if wandb_group(cfg) else "", run_dir / "wandb")
     return wandb_logger

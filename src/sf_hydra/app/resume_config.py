@@ -449,7 +449,8 @@ def finished(cfg: DictConfig) -> Optional[Tuple[dict, str]]:
 def save_config(cfg: DictConfig, run_dir: Path) -> Path:
     """`config.yaml`: the config resolved, except the values that come from environment variables, which keep
     their interpolation as written (environment_free): a token handed over in the environment is never written
-    in clear, and a resume resolves it again. Written whole or not at all (write_atomically)."""
+    in clear, and a resume resolves it again. Written through the one writer (sf_hydra.core.files: never half
+    written, durable)."""
     path = Path(run_dir) / CONFIG
     text = OmegaConf.to_yaml(OmegaConf.create(environment_free(cfg)))
     write_atomically(path, lambda tmp: Path(tmp).write_text(text))

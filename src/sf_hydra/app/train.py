@@ -51,6 +51,7 @@ from sf_hydra.config.trust import seal_run
 from sf_hydra.core import run_dir as rd
 from sf_hydra.core import signals
 from sf_hydra.core.faults import Fault, NodeLost, NonFiniteTraining, RankFailed
+from sf_hydra.core.files import write_atomically
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.plan import RunPlan, plan_for_rank
 
@@ -167,7 +168,8 @@ def write_summary(run_dir: Path, module, stop_reason: Optional[str], session_sec
     }
     if world_size > 1:  # each rank's profile is its own (its learner's parts, its sampler's workers)
         summary["profile_of"] = "learner rank 0 (the other ranks log their own at the end of their log)"
-    (run_dir / "summary.json").write_text(json.dumps(finite_or_none(summary), indent=2, allow_nan=False))
+    text = json.dumps(finite_or_none(summary), indent=2, allow_nan=False)
+    write_atomically(run_dir / "summary.json", lambda tmp: tmp.write_text(text))
     return summary
 
 

@@ -168,11 +168,13 @@ def prepare(run_dir: Path, restart_behavior: str) -> None:
     """resume: keep everything; restart: move the old run's state aside to
     `<name>_old_<time>/`; overwrite: delete it. Hydra's own files (.hydra, the log) stay,
     since Hydra has already opened them for this run. Leftover `*.tmp` files of an interrupted
-    save are removed (call it with the folder's RunLock held)."""
+    save (a checkpoint, config.yaml, summary.json: sf_hydra.core.files) are removed (call it with the
+    folder's RunLock held)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    for tmp in sorted(checkpoint_dir(run_dir).glob("*.tmp")) if checkpoint_dir(run_dir).is_dir() else []:
-        log.warning("removing %s (left by a save that did not finish)", tmp)
-        tmp.unlink(missing_ok=True)
+    for folder in (run_dir, checkpoint_dir(run_dir), checkpoint_dir(run_dir) / MILESTONES):
+        for tmp in sorted(folder.glob("*.tmp")) if folder.is_dir() else []:
+            log.warning("removing %s (left by a save that did not finish)", tmp)
+            tmp.unlink(missing_ok=True)
     existing = [run_dir / name for name in RUN_STATE if (run_dir / name).exists()]
     if restart_behavior == "restart" and existing:
         aside = run_dir.with_name(f"{run_dir.name}_old_{time.strftime('%Y%m%d_%H%M%S')}")

@@ -1,17 +1,25 @@
 """A trained policy as one self-contained file for another runtime: ONNX (onnxruntime, TensorRT, a browser) or
-TorchScript (libtorch, C++), with a small JSON beside it that says how to call it.
+TorchScript (libtorch, C++), with a small JSON beside it that says how to call it: the file's own description,
+named after it (`policy_0.onnx.json` beside `policy_0.onnx`, so that an ONNX and a TorchScript export of one policy
+keep one each), holding the file's sha256.
 
 The file holds the whole acting step of the network: the observation normalizer, the encoders, the recurrent core
 and both heads. Its inputs are the observation's arrays (one per key of a dict observation, in the JSON's order;
 an `action_mask` is one of them) and, for a recurrent policy, the state; its outputs are the action
 distribution's parameters (logits of each categorical, or a Gaussian's means and standard deviations before any
 squashing), the most likely action, the value, and the next state. Every input and output has a leading batch
-dimension of any size. Sampling is left to the caller, who has the parameters: the file is deterministic."""
+dimension of any size. Sampling is left to the caller, who has the parameters: the file is deterministic.
+
+The file and its description are written whole, under temporary names, before either replaces an earlier export
+(sf_hydra.core.files.write_together): a kill while exporting leaves the previous export and its description as they
+were. Only a crash between the two renames leaves a new file beside its previous description, which its sha256
+then tells apart."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -20,6 +28,7 @@ from typing import Dict, List, Optional, Tuple
 import gymnasium as gym
 import torch
 
+from sf_hydra.core.files import write_together
 from sf_hydra.core.spaces import ACTION_MASK, obs_specs, space_to_json
 from sf_hydra.evaluation.policy import Policy
 
@@ -84,7 +93,8 @@ def output_names(policy: Policy) -> List[str]:
 
 
 def export(policy: Policy, fmt: str, path: Path) -> Tuple[Path, Path]:
-    """Writes `path` (the file) and `path` with `.json` (how to call it); returns both."""
+    """Writes `path` (the file) and its description `path` + `.json` (how to call it, the file's sha256), both
+    whole or neither; returns both."""
     if fmt not in FORMATS:
         raise ValueError(f"format={fmt!r}: one of {', '.join(FORMATS)}")
     path = Path(path)
@@ -92,14 +102,35 @@ def export(policy: Policy, fmt: str, path: Path) -> Tuple[Path, Path]:
     model = copy.deepcopy(policy.model).cpu().eval().requires_grad_(False)  # the file computes no gradients
     step = ActingStep(model, list(obs_specs(policy.observation_space))).eval()
     inputs = example_inputs(policy)
-    with _no_distribution_checks(), torch.no_grad():
-        if fmt == "torchscript":
-            _torchscript(step, inputs, path)
-        else:
-            _onnx(step, inputs, path, input_names(policy), output_names(policy))
-    described = path.with_suffix(".json")
-    described.write_text(json.dumps(description(policy, fmt, path), indent=1))
+    written: Dict[str, str] = {}
+
+    def write_file(tmp: Path) -> None:
+        with _no_distribution_checks(), torch.no_grad():
+            if fmt == "torchscript":
+                _torchscript(step, inputs, tmp)
+            else:
+                _onnx(step, inputs, tmp, input_names(policy), output_names(policy))
+        written["sha256"] = sha256_of(tmp)
+
+    def write_description(tmp: Path) -> None:
+        tmp.write_text(json.dumps(description(policy, fmt, path, written["sha256"]), indent=1))
+
+    described = description_path(path)
+    write_together([(path, write_file), (described, write_description)])
     return path, described
+
+
+def description_path(path: Path) -> Path:
+    """The description of the exported file `path`: its whole name + `.json`."""
+    return Path(path).with_name(Path(path).name + ".json")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _torchscript(step: ActingStep, inputs, path: Path) -> None:
@@ -114,9 +145,10 @@ def _onnx(step: ActingStep, inputs, path: Path, names: List[str], outputs: List[
                       verbose=False)
 
 
-def description(policy: Policy, fmt: str, path: Path) -> Dict:
-    """The JSON beside the file: its inputs and outputs (names, shapes, dtypes; -1: the batch), the env's
-    spaces, what the distribution parameters are, where the weights came from, and how to call it."""
+def description(policy: Policy, fmt: str, path: Path, sha256: str) -> Dict:
+    """The JSON beside the file: its name and sha256, its inputs and outputs (names, shapes, dtypes; -1: the
+    batch), the env's spaces, what the distribution parameters are, where the weights came from, and how to
+    call it."""
     specs = obs_specs(policy.observation_space)
     inputs = [{"name": k, "shape": [-1, *shape], "dtype": str(dtype).replace("torch.", "")}
               for k, (shape, dtype) in specs.items()]
@@ -125,7 +157,7 @@ def description(policy: Policy, fmt: str, path: Path) -> Dict:
                        "note": "zeros at an episode's start; the last call's next_rnn_state after"})
     origin = policy.origin
     return {
-        "format": fmt, "file": path.name, "inputs": inputs, "outputs": output_names(policy),
+        "format": fmt, "file": path.name, "sha256": sha256, "inputs": inputs, "outputs": output_names(policy),
         "action_distribution": distribution_kind(policy.action_space, policy.model),
         "observation_space": space_to_json(policy.observation_space),
         "action_space": space_to_json(policy.action_space),

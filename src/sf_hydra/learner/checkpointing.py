@@ -2,11 +2,12 @@
 optimization): periodic ones (`checkpoint_<env steps>.ckpt`, the newest `keep_checkpoints` kept, and
 `last.ckpt`: a hard link to the newest numbered one, not a second copy), milestones
 (`milestones/checkpoint_<env steps>.ckpt`, every `save_milestones_sec`, never pruned) and each policy's best
-(`best_p<k>.ckpt`, by `save_best_metric`). Every file is written to a temporary name and renamed, so a crash
-while saving never destroys the previous checkpoint. A save that fails (disk full, no permission) ends the run
-with CheckpointSaveError: the path and the cause, no traceback. A repeated stop signal that lands during a save
-aborts the run only once the save is done (core/signals.py `shielded`), and `newest_saved` says what is on
-disk when it does."""
+(`best_p<k>.ckpt`, by `save_best_metric`). Every file goes through the one writer (sf_hydra.core.files): written
+to a temporary name, flushed to the disk, renamed, the folder flushed; so a crash while saving never destroys the
+previous checkpoint, and a crash of the machine after a save never leaves last.ckpt or its numbered file empty.
+A save that fails (disk full, no permission) ends the run with CheckpointSaveError: the path and the cause, no
+traceback. A repeated stop signal that lands during a save aborts the run only once the save is done
+(core/signals.py `shielded`), and `newest_saved` says what is on disk when it does."""
 
 from __future__ import annotations
 

@@ -124,12 +124,16 @@ class AgentRowsWorker(WorkerBase):
             if steps and not isinstance(group, VectorEnvGroup):  # a vector env's sub-envs start together
                 obs, active = group.random_steps(steps, env_seed(settings.seed, worker_id, i))
                 self.dropping.update(range(r.start, r.stop))  # their episodes in progress are partial: unreported
-            self._store_obs(r, obs)
+            self._store_obs(r, obs, starting=True)
             self.active[r] = active
 
-    def _store_obs(self, rows: slice, obs: dict) -> None:
+    def _store_obs(self, rows: slice, obs: dict, starting: bool = False) -> None:
+        """The rows' observations (`starting`: from their first reset or random start steps)."""
         for k, v in obs.items():
-            self.obs[k][rows] = v
+            try:
+                self.obs[k][rows] = v
+            except (ValueError, TypeError) as e:  # numpy's: an observation does not fit the declared space
+                raise self._space_broken(k, range(rows.start, rows.stop), v, starting) from e
 
     def _acquire(self, n: int) -> np.ndarray:
         t0 = time.perf_counter()

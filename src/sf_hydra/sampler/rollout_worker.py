@@ -18,13 +18,15 @@ import queue
 import signal
 import time
 import traceback
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
+import gymnasium as gym
 import numpy as np
 import torch
 from omegaconf import OmegaConf
 from threadpoolctl import threadpool_limits
 
+from sf_hydra.core.faults import Fault
 from sf_hydra.core.seeding import ROLLOUT_WORKER, env_seed, seed_process
 from sf_hydra.core.spaces import obs_specs
 from sf_hydra.core.trajectory import TrajectoryBuffers, obs_field_name
@@ -46,6 +48,11 @@ class StopRequested(Exception):
 
 class NonFiniteEnvOutput(RuntimeError):
     """An env returned a NaN or infinite reward or observation (env.nonfinite=error)."""
+
+
+class EnvBrokeItsSpace(Fault):
+    """An env returned an observation its declared observation space does not hold (another shape, or values
+    that do not convert to the space's dtype), found where the observation is written into the buffers."""
 
 
 class EnvHung(Exception):
@@ -213,6 +220,25 @@ class WorkerBase:
             f"env {self.settings.envs.env_id!r} (rollout worker {self.id}, {self._row_name(row)}) returned a "
             f"non-finite {field} ({value}) at step {int(self.games.lengths[row]) + 1} of its episode; "
             "env.nonfinite=replace turns such values into 0 and counts them")
+
+    def _space_broken(self, key: str, rows: Sequence[int], values: Sequence, starting: bool = False) -> Fault:
+        """What to raise once writing these rows' observations (`values`: each row's, the observation's `key`
+        part) into the buffer failed (numpy's ValueError or TypeError): the first row whose observation does
+        not fit, named with the env id, the row's env, the step (`starting`: the env's first reset or its
+        random start steps), the declared space and the shape and dtype the env returned. Only a failed write
+        calls it: a step that fits costs nothing more."""
+        buffer = self.obs[key]
+        row, value = next(((r, v) for r, v in zip(rows, values) if not _fits(v, buffer.shape[1:], buffer.dtype)),
+                          (rows[0], values[0]))
+        space = self.obs_space[key] if isinstance(self.obs_space, gym.spaces.Dict) else self.obs_space
+        when = ("at its first reset or one of its random start steps (hardware.decorrelate_envs_on_one_worker)"
+                if starting else f"at step {int(self.games.lengths[row]) + 1} of its episode")
+        part = "" if key == "obs" else f" (its {key!r} part)"
+        return EnvBrokeItsSpace(
+            f"env {self.settings.envs.env_id!r} (rollout worker {self.id}, {self._row_name(row)}) returned an "
+            f"observation{part} {_shape_and_dtype(value)} {when}; its declared observation space is "
+            f"{type(space).__name__} of shape {tuple(space.shape)}, dtype {space.dtype}: an env's observations must "
+            "keep the shape of its observation_space")
 
     def _row_name(self, row: int) -> str:
         group, seat = int(self.mapping.row_group[row]), int(self.mapping.row_seat[row])
@@ -451,6 +477,22 @@ def decorrelation_sleep(worker_id: int, settings: WorkerSettings, check_alive, b
     return delay
 
 
+def _fits(value, shape: tuple, dtype) -> bool:
+    """Whether `value` writes into a buffer row of this shape and dtype as it is."""
+    try:
+        return np.asarray(value, dtype=dtype).shape == tuple(shape)
+    except (ValueError, TypeError):
+        return False
+
+
+def _shape_and_dtype(value) -> str:
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):  # ragged nested sequences
+        return f"of type {type(value).__name__} that is no array"
+    return f"of shape {array.shape}, dtype {array.dtype}"
+
+
 def worker_process_main(worker_cls, worker_id: int, settings: WorkerSettings, buffers, stores, free_slots, out_queue,
                         stop_flag, sync_round, heartbeats, parent_pid: int, channel=None,
                         parent_state: Optional[dict] = None) -> None:
@@ -481,6 +523,8 @@ def worker_process_main(worker_cls, worker_id: int, settings: WorkerSettings, bu
             worker.collect()
     except StopRequested:
         pass
+    except Fault as e:  # says what happened and where (the env, its step): no traceback
+        out_queue.put(WorkerFailed(worker_id, str(e)))
     except BaseException:
         out_queue.put(WorkerFailed(worker_id, traceback.format_exc()))
     finally:

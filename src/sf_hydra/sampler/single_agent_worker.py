@@ -81,17 +81,23 @@ class SingleAgentWorker(WorkerBase):
         self.env_arrays = None if any(a is None for a in env_arrays) else env_arrays
         for i, env in enumerate(self.envs):
             seed = env_seed(settings.seed, worker_id, i)
-            self._store_obs(i, random_steps(env, self.decorrelation_steps(i), seed, env.reset(seed=seed)[0]))
+            self._store_obs(i, random_steps(env, self.decorrelation_steps(i), seed, env.reset(seed=seed)[0]),
+                            starting=True)
         # An episode that random steps started is not reported: its return and length would be partial.
         self.dropping = {i for i in range(n) if self.decorrelation_steps(i) > 0}
 
     # -- small helpers ---------------------------------------------------------------------
-    def _store_obs(self, i: int, obs) -> None:
-        if isinstance(obs, dict):
-            for k, v in obs.items():
-                self.obs[k][i] = v
-        else:
-            self.obs["obs"][i] = obs
+    def _store_obs(self, i: int, obs, starting: bool = False) -> None:
+        """Env i's observation into its row (`starting`: from its first reset or random start steps)."""
+        key, value = "obs", obs
+        try:
+            if isinstance(obs, dict):
+                for key, value in obs.items():
+                    self.obs[key][i] = value
+            else:
+                self.obs["obs"][i] = obs
+        except (ValueError, TypeError) as e:  # numpy's: it does not fit the declared space
+            raise self._space_broken(key, [i], [value], starting) from e
 
     # -- the loop ----------------------------------------------------------------------------
     def _act_and_step(self, split: slice, t: int, episodes: list) -> None:
@@ -175,7 +181,10 @@ class SingleAgentWorker(WorkerBase):
             else:
                 self._store_obs(i, ob)
         if plain is not None:
-            plain[split] = observations
+            try:
+                plain[split] = observations
+            except (ValueError, TypeError) as e:  # numpy's: an observation does not fit the declared space
+                raise self._space_broken("obs", range(split.start, split.stop), observations) from e
         return EnvSteps(rewards, terminated_flags, truncated_flags, ends, restarted, units)
 
     def _restart_env(self, i: int, error: Exception):
