@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import compose_cfg
+from tests.packaging.test_docs_examples import refused_commands
 from tests.packaging.test_readme_commands import NEEDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,8 +23,10 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 def single_run_lines() -> list:
     """(line, its overrides) of every `python train.py` / `sf-train` line in README's and the docs' bash blocks that
-    starts one run: not --multirun, --cfg or --help, no --config-dir (a folder of the user's); leading VAR=value kept
+    starts one run: not --multirun, --cfg or --help, no --config-dir (a folder of the user's), not an error
+    example's refused command (tests/packaging/test_docs_examples.py: it starts nothing); leading VAR=value kept
     out."""
+    refused = {command for _, command in refused_commands()}
     lines = []
     blocks = [b for doc in DOCS for b in re.findall(r"```bash\n(.*?)```", doc.read_text(), re.S)]
     for block in blocks:
@@ -36,6 +39,8 @@ def single_run_lines() -> list:
             elif args[:1] == ["sf-train"]:
                 args = args[1:]
             else:
+                continue
+            if line.split("#", 1)[0].strip() in refused:
                 continue
             if not any(a.startswith("-") or a.startswith("hydra.searchpath") for a in args):
                 lines.append((line.split("#", 1)[0].strip(), args))
