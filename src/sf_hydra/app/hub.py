@@ -53,7 +53,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from sf_hydra.app.commands import COMMANDS
 from sf_hydra.app.import_sf_run import is_sf_folder
 from sf_hydra.app.key_values import check_choice, check_index, check_one_of, listed, parse_key_values, run_command
-from sf_hydra.app.landing import check_landed, refuse_existing, refuse_links, why, written_aside
+from sf_hydra.app.landing import check_landed, read_config, refuse_existing, refuse_links, why, written_aside
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.extras import install_lines
 from sf_hydra.core.faults import Fault
@@ -309,6 +309,7 @@ def write_repo(run_dir: Path, out: Path, kind: str = "last", policy: int = 0, re
 
     from sf_hydra.app.resume_config import environment_keys, without_environment
 
+    written = OmegaConf.to_container(read_config(run_dir / "config.yaml"), resolve=False)  # a framed refusal
     ckpt_path = pick_checkpoint(run_dir, kind, policy)
     ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -328,7 +329,6 @@ def write_repo(run_dir: Path, out: Path, kind: str = "last", policy: int = 0, re
     video_name = f"replay{video.suffix}" if video else None
     if video:
         shutil.copyfile(video, out / video_name)
-    written = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
     cfg = OmegaConf.create(without_environment(written, ENV_LEFT_OUT))  # the card never resolves one
     (out / CARD).write_text(model_card(run_dir, cfg, ckpt, repo or f"<user>/{run_dir.name}", video_name, kind,
                                        policy))

@@ -44,7 +44,6 @@ from omegaconf.errors import OmegaConfBaseException
 from sf_hydra.config.trust import check_saved_config
 from sf_hydra.config.validation import check_values
 from sf_hydra.core.errors import ConfigError
-from sf_hydra.core.faults import Fault
 from sf_hydra.core.files import write_atomically
 from sf_hydra.core.run_dir import LAST, checkpoint_dir, finished_run, learner_states
 
@@ -159,16 +158,18 @@ def _shown(value) -> Any:
 
 
 def load_saved(run_dir: Path) -> DictConfig:
-    """The saved config of the run in `run_dir`; a Fault (saying how to start anew) when it cannot be read."""
+    """The saved config of the run in `run_dir`; a ConfigError naming the file (a hand-edited or cut file is the
+    user's input: exit status 2) and how to start anew when it is not a YAML mapping."""
     try:
         saved = OmegaConf.load(run_dir / CONFIG)
     except Exception as e:  # not yaml, or not a mapping: say so rather than resume blind
-        raise Fault(f"the saved config {run_dir / CONFIG} of the run to resume cannot be read ({type(e).__name__}: "
-                    f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); restart_behavior=restart (moves "
-                    "the old run aside) or restart_behavior=overwrite starts anew") from None
+        raise ConfigError(CONFIG, str(run_dir / CONFIG), (
+            f"the saved config of the run to resume, as YAML that parses (reading it failed: {type(e).__name__}: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); restore it, or "
+            "restart_behavior=restart (moves the old run aside) or restart_behavior=overwrite starts anew")) from None
     if not isinstance(saved, DictConfig):
-        raise Fault(f"the saved config {run_dir / CONFIG} of the run to resume is not a mapping; "
-                    "restart_behavior=restart or restart_behavior=overwrite starts anew")
+        raise ConfigError(CONFIG, str(run_dir / CONFIG), "the saved config of the run to resume, a YAML mapping; "
+                          "restore it, or restart_behavior=restart or restart_behavior=overwrite starts anew")
     return saved
 
 
