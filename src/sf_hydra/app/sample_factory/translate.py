@@ -270,10 +270,15 @@ def compose(conf_dir: str, overrides: Sequence[str]):
     return compose_for_help(conf_dir, list(overrides))
 
 
-def check_no_interpolation(sf_cfg: Dict[str, Any]) -> None:
+def check_imported_values(sf_cfg: Dict[str, Any]) -> None:
     """A config.json from elsewhere is data: a value holding `${` would become an OmegaConf interpolation here,
-    which reads this machine's environment (`${oc.env:...}`) into the imported run's config. Sample Factory writes
-    none; one is refused, naming the flag."""
+    which reads this machine's environment (`${oc.env:...}`) into the imported run's config, and an env of the form
+    `module:Id` would have gymnasium import that module. Sample Factory writes neither; each is refused, naming the
+    flag."""
+    env = sf_cfg.get("env")
+    if isinstance(env, str) and ":" in env:
+        raise ConfigError("env", env, "a Sample Factory env name or a registered gymnasium id (an imported config "
+                          "may not name a module to import)")
     for name, raw in sf_cfg.items():
         values = raw if isinstance(raw, (list, tuple)) else [raw]
         if any(isinstance(v, str) and "${" in v for v in values):
@@ -296,7 +301,7 @@ def import_config(sf_cfg: Dict[str, Any], conf_dir: str) -> Imported:
     env_row = flag("env", conf_dir)
     if sf_cfg.get("env") is None:
         raise ConfigError("env", None, "a config.json with an env (Sample Factory's --env)")
-    check_no_interpolation(sf_cfg)
+    check_imported_values(sf_cfg)
     groups = ours(env_row, parse(env_row, sf_cfg["env"]))
     base_overrides = [f"{k}={v if k in GROUPS else hydra_value(v)}" for k, v in groups.items()]
     base = compose(conf_dir, base_overrides)
