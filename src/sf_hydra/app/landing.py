@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Sequence
 
 from sf_hydra.core.errors import ConfigError
-from sf_hydra.core.files import temporary_name
+from sf_hydra.core.files import fsync_file, fsync_folder, temporary_name
 
 log = logging.getLogger("sf_hydra")
 CONFIG = "config.yaml"
@@ -89,7 +89,7 @@ def swap_in(new: Path, destination: Path) -> None:
             if aside is not None:
                 os.rename(aside, destination)
             raise
-        _fsync(destination.parent)
+        fsync_folder(destination.parent)
     if aside is not None and aside.is_dir() and not aside.is_symlink():
         shutil.rmtree(aside)
     elif aside is not None:
@@ -109,16 +109,8 @@ def _sync(folder: Path) -> None:
     machine that crashes after the rename finds the files whole)."""
     for root, _, files in os.walk(folder):
         for name in files:
-            _fsync(Path(root) / name)
-        _fsync(Path(root))
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            fsync_file(Path(root) / name)
+        fsync_folder(Path(root))
 
 
 # -- the checks ---------------------------------------------------------------------------------------------------
