@@ -121,6 +121,9 @@ def test_sf_export_writes_a_file_and_says_how_to_call_it(tmp_path):
     assert info["source"]["checkpoint"].endswith("last.ckpt") and info["source"]["env_steps"] >= 2000
     assert [i["name"] for i in info["inputs"]] == ["obs"] and info["outputs"][:2] == ["action_dist_params", "action"]
     assert "onnxruntime.InferenceSession" in info["how_to_call"]
+    # the exporter's own chatter (onnxscript's and onnx_ir's passes, torch's registry) is not said: sf_hydra's line is
+    said = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert said and all("[sf_hydra]" in line for line in said), said
     policy = Policy.load(tmp_path / "test")
     obs = _observations(policy.observation_space, 1000)
     _compare(_runner("onnx", path, ["obs"])(obs), _expected(policy, obs, None), discrete=True)

@@ -138,11 +138,35 @@ def _torchscript(step: ActingStep, inputs, path: Path) -> None:
     traced.save(str(path))
 
 
+# The exporter's own chatter: onnxscript's and onnx_ir's passes log each rewrite at INFO, torch's registry warns that
+# torchvision (which a policy never uses) is not installed. Said only at ERROR while sf-export runs.
+EXPORTER_LOGGERS = ("onnxscript", "onnx_ir", "torch.onnx")
+
+
+@contextlib.contextmanager
+def _exporter_quiet():
+    import logging
+    import warnings
+
+    loggers = [logging.getLogger(name) for name in EXPORTER_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch.export's pytree deprecations, not ours
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def _onnx(step: ActingStep, inputs, path: Path, names: List[str], outputs: List[str]) -> None:
     batch = torch.export.Dim("batch", min=1)
-    torch.onnx.export(step, inputs, str(path), input_names=names, output_names=outputs,
-                      dynamic_shapes=(tuple({0: batch} for _ in inputs),), dynamo=True, external_data=False,
-                      verbose=False)
+    with _exporter_quiet():
+        torch.onnx.export(step, inputs, str(path), input_names=names, output_names=outputs,
+                          dynamic_shapes=(tuple({0: batch} for _ in inputs),), dynamo=True, external_data=False,
+                          verbose=False)
 
 
 def description(policy: Policy, fmt: str, path: Path, sha256: str) -> Dict:
