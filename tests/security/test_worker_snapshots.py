@@ -115,6 +115,9 @@ def test_without_a_key_checkpoints_hold_no_snapshot_said_once(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert proc.stdout.count("checkpoints hold no rollout worker state") == 1, proc.stdout[-3000:]
     assert str(blocked / "home") in proc.stdout  # the line names where the key could not be made
+    # and the run says that its own code will need trusted_targets to load (no sealed record of it)
+    assert proc.stdout.count("no seal key could be read or made") == 1, proc.stdout[-3000:]
+    assert not (tmp_path / "train" / "run" / "trust.json").exists()
     for path in learner_states(tmp_path / "train" / "run" / "checkpoints"):
         assert torch.load(path, map_location="cpu", weights_only=True)[RESUME_KEY]["sampler"] is None
     assert not os.path.exists(blocked / "home")

@@ -52,6 +52,7 @@ from sf_hydra.core import run_dir as rd
 from sf_hydra.core import signals
 from sf_hydra.core.faults import Fault, NodeLost, NonFiniteTraining, RankFailed
 from sf_hydra.core.files import write_atomically
+from sf_hydra.core.seal import key_path
 from sf_hydra.learner.profile import profile_lines
 from sf_hydra.plan import RunPlan, plan_for_rank
 
@@ -230,7 +231,10 @@ def _train_as_rank_0(cfg, run_dir: Path, plan: RunPlan, ranks: Ranks, typed: Seq
         plan = choose_layout(cfg, plan, ckpt, typed)
     warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
-    seal_run(run_dir)  # the code this config names is the user's: their enjoy and export load it with no flag
+    if seal_run(run_dir) is None:  # the code this config names is the user's: enjoy and export load it, no flag
+        log.warning("no seal key could be read or made at %s (set SF_HYDRA_HOME to a writable folder): enjoy, "
+                    "export and Policy.load will treat this run's own code as from elsewhere (trusted_targets)",
+                    key_path())
     rd.save_spaces(run_dir, plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)  # for Policy.load
     if not ranks.distributed:
         return _fit(cfg, run_dir, plan, ckpt, ranks)
