@@ -38,6 +38,8 @@ from sf_hydra.config.aliases import apply_aliases
 # The user's seal key (sf_hydra.core.seal) of this test process and the processes it starts: a folder of the
 # session's own, so that tests never read or make the key of the user who runs them.
 os.environ.setdefault("SF_HYDRA_HOME", tempfile.mkdtemp(prefix="sf_hydra_home_"))
+# ... and the cache sf_hydra keeps (the env spaces' cache): the session's own, not the user's.
+os.environ.setdefault("SF_HYDRA_CACHE", tempfile.mkdtemp(prefix="sf_hydra_cache_"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"

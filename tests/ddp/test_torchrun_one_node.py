@@ -16,7 +16,7 @@ from tests.faults.runs import REPO, TINY, env_with_repo
 @pytest.mark.parametrize("devices", [[], ["hardware.devices=2"]], ids=["one rank asked", "two ranks asked"])
 def test_torchrun_workers_are_refused_before_the_run_folder_is_touched(tmp_path, devices):
     torchrun = shutil.which("torchrun") or pytest.skip("torchrun (torch's launcher) is not on PATH")
-    cmd = [torchrun, "--nnodes=1", "--nproc-per-node=2", "--master-port=29731", str(REPO / "train.py"),
+    cmd = [torchrun, "--standalone", "--nproc-per-node=2", str(REPO / "train.py"),  # --standalone: a free port
            f"train_dir={tmp_path}", "experiment=run", *TINY, *devices]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env_with_repo())
     out = done.stdout + done.stderr

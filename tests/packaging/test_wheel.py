@@ -170,7 +170,7 @@ def test_after_training_commands_from_an_empty_folder(venv, tmp_path):
 
     _run([venv / "bin" / "sf-export", "experiment=pole", "format=onnx"], cwd=project, env=clean_env())
     model = project / "train_dir" / "pole" / "export" / "policy_0.onnx"
-    spec = json.loads(model.with_suffix(".json").read_text())
+    spec = json.loads(model.with_name(model.name + ".json").read_text())
     assert [i["name"] for i in spec["inputs"]] == ["obs"] and "action" in spec["outputs"], spec
     run = ("import json, sys, numpy as np, onnxruntime as ort; s = ort.InferenceSession(sys.argv[1]);"
            "out = dict(zip([o.name for o in s.get_outputs()], s.run(None, {'obs': np.load('obs.npy')})));"

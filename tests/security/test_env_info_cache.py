@@ -1,4 +1,4 @@
-"""hardware.use_env_info_cache (train_dir/.env_info_cache): the env's spaces are cached as JSON, never as a pickle.
+"""hardware.use_env_info_cache (the user's cache folder): the env's spaces are cached as JSON, never as a pickle.
 A pickle where the old cache lived is never loaded; a cache file that does not parse or describes nonsense is
 ignored and rebuilt from one env build, never a crash."""
 

@@ -49,7 +49,7 @@ from sf_hydra.app.resume_config import (
     config_differences,
     finished,
     has_run_to_resume,
-    load_saved,
+    load_checked,
     resumed_config,
     resumed_run,
     resumes,
@@ -58,6 +58,7 @@ from sf_hydra.app.trainer_parts import check_parts, without_parts
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env, eval_env
 from sf_hydra.core.faults import EnvStartError
+from sf_hydra.core.run_dir import held_by_another
 from sf_hydra.core.targets import check_targets
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,9 @@ def check_saved_run_without_checkpoint(cfg, run_dir: Path) -> None:
     benchmark's folder (a benchmark saves no checkpoint). Reads the folder; writes nothing."""
     if str(cfg.restart_behavior) != "resume" or not (run_dir / CONFIG).is_file() or has_run_to_resume(run_dir):
         return
-    saved = load_saved(run_dir)
+    if held_by_another(run_dir):  # a live run has not saved its first checkpoint yet: the lock says it is in use
+        return
+    saved = load_checked(cfg, run_dir)
     if OmegaConf.select(saved, "benchmark", default=False):
         return
     ended = _ended_session(run_dir)

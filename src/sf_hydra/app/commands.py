@@ -104,7 +104,8 @@ def reference() -> str:
         out += [f"## {c.prog}", "", c.what, "", "| key | default | meaning |", "|---|---|---|"]
         out += [f"| `{k.name}` | {'`' + k.default + '`' if k.default is not None else ''} | {k.meaning} |"
                 for k in c.keys]
-        out += ["", "```bash", *c.examples, "```", ""]
+        out += ["", "Examples (the guides run them in order, with the run they need):", "", "```text", *c.examples,
+                "```", ""]
     return "\n".join(out)
 
 

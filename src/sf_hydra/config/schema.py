@@ -229,8 +229,8 @@ class HardwareConfig:
     set_workers_cpu_affinity: bool = True
     # envs run with one thread in OpenMP/BLAS libraries (threadpoolctl and OMP/MKL variables in each worker)
     force_envs_single_thread: bool = False
-    # keep the env's spaces in <train_dir>/.env_info_cache (keyed by the env node and the env code's files): a second
-    # start builds no probe env (SF: off; on here, as a probe Doom env costs seconds of every start)
+    # keep the env's spaces in ~/.cache/sf_hydra/env_info (keyed by the env node and the env code's files): a second
+    # start builds no probe env (SF: off, in train_dir; on here, as a probe Doom env costs seconds of every start)
     use_env_info_cache: bool = True
     # where the policy acts: in_worker (a copy in each rollout worker: best on few cores) or server (inference
     # processes batch the requests of all workers, e.g. on a GPU; the workers' splits then step while one waits)

@@ -147,6 +147,22 @@ class RunLock:
                 entry[0].close()  # closing the file drops the flock
 
 
+def held_by_another(run_dir: Path) -> bool:
+    """Whether another process holds `run_dir`'s lock now (a live run uses the folder); asks without taking it."""
+    path = Path(run_dir) / LOCK
+    if os.path.realpath(path) in RunLock._held or not path.is_file():
+        return False
+    with open(path) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:  # a file system without locks: acquiring says so
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
 def _file_system_of(path: Path) -> str:
     """Names the file system holding `path` ("the <type> file system mounted at <mount point>": the longest mount
     point of /proc/self/mounts above it), or "its file system" where that cannot be read."""

@@ -1,7 +1,7 @@
 """What the sampler must know of an env before any worker starts: its per-agent spaces
 and, for a multi-agent env, its agent count (buffers are allocated per agent). Read from
-one env built here, or from a JSON file (hardware.use_env_info_cache: never a pickle, as the
-file lies in train_dir, which may hold folders from elsewhere)."""
+one env built here, or from a JSON file in the user's cache folder (hardware.use_env_info_cache: never a
+pickle)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import json
 import logging
+import os
 from importlib.metadata import version
 from pathlib import Path
 from typing import List, NamedTuple, Optional
@@ -40,7 +41,17 @@ def describe_env(env_cfg, seed=None) -> EnvInfo:
         env.close()
 
 
-CACHE_FOLDER = ".env_info_cache"
+CACHE_ENV = "SF_HYDRA_CACHE"  # where sf_hydra keeps what it can compute again (default: the user's cache folder)
+CACHE_FOLDER = "env_info"
+
+
+def cache_root() -> Path:
+    """$SF_HYDRA_CACHE, else $XDG_CACHE_HOME/sf_hydra, else ~/.cache/sf_hydra: a machine's cache, outside every run
+    folder and train_dir (which hold only runs)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base and os.path.isabs(base) else Path.home() / ".cache") / "sf_hydra"
 
 
 def _env_node(cfg) -> dict:
@@ -84,11 +95,11 @@ def _code_stamp(cfg) -> list:
 
 
 def env_info_cache_file(cfg) -> Path:
-    """hardware.use_env_info_cache: <train_dir>/.env_info_cache/<hash>.json, the hash of the resolved env node
-    and of the env code's files (_code_stamp). Any change of the env node (id, frameskip, kwargs, ...) or of
-    the family's files is another file. (A `.pkl` beside it is an older version's cache: never read.)"""
+    """hardware.use_env_info_cache: <cache_root>/env_info/<hash>.json, the hash of the resolved env node and of the
+    env code's files (_code_stamp). Any change of the env node (id, frameskip, kwargs, ...) or of the family's files
+    is another file. (A `.pkl` beside it would be an older version's cache: never read.)"""
     key = hashlib.sha256(json.dumps([_env_node(cfg), _code_stamp(cfg)], sort_keys=True).encode()).hexdigest()[:20]
-    return Path(cfg.train_dir).absolute() / CACHE_FOLDER / f"{key}.json"
+    return cache_root() / CACHE_FOLDER / f"{key}.json"
 
 
 def _read_cache(path: Path, node: dict) -> EnvInfo:
