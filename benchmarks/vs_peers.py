@@ -112,9 +112,6 @@ class Watched:
     def wall(self) -> float:
         return self.end - self.start
 
-    def text(self) -> str:
-        return "\n".join(line for _, line in self.lines)
-
 
 def _pump(stream, lines: List[Tuple[float, str]], log) -> None:
     """Read the child's output as it comes, stamping each line with its arrival time."""
@@ -136,11 +133,16 @@ def watch(cmd: Sequence[str], cwd: Path, env: dict, log_path: Path, cap: float,
                                 text=True, errors="replace", start_new_session=True)
         reader = threading.Thread(target=_pump, args=(proc.stdout, lines, log), daemon=True)
         reader.start()
-        stopped_at, seen, checked = None, {}, 0
+        stopped_at, seen, checked, scanned = None, {}, 0, 0.0
         try:
             while proc.poll() is None and time.time() - start < cap and stopped_at is None:
-                seen.update(tree_processes(proc.pid))
-                time.sleep(0.1)
+                if time.time() - scanned >= 1.0:  # a scan of the process table costs a few ms of CPU
+                    seen.update(tree_processes(proc.pid))
+                    scanned = time.time()
+                try:
+                    proc.wait(timeout=0.2)  # back at once when it exits: its end is not rounded up
+                except subprocess.TimeoutExpired:
+                    pass
                 for stamp, line in lines[checked:len(lines)]:
                     checked += 1
                     if stop_when is not None and stop_when(line):
