@@ -36,7 +36,6 @@ import json
 import os
 import platform
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -699,6 +698,13 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def pass_command(args) -> str:
+    """The command that repeats this pass's measurements (where its files went left out)."""
+    systems = [] if set(args.systems) == {cls.name for cls in SYSTEM_CLASSES} else ["--systems", *args.systems]
+    return " ".join(["python benchmarks/vs_peers.py", "--envs", *args.envs, *systems, "--seeds", str(args.seeds),
+                     "--first-seed", str(args.first_seed), "--cap", f"{args.cap:g}", "--budget", str(args.budget)])
+
+
 def configs_of(systems: Sequence[System], envs: Sequence[str]) -> Dict[Tuple[str, str], str]:
     """{(env, system): its cited config, or `cannot run: why`}."""
     out = {}
@@ -742,8 +748,7 @@ def main(argv=None) -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="vs_peers_"))
     systems = [cls(args.peers_dir) for cls in SYSTEM_CLASSES if cls.name in args.systems]
     configs = configs_of(systems, args.envs)
-    given = sys.argv[1:] if argv is None else argv
-    run = Pass(" ".join(["python benchmarks/vs_peers.py", *map(shlex.quote, given)]),
+    run = Pass(pass_command(args),
                list(range(args.first_seed, args.first_seed + args.seeds)), args.budget, args.cap,
                load_before=os.getloadavg(), versions={s.label: s.versions() for s in systems})
     print(f"runs in {work}; load average {os.getloadavg()}", flush=True)

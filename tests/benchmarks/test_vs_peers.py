@@ -194,6 +194,15 @@ def test_table_medians_ranges_and_counts(peers):
     assert [row[0] for row in others] == ["HalfCheetah-v5", "ALE/Pong-v5", "doom_basic"]
 
 
+def test_the_recorded_command_repeats_the_pass_without_its_folders():
+    args = vs_peers.parse_args(["--envs", "CartPole-v1", "Acrobot-v1", "--seeds", "3", "--cap", "60", "--work-dir",
+                                "runs", "--write-results"])
+    assert vs_peers.pass_command(args) == ("python benchmarks/vs_peers.py --envs CartPole-v1 Acrobot-v1 --seeds 3 "
+                                           "--first-seed 1 --cap 60 --budget 100000")
+    args = vs_peers.parse_args(["--systems", "ours", "sb3"])
+    assert "--envs CartPole-v1 --systems ours sb3 --seeds 2" in vs_peers.pass_command(args)
+
+
 def test_results_section_is_replaced_between_its_markers(tmp_path):
     page = tmp_path / "results.md"
     page.write_text("# Results\n\n## Other\n\ntext\n")
