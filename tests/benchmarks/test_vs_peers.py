@@ -1,0 +1,214 @@
+"""benchmarks/vs_peers.py without its peers: --help, a cited config (or a reason) for every system on every env
+it runs, each system's solve and budget commands, the reading of each peer's output as it prints it (the moment
+and the env steps at which the 100-episode average reaches the target), the watching of a real process (ended at
+its target line, or at the cap), the table's medians and ranges, and the marked section of the results page."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.faults.runs import env_with_repo
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import vs_peers  # noqa: E402
+from vs_peers import (  # noqa: E402
+    BEGIN,
+    END,
+    ENVS,
+    RUNNABLE,
+    SYSTEM_CLASSES,
+    CannotRun,
+    Result,
+    average_reaches,
+    cleanrl_episode,
+    sf_parser,
+    solved_line_steps,
+    table_rows,
+    watch,
+    write_results,
+)
+from vs_peers_drivers import _schedule, solved_line  # noqa: E402
+
+# RL Zoo's entries as rl_zoo3 2.9.2 ships them in hyperparams/ppo.yml (the parts the table and driver read)
+ZOO_YML = """\
+CartPole-v1:
+  n_envs: 8
+  n_timesteps: !!float 1e5
+  policy: 'MlpPolicy'
+  n_steps: 32
+  batch_size: 256
+  n_epochs: 20
+  learning_rate: lin_0.001
+  clip_range: lin_0.2
+Acrobot-v1:
+  normalize: true
+  n_envs: 16
+  n_timesteps: !!float 1e6
+  n_steps: 256
+  n_epochs: 4
+"""
+
+
+@pytest.fixture
+def peers(tmp_path):
+    """A peers folder as --setup leaves it, each venv reduced to what the table reads: its python, RL Zoo's
+    ppo.yml where the system uses it, CleanRL's unpacked ppo.py."""
+    for cls in SYSTEM_CLASSES:
+        if cls.venv_name:
+            (tmp_path / cls.venv_name / "bin").mkdir(parents=True)
+            (tmp_path / cls.venv_name / "bin" / "python").touch()
+    for venv in ("sb3_venv", "torchrl_venv"):
+        yml = tmp_path / venv / "lib" / "python3.11" / "site-packages" / "rl_zoo3" / "hyperparams" / "ppo.yml"
+        yml.parent.mkdir(parents=True)
+        yml.write_text(ZOO_YML)
+    script = tmp_path / "cleanrl_venv" / "src" / "cleanrl-0.4.8" / "cleanrl" / "ppo.py"
+    script.parent.mkdir(parents=True)
+    script.touch()
+    return tmp_path
+
+
+def test_help_names_the_peers_folder_under_the_users_cache(tmp_path):
+    env = {**env_with_repo(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "1000"}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "vs_peers.py"), "--help"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert f"--peers-dir PEERS_DIR where each peer's venv lives, one folder each (default: {tmp_path}/cache/sf_hydra/" \
+           "peers)" in said
+    assert "--setup [PEER ...]" in said and "launch to exit" in said
+
+
+def test_every_system_cites_its_config_or_says_why_it_cannot_run(peers):
+    cited = {}
+    for cls in SYSTEM_CLASSES:
+        for env_id in RUNNABLE:
+            try:
+                cited[(cls.name, env_id)] = cls(peers).config(ENVS[env_id])
+            except CannotRun as why:
+                cited[(cls.name, env_id)] = f"cannot run: {why}"
+    for (name, env_id), text in cited.items():  # a file and an entry, or a reason
+        assert any(f in text for f in (".yaml", ".yml", ".py", ".ini", "sdist", "cannot run: ")), (name, env_id, text)
+    assert "ppo.yml `CartPole-v1` (n_envs 8, n_steps 32, batch_size 256, n_epochs 20" in cited[("sb3", "CartPole-v1")]
+    assert "ppo.yml `CartPole-v1` (n_envs 8" in cited[("torchrl", "CartPole-v1")]
+    assert "rewards by the running return's spread" in cited[("torchrl", "Acrobot-v1")]  # `normalize: true`
+    assert "train_until_avg_return=-100" in cited[("ours", "Acrobot-v1")]
+    assert cited[("pufferlib", "Acrobot-v1")].startswith("cannot run: no PufferLib config for Acrobot-v1")
+    assert all(ENVS[e].target is not None for e in RUNNABLE)
+    assert all(spec.not_run for e, spec in ENVS.items() if e not in RUNNABLE)
+
+
+def test_an_uninstalled_peer_is_a_row_that_says_so(tmp_path):
+    configs = vs_peers.configs_of([vs_peers.Sb3Zoo(tmp_path)], ["CartPole-v1"])
+    assert configs[("CartPole-v1", "sb3")] == "cannot run: not installed (run `--setup sb3`)"
+
+
+def test_solve_and_budget_commands(peers, tmp_path):
+    cartpole, acrobot = ENVS["CartPole-v1"], ENVS["Acrobot-v1"]
+    ours = vs_peers.Ours(peers)
+    solve = ours.run_spec(acrobot, 3, tmp_path, None).cmd
+    assert solve[1:] == [str(REPO / "train.py"), "env=gym/acrobot", "seed=3", f"train_dir={tmp_path}",
+                         "experiment=run", "train_until_avg_return=-100"]
+    assert ours.run_spec(cartpole, 3, tmp_path, 5000).cmd[-2:] == ["train_for_env_steps=5000",
+                                                                   "train_until_avg_return=null"]
+    sb3 = vs_peers.Sb3Zoo(peers).run_spec(cartpole, 2, tmp_path, None)
+    assert sb3.cmd[1:5] == ["-m", "rl_zoo3.train", "--algo", "ppo"] and "--eval-freq" in sb3.cmd
+    key, value = sb3.cmd[-1].split(":", 1)  # RL Zoo's -params evaluates the value as Python
+    assert key == "callback" and ast.literal_eval(value) == [
+        {"vs_peers_drivers.sb3_stop_at_average": {"target": 450.0}}]
+    assert sb3.env["OMP_NUM_THREADS"] == "1" and sb3.env["PYTHONPATH"] == str(REPO / "benchmarks")
+    torchrl = vs_peers.TorchRL(peers).run_spec(cartpole, 2, tmp_path, None).cmd
+    assert torchrl[torchrl.index("--steps") + 1] == "100000" and torchrl[-2:] == ["--target", "450"]
+    cleanrl = vs_peers.CleanRL(peers).run_spec(cartpole, 2, tmp_path, 20000)
+    assert cleanrl.cmd[-2:] == ["--total-timesteps", "20000"] and cleanrl.stop_when is None
+    sf = vs_peers.SampleFactory(peers).run_spec(acrobot, 2, tmp_path, None)
+    assert sf.cmd[1].endswith("benchmarks/sf_gym_env.py") and "--env=Acrobot-v1" in sf.cmd
+    assert sf.stop_when is not None
+
+
+def test_cleanrl_episodes_are_averaged_over_the_last_hundred():
+    stop_when, solved = average_reaches(450.0, cleanrl_episode, window=100)
+    lines = [f"global_step={4 * i}, episode_reward={400.0 if i < 50 else 500.0}" for i in range(1, 150)]
+    hits = [line for line in lines if stop_when(line)]
+    # episodes 51..149 score 500: the window of 100 first averages 450 at episode 100 (50 of 400, 50 of 500)
+    assert hits[0] == "global_step=400, episode_reward=500.0"
+    assert solved(None) == 400
+    assert not stop_when("Traceback (most recent call last):")
+
+
+def test_sample_factory_average_is_paired_with_the_frames_reported_before_it():
+    stop_when, solved = average_reaches(450.0, sf_parser(), window=None)
+    log = ["\x1b[36m[2026-12-07 04:35:25,610][04692] Fps is (10 sec: 5324.9, 60 sec: 5870.9, 300 sec: 5870.9). "
+           "Total num frames: 194560. Throughput: 0: 5895.3. Samples: 192660.\x1b[0m",
+           "\x1b[36m[2026-12-07 04:35:25,611][04692] Avg episode reward: [(0, '247.840')]\x1b[0m",
+           "\x1b[36m[2026-12-07 04:35:30,622][04692] Fps is (10 sec: 5114.3). Total num frames: 218112.\x1b[0m",
+           "\x1b[36m[2026-12-07 04:35:30,622][04692] Avg episode reward: [(0, '451.090')]\x1b[0m"]
+    assert [stop_when(line) for line in log] == [False, False, False, True]
+    assert solved(None) == 218112
+
+
+def test_drivers_solved_line_is_read_back():
+    line = solved_line(55128, 452.19)
+    assert line == "vs_peers: solved at 55128 env steps, 100-episode average 452.19"
+    w = vs_peers.Watched([(1.0, "| rollout/ | 500 |"), (2.0, line), (3.0, "Saving to logs")], 0.0, 4.0, 0)
+    assert solved_line_steps(w) == 55128
+    assert solved_line_steps(vs_peers.Watched([], 0.0, 1.0, 0)) is None
+    assert _schedule("lin_0.001", 0.25) == pytest.approx(0.00025) and _schedule(3e-4, 0.1) == 3e-4
+
+
+def test_watch_ends_a_real_process_at_its_target_line_or_at_the_cap(tmp_path):
+    script = "import time\nfor i in range(100):\n    print(f'step {i}', flush=True)\n    time.sleep(0.05)\n"
+    w = watch([sys.executable, "-c", script], tmp_path, env_with_repo(), tmp_path / "a.log", cap=30,
+              stop_when=lambda line: line == "step 10")
+    assert w.returncode is None and w.stopped_at is not None  # ended by us, at the line
+    assert 0.4 < w.stopped_at - w.start < w.wall < 4.0
+    assert (tmp_path / "a.log").read_text().startswith("step 0\nstep 1\n")
+    w = watch([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], tmp_path,
+              env_with_repo(), tmp_path / "b.log", cap=1.0)
+    assert w.returncode is None and w.stopped_at is None and 1.0 <= w.wall < 8.0
+    w = watch([sys.executable, "-c", "raise ValueError('bad flag')"], tmp_path, env_with_repo(), tmp_path / "c.log",
+              cap=30)
+    assert w.returncode == 1 and vs_peers.failure(w) == "exit 1: ValueError: bad flag"
+
+
+def test_table_medians_ranges_and_counts(peers):
+    systems = [vs_peers.Ours(peers), vs_peers.Sb3Zoo(peers)]
+    configs = vs_peers.configs_of(systems, ["CartPole-v1"])
+    results = [Result("CartPole-v1", "ours", 1, "solve", 20.0, 200_000, 20.0, ok=True),
+               Result("CartPole-v1", "ours", 2, "solve", 30.0, 300_000, 30.0, ok=True),
+               Result("CartPole-v1", "ours", 3, "solve", 300.0, how="cap 300 s"),
+               Result("CartPole-v1", "ours", 1, "budget", 10.0, budget=20_000, ok=True),
+               Result("CartPole-v1", "ours", 2, "budget", 5.0, budget=20_000, ok=True),
+               Result("CartPole-v1", "sb3", 1, "solve", 22.0, 55_000, 22.0, ok=True),
+               Result("CartPole-v1", "sb3", 1, "budget", 300.0, budget=20_000, how="cap 300 s")]
+    rows = {row[1]: row for row in table_rows(results, systems, ["CartPole-v1"], configs) if row[0] == "CartPole-v1"}
+    assert rows["sf_hydra"][3:] == ["25.0 s (20.0-30.0)", "250k (200-300)", "3,000 (2,000-4,000)", "2 / 3",
+                                    "cap 300 s"]
+    assert rows["Stable-Baselines3 PPO (RL Zoo)"][3:] == ["22.0 s", "55k", "-", "1 / 1", "cap 300 s"]
+    others = [row for row in table_rows(results, systems, ["CartPole-v1"], configs) if row[0] != "CartPole-v1"]
+    assert [row[0] for row in others] == ["HalfCheetah-v5", "ALE/Pong-v5", "doom_basic"]
+
+
+def test_the_recorded_command_repeats_the_pass_without_its_folders():
+    args = vs_peers.parse_args(["--envs", "CartPole-v1", "Acrobot-v1", "--seeds", "3", "--cap", "60", "--work-dir",
+                                "runs", "--write-results"])
+    assert vs_peers.pass_command(args) == ("python benchmarks/vs_peers.py --envs CartPole-v1 Acrobot-v1 --seeds 3 "
+                                           "--first-seed 1 --cap 60 --budget 100000")
+    args = vs_peers.parse_args(["--systems", "ours", "sb3"])
+    assert "--envs CartPole-v1 --systems ours sb3 --seeds 2" in vs_peers.pass_command(args)
+
+
+def test_results_section_is_replaced_between_its_markers(tmp_path):
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n\n## Other\n\ntext\n")
+    write_results(f"{BEGIN}\nfirst\n{END}", page)
+    assert page.read_text().endswith(f"## Against the peers (`vs_peers.py`) {{#vs-peers}}\n\n{BEGIN}\nfirst\n{END}\n")
+    page.write_text(page.read_text() + "\n## After\n")
+    write_results(f"{BEGIN}\nsecond\n{END}", page)
+    text = page.read_text()
+    assert "first" not in text and f"{BEGIN}\nsecond\n{END}\n\n## After\n" in text and text.count(BEGIN) == 1
