@@ -9,24 +9,19 @@ import subprocess
 import sys
 
 import pytest
-from hydra.core.global_hydra import GlobalHydra
 
-from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
 from sf_hydra.evaluation.policy import Policy
-from tests.conftest import REPO_ROOT, make_cfg
+from tests.conftest import FAST_OVERRIDES, REPO_ROOT
 from tests.faults.runs import env_with_repo
 
-SMALL = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=64", "train_for_env_steps=1000")
 BROKEN = {"not yaml": "model: [unclosed\n", "not a mapping": "- just\n- a list\n"}
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("edited")
-    train(make_cfg(root, *SMALL))
-    GlobalHydra.instance().clear()
-    return root / "test"
+def trained(short_cartpole_run):
+    """The session's short CartPole run (tests/conftest.py); each case copies it, never changes it."""
+    return short_cartpole_run[0] / "test"
 
 
 def broken_copy(trained, tmp_path, text: str):
@@ -55,8 +50,8 @@ def test_every_command_says_it_in_one_line_with_exit_2(trained, tmp_path, comman
     argv = {"enjoy": [str(REPO_ROOT / "enjoy.py"), f"run_dir={run}", "episodes=1"],
             "export": ["-m", "sf_hydra.app.export", f"run_dir={run}", "format=torchscript"],
             "push": ["-m", "sf_hydra.app.hub", "push", f"run_dir={run}", f"local_dir={tmp_path / 'repo'}"],
-            "resume": [str(REPO_ROOT / "train.py"), f"train_dir={run.parent}", "experiment=test", *SMALL,
-                       "train_for_env_steps=2000"]}[command]
+            "resume": [str(REPO_ROOT / "train.py"), f"train_dir={run.parent}", "experiment=test", *FAST_OVERRIDES,
+                       "train_for_env_steps=6000"]}[command]
     done = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env=env_with_repo())
     out = done.stdout + done.stderr

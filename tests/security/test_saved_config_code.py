@@ -36,7 +36,6 @@ from sf_hydra.evaluation.policy import Policy
 from tests.conftest import CONF_DIR, FAST_OVERRIDES, REPO_ROOT, make_cfg
 from tests.faults.runs import env_with_repo
 
-SMALL = ("hardware.num_workers=1", "hardware.num_envs_per_worker=2", "algo.batch_size=64", "train_for_env_steps=1000")
 EXAMPLE_CONF = REPO_ROOT / "examples" / "custom_env" / "conf"
 
 
@@ -116,11 +115,9 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("trusted")
-    train(make_cfg(root, *SMALL))
-    GlobalHydra.instance().clear()
-    return root / "test"
+def trained(short_cartpole_run):
+    """The session's short CartPole run (tests/conftest.py); each case copies it, never changes it."""
+    return short_cartpole_run[0] / "test"
 
 
 def hostile_copy(trained: Path, tmp_path: Path, change) -> tuple:
@@ -173,7 +170,7 @@ def test_a_hostile_saved_config_is_refused_everywhere_before_any_call(trained, t
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
         m for m in [r.getMessage() for r in caplog.records] if m.startswith(f"bad config: {key}=")]
     assert len(caplog.records) >= 1
-    resume = [f"train_dir={train_dir}", "experiment=test", *FAST_OVERRIDES, *SMALL, "train_for_env_steps=2000"]
+    resume = [f"train_dir={train_dir}", "experiment=test", *FAST_OVERRIDES, "train_for_env_steps=6000"]
     try:
         refuses(lambda: check_command_line(resume, str(CONF_DIR)), key)
     finally:
@@ -260,7 +257,7 @@ def test_the_commands_refuse_in_one_line_with_exit_2(trained, tmp_path, command)
     argv = {"enjoy": [str(REPO_ROOT / "enjoy.py"), f"train_dir={train_dir}", "experiment=test", "episodes=1"],
             "export": ["-m", "sf_hydra.app.export", f"run_dir={run}", "format=torchscript"],
             "resume": [str(REPO_ROOT / "train.py"), f"train_dir={train_dir}", "experiment=test", *FAST_OVERRIDES,
-                       *SMALL, "train_for_env_steps=2000"]}[command]
+                       "train_for_env_steps=6000"]}[command]
     done = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={**env_with_repo(), "SF_HYDRA_HOME": os.environ["SF_HYDRA_HOME"]})
     out = done.stdout + done.stderr
