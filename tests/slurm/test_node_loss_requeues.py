@@ -76,6 +76,8 @@ def test_the_launcher_counts_them_in_the_jobs_run_folder(tmp_path, monkeypatch, 
 
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "9")
+    # no stop signal of an earlier test's run in this process (the launcher would act on it first and exit)
+    monkeypatch.setattr("sf_hydra.core.signals._received", None)
     with pytest.raises(SystemExit):
         Launcher()()
     assert node_loss_requeues(run_dir, "77") == 1 and scontrol_calls() == ["requeue 77"]
