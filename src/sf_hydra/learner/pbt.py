@@ -42,6 +42,7 @@ import lightning as L
 
 from sf_hydra.core.door import door_of
 from sf_hydra.core.metric_names import is_eval_metric
+from sf_hydra.learner.learner_settings import initial_hyperparams, shaping_difference, shaping_hyperparams
 from sf_hydra.learner.pbt_rules import (
     Decision,
     append_jsonl,
@@ -53,7 +54,6 @@ from sf_hydra.learner.pbt_rules import (
     weights_digest,
 )
 from sf_hydra.learner.pbt_workspace import Workspace
-from sf_hydra.learner.settings import initial_hyperparams, shaping_difference, shaping_hyperparams
 
 log = logging.getLogger("sf_hydra")
 
