@@ -6,7 +6,7 @@ The one exemption is the env families' slots: each family under src/sf_hydra/env
 family is exempt when its file name is also used by another env family or by src/sf_hydra/envs/ itself; it is then
 that slot, and set aside. Every other module's file name (`__init__.py` aside) appears once under src/sf_hydra,
 the modules of src/sf_hydra/envs/ itself and the families' modules whose name no other family uses included: an
-env family's `games.py` and a `core/games.py` clash."""
+env family's `games.py` and a `games.py` of core/ clash."""
 
 from __future__ import annotations
 

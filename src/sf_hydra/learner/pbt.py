@@ -24,7 +24,7 @@ at a policy without one, or with no other member to compare with, is skipped: ea
     which the rollout workers apply per policy.
 
 The population is the run's own `algo.num_policies` policies, or, with `pbt.workspace`, one
-member per run: runs exchange objectives and checkpoints through that folder (workspace.py).
+member per run: runs exchange objectives and checkpoints through that folder (pbt_workspace.py).
 Every decision is appended to `<run_dir>/pbt/events.jsonl`; each policy's hyperparameters
 after it to `<run_dir>/pbt/hyperparams_<k>.jsonl`.
 """
