@@ -17,12 +17,15 @@ How strict each check is, and why:
   next name at its top level (a def, a class, an assignment or an import; a class's own attribute after it), read
   from the source, nothing imported (a module may need an extra). `module:name` (an entry point) and
   `<path>.py:name` are read the same way; `module:Env-v0` is a gym id, not checked beyond its module.
-- A path followed by a capitalised name (`sampler/messages.py Trajectories`, `core/game_results.py` `Game`) is
-  checked only when that name is defined somewhere in the package: the named module must then define it (a
-  capitalised word of the prose after a path is no name of ours, and is let be).
-- Not checked: dotted names without the package's prefix (`learner.policies` is as often an attribute of a
-  variable as a module), lowercase words after a path, and the tests' code (a test names a missing module on
-  purpose; its docstrings and comments are read).
+- A path to a module of src/ followed by a capitalised name (`sampler/messages.py Trajectories`,
+  `core/game_results.py` `Game`): the module must define it, when the name is defined somewhere in the package or
+  reads as code (`StartDecision`, `SHAPING_UNITS`); a capitalised word of the prose after a path is let be.
+- A dotted name without the package's prefix, in backticks (`checks.check_family`, `config.validation.validate`),
+  is read from the package or from the one module of that file stem (module file names are unique) and must
+  resolve; not checked when it starts with a config key (`env.id`), ends with a file's suffix (`config.yaml`), or
+  starts with a name the docs use for a variable (NOT_MODULES: `policy.initial_state(n)`).
+- Not checked: lowercase words after a path, a short dotted name outside backticks, and the tests' code (a test
+  names a missing module on purpose; its docstrings and comments are read).
 A name shown as where something was, in the form "`old` is `new`" (docs/layout.md's moves), must no longer
 resolve, and the name after it must."""
 
@@ -50,10 +53,19 @@ PATHS = re.compile(rf"(?<![\w/.<>~-])((?:src/)?(?:sf_hydra|hydra_plugins)/[\w/]*
                    r"(?![\w<>])")
 BARE = re.compile(r"(?<![\w/.<>~-])(\w+\.py)(?![\w<>/-])")
 DOTTED = re.compile(r"(?<![\w.])(?:sf_hydra|hydra_plugins\.sf_hydra_plugins)(?:\.[A-Za-z_]\w*)+")
-# `module:name` (an entry point) and `path.py:name`; `module:Env-v0` is a gym id, not a name
+# `module:name` (an entry point) and `<path>.py:name`; `module:Env-v0` is a gym id, not a name
 NAMED_AFTER_COLON = re.compile(rf"({DOTTED.pattern}|{PATHS.pattern}):([A-Za-z_]\w*)(?![\w-])")
+# `checks.check_family`, `config.validation.check_values()`: a dotted name without the package, in backticks
+SHORT_DOTTED = re.compile(r"`([a-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\([^`]*\))?`")
+FILE_SUFFIXES = {"py", "md", "yaml", "json", "jsonl", "log", "txt", "csv", "png", "npz", "tgz", "ckpt", "pt", "onnx",
+                 "sh", "toml", "key"}  # `config.yaml`, `train.log`: a file's name, not a module's
 # a path, then a capitalised name: `sampler/messages.py Trajectories`, `core/game_results.py` `Game`
 NAMED_AFTER_PATH = re.compile(rf"{PATHS.pattern}`?,? `?([A-Z]\w*)\b")
+# CamelCase with a capital inside (StartDecision) or UPPER_SNAKE (SHAPING_UNITS): code, not a word of the prose
+CODE_NAME = re.compile(r"[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+")
+# first names of `a.b` that are variables in the docs, not modules: `policy.initial_state(n)` (a Policy's method),
+# `profile.startup` (a section of a run's summary.json)
+NOT_MODULES = {"policy", "profile"}
 MOVED = re.compile(r"`([^`]+)`\s+is\s+`([^`]+)`")
 MODULE_ATTRIBUTES = {"__file__", "__name__", "__path__", "__spec__", "__doc__"}  # every module has them
 # the peers' scripts the benchmarks run and name (CleanRL's, LeanRL's, PufferLib's, Sample Factory's, a setup.py)
@@ -70,6 +82,7 @@ def docstrings_and_comments(source: str) -> str:
     return "\n".join(text for text in found if text)
 
 
+@lru_cache(maxsize=None)
 def texts() -> dict:
     """{file relative to the repository: its text} for README.md, docs/, src/, the scripts and READMEs of
     benchmarks/, cluster/ and examples/, conf/ and experiments/, the repository's own configuration and CI script,
@@ -206,11 +219,46 @@ def package_names() -> frozenset:
 
 
 def names_after(text: str) -> List[tuple]:
-    """(where, name) for each `module:name`, `path.py:name`, and capitalised name of ours written after a path."""
+    """(where, name) for each `module:name`, `<path>.py:name`, and name of code written after a path: one of ours, or
+    one that reads as code (CODE_NAME)."""
     pairs = [(m.group(1), m.groups()[-1]) for m in NAMED_AFTER_COLON.finditer(text)]
     pairs += [(path, name) for path, name in NAMED_AFTER_PATH.findall(text)
-              if path.endswith(".py") and name in package_names()]
+              if path.endswith(".py") and (name in package_names() or CODE_NAME.fullmatch(name))]
     return pairs
+
+
+@lru_cache(maxsize=None)
+def module_stems() -> dict:
+    """{file stem: the module's dotted name under sf_hydra} of the modules whose stem no other module has."""
+    stems = {}
+    for module in MODULES:
+        stem = module.rsplit("/", 1)[-1][:-len(".py")]
+        stems[stem] = None if stem in stems else module[:-len(".py")].split("/")
+    return {stem: parts for stem, parts in stems.items() if parts is not None and stem != "__init__"}
+
+
+@lru_cache(maxsize=None)
+def config_keys() -> frozenset:
+    """The config's top-level keys (the fields of the train and enjoy configs, conf/'s groups): `env.id` and
+    `pbt.workspace` are keys, not names in modules env.py and pbt.py."""
+    schema = _module_names(PACKAGE / "config" / "schema.py")
+    fields = {node.target.id for config in ("TrainConfig", "EnjoyConfig") for node in schema[config].body
+              if isinstance(node, ast.AnnAssign)}
+    return frozenset(fields | {p.name for p in (REPO / "conf").iterdir() if p.is_dir()})
+
+
+def short_dotted_resolves(name: str) -> Optional[bool]:
+    """Whether a dotted name written without the package (`checks.check_family`, `config.validation.validate`)
+    resolves, from the package or from the one module of that file stem; None where it is not checked: no module
+    of ours starts it, or it is a config key (`env.id`), a file's name (`config.yaml`) or a variable's attribute
+    (NOT_MODULES)."""
+    parts = name.split(".")
+    if parts[0] in config_keys() or parts[0] in NOT_MODULES or parts[-1] in FILE_SUFFIXES:
+        return None
+    bases = [["sf_hydra"]] if module_file(["sf_hydra", parts[0]]) is not None else []
+    if parts[0] in module_stems():
+        bases.append(["sf_hydra", *module_stems()[parts[0]][:-1]])
+    return any(resolves(".".join([*base, *parts])) for base in bases) if bases else None
 
 
 def moved_names(text: str) -> set:
@@ -243,6 +291,12 @@ def test_every_name_after_a_module_or_path_is_defined_there():
                     if not named_resolves(where, name)})
     assert not stale, "names the docs (and docstrings) place in a module that does not define them:\n" + \
         "\n".join(stale)
+
+
+def test_every_dotted_name_without_the_package_resolves():
+    stale = sorted({f"{file}: {name}" for file, text in texts().items() for name in SHORT_DOTTED.findall(text)
+                    if short_dotted_resolves(name) is False})
+    assert not stale, "names in the docs (and docstrings) that name no module or attribute:\n" + "\n".join(stale)
 
 
 def test_a_moved_name_is_gone_and_its_new_name_resolves():
@@ -283,11 +337,24 @@ def test_a_name_after_a_module_or_path_is_found_and_checked():
     """`module:name`, `path.py:name` and `path.py Name` are checked against what the module defines; a gym id after
     a module, a word of the prose after a path, are not names."""
     text = ("sf_hydra.app.hub:push_main, sf_hydra.app.hub:no_main; sf_hydra.envs.multi_agent.toy:MultiAgentToy-v0; "
-            "app/train.py:train; `sampler/messages.py` `Trajectories`, sampler/messages.py Game, enjoy.py Hydra")
+            "app/train.py:train; `sampler/messages.py` `Trajectories`, sampler/messages.py Game, enjoy.py Hydra, "
+            "core/door.py NoSuchDoor, core/door.py Note")
     assert names_after(text) == [("sf_hydra.app.hub", "push_main"), ("sf_hydra.app.hub", "no_main"),
                                  ("app/train.py", "train"), ("sampler/messages.py", "Trajectories"),
-                                 ("sampler/messages.py", "Game")]
+                                 ("sampler/messages.py", "Game"), ("core/door.py", "NoSuchDoor")]
     told = [(where, name) for where, name in names_after(text) if not named_resolves(where, name)]
-    assert told == [("sf_hydra.app.hub", "no_main")], told
+    assert told == [("sf_hydra.app.hub", "no_main"), ("core/door.py", "NoSuchDoor")], told
     assert not named_resolves("core/trajectory.py", "Trajectories")
     assert named_resolves("benchmarks/sf_reference_outputs.py", "RUN")  # a script's argument, outside src/
+
+
+def test_a_dotted_name_without_the_package_is_found_and_checked():
+    """Read from the package or from the module of that stem; a config key, a file, a variable's attribute let be."""
+    text = "`checks.check_family`, `config.validation.check_values()`, `games.Game`, `env.id`, `config.yaml`, checks.x"
+    assert SHORT_DOTTED.findall(text) == ["checks.check_family", "config.validation.check_values", "games.Game",
+                                          "env.id", "config.yaml"]
+    assert [short_dotted_resolves(name) for name in SHORT_DOTTED.findall(text)] == [True, True, False, None, None]
+    assert short_dotted_resolves("checks.no_such_check") is False  # a renamed function leaves this behind
+    assert short_dotted_resolves("policy.initial_state") is None and short_dotted_resolves("x.y") is None
+    assert short_dotted_resolves("door.plan_run") is False  # plan.py's, not door.py's
+    assert short_dotted_resolves("sampler.check_sampling_options") is True  # the package sampler, or sampler.py
