@@ -2,7 +2,8 @@
 short path such as `core/game_results.py`) says which module it is.
 
 The one exemption is the env families' slots: each family under src/sf_hydra/envs/<family>/ fills the same slots
-(`family.py`, its `schema.py`, `wrappers.py` beside the generic src/sf_hydra/envs/wrappers.py). A module of an env
+(`family.py`, its `schema.py`, `wrappers.py` beside the generic src/sf_hydra/envs/wrappers.py); every folder of
+envs/ counts as a family here (multi_agent/ included). A module of an env
 family is exempt when its file name is also used by another env family or by src/sf_hydra/envs/ itself; it is then
 that slot, and set aside. Every other module's file name (`__init__.py` aside) appears once under src/sf_hydra,
 the modules of src/sf_hydra/envs/ itself and the families' modules whose name no other family uses included: an
@@ -18,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "sf_hydra"
 
 
 def _in_a_family(path: PurePosixPath) -> bool:
-    """Whether a module (a path relative to src/sf_hydra) lies in an env family's folder, envs/<family>/."""
+    """Whether a module (a path relative to src/sf_hydra) lies in a folder of envs/ (an env family's)."""
     return len(path.parts) >= 3 and path.parts[0] == "envs"
 
 
