@@ -3,7 +3,7 @@
 `plan_run(cfg, env)` reads the config (after the validation stages passed) and the env's spaces
 and returns a frozen `RunPlan`. The sampler, its batches and the learner are built from the plan's
 typed pieces, never from the whole config: each consumer declares its own settings beside it
-(`sampler/settings.py`: `SamplerSettings`, `WorkerSettings`, `BatchSettings`; `learner/settings.py`:
+(`sampler/settings.py`: `SamplerSettings`, `WorkerSettings`, `BatchSettings`; `learner/learner_settings.py`:
 `LearnerSettings`; `models/recipe.py`: `ModelRecipe`), and each of the keys those pieces hold is read
 here, in one place. What a piece holds is what its consumer may depend on.
 
@@ -32,7 +32,7 @@ from sf_hydra.core.spaces import obs_shapes
 from sf_hydra.core.targets import build
 from sf_hydra.core.trajectory import TrajectorySpec, model_trajectory_spec
 from sf_hydra.envs import episode_stats, reward_shaping
-from sf_hydra.learner.settings import LearnerSettings, initial_hyperparams, shaping_hyperparams
+from sf_hydra.learner.learner_settings import LearnerSettings, initial_hyperparams, shaping_hyperparams
 from sf_hydra.models import build_model
 from sf_hydra.models.recipe import ModelRecipe, plain
 from sf_hydra.sampler.policy_mapping import env_policies

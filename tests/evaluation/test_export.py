@@ -113,8 +113,9 @@ def test_the_exported_file_acts_as_the_policy_on_1000_observations(tmp_path, nam
 def test_sf_export_writes_a_file_and_says_how_to_call_it(tmp_path):
     pytest.importorskip("onnxruntime", reason="format=onnx needs the export extra (onnxruntime)")
     train(make_cfg(tmp_path, "hardware.num_workers=1", "hardware.num_envs_per_worker=2", "train_for_env_steps=2000"))
-    out = subprocess.run([sys.executable, "-m", "sf_hydra.app.export", "experiment=test", f"train_dir={tmp_path}",
-                          "format=onnx"], capture_output=True, text=True, env=env_with_repo(), cwd=REPO, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "sf_hydra.app.export_command", "experiment=test",
+                          f"train_dir={tmp_path}", "format=onnx"],
+                         capture_output=True, text=True, env=env_with_repo(), cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     path = tmp_path / "test" / "export" / "policy_0.onnx"
     info = json.loads((path.parent / "policy_0.onnx.json").read_text())
@@ -159,7 +160,7 @@ def test_each_format_keeps_its_own_description_with_its_files_checksum(tmp_path)
     (["experiment=no_such_run", "format=torchscript"], "experiment='no_such_run'"),
 ])
 def test_bad_arguments_are_named_with_exit_status_2(tmp_path, args, key):
-    out = subprocess.run([sys.executable, "-m", "sf_hydra.app.export", *args, f"train_dir={tmp_path}"],
+    out = subprocess.run([sys.executable, "-m", "sf_hydra.app.export_command", *args, f"train_dir={tmp_path}"],
                          capture_output=True, text=True, env=env_with_repo(), cwd=REPO, timeout=120)
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"bad config: {key} is not allowed" in out.stderr, out.stderr[-2000:]

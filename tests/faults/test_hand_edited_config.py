@@ -48,7 +48,7 @@ def test_every_command_says_it_in_one_line_with_exit_2(trained, tmp_path, comman
         pytest.importorskip("huggingface_hub", reason="the hub extra (safetensors, huggingface_hub) is not installed")
     run = broken_copy(trained, tmp_path, BROKEN["not yaml"])
     argv = {"enjoy": [str(REPO_ROOT / "enjoy.py"), f"run_dir={run}", "episodes=1"],
-            "export": ["-m", "sf_hydra.app.export", f"run_dir={run}", "format=torchscript"],
+            "export": ["-m", "sf_hydra.app.export_command", f"run_dir={run}", "format=torchscript"],
             "push": ["-m", "sf_hydra.app.hub", "push", f"run_dir={run}", f"local_dir={tmp_path / 'repo'}"],
             "resume": [str(REPO_ROOT / "train.py"), f"train_dir={run.parent}", "experiment=test", *FAST_OVERRIDES,
                        "train_for_env_steps=6000"]}[command]

@@ -78,7 +78,7 @@ def test_an_export_killed_while_writing_leaves_the_previous_export_and_its_descr
     before = description_path(path).read_bytes()
     marker = tmp_path / "paused"
     code = (f"import sys; from {PAUSE} import pause; pause({point!r}, {target!r}, {str(marker)!r}); "
-            "from sf_hydra.app.export import main; sys.exit(main(sys.argv[1:]))")
+            "from sf_hydra.app.export_command import main; sys.exit(main(sys.argv[1:]))")
     held = _kill_at([sys.executable, "-c", code, f"train_dir={train_dir}", "experiment=test", "format=torchscript",
                      f"out={path}"], marker)
     assert held == point
@@ -98,7 +98,7 @@ def test_an_export_killed_between_its_two_renames_leaves_whole_files_its_checksu
     path, sha = previous_export
     marker = tmp_path / "paused"
     code = (f"import sys; from {PAUSE} import pause; pause('renamed', 'policy_0.pt', {str(marker)!r}); "
-            "from sf_hydra.app.export import main; sys.exit(main(sys.argv[1:]))")
+            "from sf_hydra.app.export_command import main; sys.exit(main(sys.argv[1:]))")
     _kill_at([sys.executable, "-c", code, f"train_dir={train_dir}", "experiment=test", "format=torchscript",
               f"out={path}"], marker)
     torch.jit.load(str(path))  # the new file, whole

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sf_hydra.core.games import Game
+from sf_hydra.core.game_results import Game
 from sf_hydra.learner.league import League, priority, win_rate
 
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sf_hydra.core.games import Game
+from sf_hydra.core.game_results import Game
 from sf_hydra.learner.league import priority, win_rate
 from sf_hydra.learner.opponent_pool import OpponentPool
 from sf_hydra.sampler.env_info import describe_env

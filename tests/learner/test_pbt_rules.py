@@ -168,8 +168,8 @@ def test_weights_digest_tells_equal_weights_from_different_ones():
 
 
 def test_reward_shaping_weights_are_hyperparameters_and_gamma_only_on_request():
+    from sf_hydra.learner.learner_settings import shaping_difference, shaping_hyperparams
     from sf_hydra.learner.pbt_rules import mutable_names
-    from sf_hydra.learner.settings import shaping_difference, shaping_hyperparams
 
     shaping = {"FRAGCOUNT": (1.0, -1.5), "HEALTH": (0.005, -0.003)}
     hyper = {"learning_rate": 1e-4, "gamma": 0.99, **shaping_hyperparams(shaping)}
@@ -191,7 +191,7 @@ class FakeLearner:
 
         self.algo = AlgoConfig()
         self.num_policies, self.reward_shaping, self.env_steps = n, {}, 0
-        from sf_hydra.learner.settings import initial_hyperparams
+        from sf_hydra.learner.learner_settings import initial_hyperparams
 
         self.hyperparams = [initial_hyperparams(self.algo) for _ in range(n)]
         self.objectives = dict(objectives)

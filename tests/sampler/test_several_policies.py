@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.core.games import pool_outcome
+from sf_hydra.core.game_results import pool_outcome
 from tests.helpers.plans import plan_for, sampler_for
 
 TAGGED = "model._target_=tests.helpers.recording_models.TaggedActorCritic"

@@ -25,7 +25,7 @@ import yaml
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from sf_hydra.app import export
+from sf_hydra.app import export_command
 from sf_hydra.app.checks import check_command_line
 from sf_hydra.app.enjoy import enjoy
 from sf_hydra.app.train import train
@@ -166,7 +166,7 @@ def test_a_hostile_saved_config_is_refused_everywhere_before_any_call(trained, t
     refuses(lambda: enjoy(enjoy_cfg(train_dir)), key)
     caplog.clear()
     with caplog.at_level(logging.ERROR, logger="sf_hydra"):
-        assert export.main([f"run_dir={run}", "format=torchscript"]) == 2
+        assert export_command.main([f"run_dir={run}", "format=torchscript"]) == 2
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
         m for m in [r.getMessage() for r in caplog.records] if m.startswith(f"bad config: {key}=")]
     assert len(caplog.records) >= 1
@@ -255,7 +255,7 @@ def test_the_commands_refuse_in_one_line_with_exit_2(trained, tmp_path, command)
     """As a user runs them: exit status 2, one `bad config:` line naming the key, no traceback, no marker."""
     train_dir, run, marker = hostile_copy(trained, tmp_path, CASES[0][2])
     argv = {"enjoy": [str(REPO_ROOT / "enjoy.py"), f"train_dir={train_dir}", "experiment=test", "episodes=1"],
-            "export": ["-m", "sf_hydra.app.export", f"run_dir={run}", "format=torchscript"],
+            "export": ["-m", "sf_hydra.app.export_command", f"run_dir={run}", "format=torchscript"],
             "resume": [str(REPO_ROOT / "train.py"), f"train_dir={train_dir}", "experiment=test", *FAST_OVERRIDES,
                        "train_for_env_steps=6000"]}[command]
     done = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,

@@ -48,7 +48,7 @@ TRUSTED = Key("trusted_targets", None, "code a run from elsewhere may name beyon
                                        "[mylab.envs,mylab.models.MyNet] (docs/guides/security.md)")
 
 COMMANDS: Dict[str, Command] = {c.prog: c for c in (
-    Command("sf-export", "sf_hydra.app.export",
+    Command("sf-export", "sf_hydra.app.export_command",
             "A trained policy as one file for another runtime (ONNX or TorchScript), with a description beside it "
             "that says how to call it.",
             (RUN, RUN_DIR, TRAIN_DIR, Key("format", None, "onnx (the export extra) or torchscript"), POLICY,

@@ -1,6 +1,6 @@
 """Who beats whom in self-play: a rating of every player and the odds of drawing each snapshot.
 
-From the games the workers report (sf_hydra/core/games.py), the league keeps
+From the games the workers report (sf_hydra/core/game_results.py), the league keeps
 
 - a rating of every player, trained policies and snapshots alike, by openskill's Plackett-Luce
   model (Weng & Lin 2011; a Bayesian rating with a mean `mu` and an uncertainty `sigma`; games of
@@ -27,7 +27,7 @@ from typing import Deque, Dict, List, Optional, Sequence
 
 from openskill.models import PlackettLuce
 
-from sf_hydra.core.games import Game, best_by_player, result, snapshot, trained
+from sf_hydra.core.game_results import Game, best_by_player, result, snapshot, trained
 from sf_hydra.core.metric_names import DRAW, LOSS, WIN
 
 SCORE = {WIN: 1.0, DRAW: 0.5, LOSS: 0.0}

@@ -31,7 +31,7 @@ import torch
 from sf_hydra.config.schema import SelfPlayConfig, typed_group
 from sf_hydra.core.door import door_of
 from sf_hydra.core.files import write_atomically
-from sf_hydra.core.games import snapshot
+from sf_hydra.core.game_results import snapshot
 from sf_hydra.learner.callbacks import send_scalars
 from sf_hydra.learner.league import League
 

@@ -24,7 +24,7 @@ at a policy without one, or with no other member to compare with, is skipped: ea
     which the rollout workers apply per policy.
 
 The population is the run's own `algo.num_policies` policies, or, with `pbt.workspace`, one
-member per run: runs exchange objectives and checkpoints through that folder (workspace.py).
+member per run: runs exchange objectives and checkpoints through that folder (pbt_workspace.py).
 Every decision is appended to `<run_dir>/pbt/events.jsonl`; each policy's hyperparameters
 after it to `<run_dir>/pbt/hyperparams_<k>.jsonl`.
 """
@@ -42,6 +42,7 @@ import lightning as L
 
 from sf_hydra.core.door import door_of
 from sf_hydra.core.metric_names import is_eval_metric
+from sf_hydra.learner.learner_settings import initial_hyperparams, shaping_difference, shaping_hyperparams
 from sf_hydra.learner.pbt_rules import (
     Decision,
     append_jsonl,
@@ -53,7 +54,6 @@ from sf_hydra.learner.pbt_rules import (
     weights_digest,
 )
 from sf_hydra.learner.pbt_workspace import Workspace
-from sf_hydra.learner.settings import initial_hyperparams, shaping_difference, shaping_hyperparams
 
 log = logging.getLogger("sf_hydra")
 

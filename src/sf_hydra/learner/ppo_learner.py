@@ -21,6 +21,7 @@ from sf_hydra.core.faults import NonFiniteTraining
 from sf_hydra.core.trajectory import ACTION_DIST_PARAMS, TrajectorySpec, obs_fields_of
 from sf_hydra.learner import ddp
 from sf_hydra.learner.advantages import gae
+from sf_hydra.learner.learner_settings import LearnerSettings
 from sf_hydra.learner.losses import (
     approx_kl,
     entropy_loss,
@@ -32,7 +33,6 @@ from sf_hydra.learner.losses import (
 )
 from sf_hydra.learner.optimizers import PolicyOptimizers, adapt_lr, decay_lr, set_kernel_flags
 from sf_hydra.learner.profile import RunProfile
-from sf_hydra.learner.settings import LearnerSettings
 from sf_hydra.learner.statistics import LearnerStatistics, PolicyStats
 from sf_hydra.learner.vtrace import vtrace
 

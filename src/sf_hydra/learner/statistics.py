@@ -9,7 +9,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from sf_hydra.core.games import pool_outcome
+from sf_hydra.core.game_results import pool_outcome
 from sf_hydra.core.metric_names import DRAW, LOSS, TRUE_OBJECTIVE, WIN, outcome_rate
 from sf_hydra.learner import ddp
 
@@ -110,7 +110,7 @@ class LearnerStatistics:
         self.episode_lengths: deque = deque(maxlen=stats_avg)
         self.episodes_total = 0
         self.dropped_total = 0  # trajectories older than max_policy_lag, this session
-        # Multi-agent games of two or more players (sf_hydra/core/games.py), the newest last: the league
+        # Multi-agent games of two or more players (sf_hydra/core/game_results.py), the newest last: the league
         # (learner/league.py) takes them as they come; the oldest go first if nothing takes them.
         self.games: deque = deque(maxlen=10_000)
         self.last_metrics: Dict[str, float] = {}  # the run's own (not per policy)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional
 
-from sf_hydra.core.games import Game
+from sf_hydra.core.game_results import Game
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Episode(NamedTuple):
 class Trajectories:
     """Slots the worker filled, the episodes that ended meanwhile, frames simulated, the
     seconds the rollout spent on inference, env steps, waiting for free slots and
-    bookkeeping, the games of two or more players that ended (sf_hydra/core/games.py Game,
+    bookkeeping, the games of two or more players that ended (sf_hydra/core/game_results.py Game,
     sampler/policy_mapping.py), the non-finite env values replaced by 0 (env.nonfinite=replace) and
     the envs re-created after a crash or a hang (hardware.max_env_restarts)."""
 

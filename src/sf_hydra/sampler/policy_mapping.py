@@ -23,7 +23,7 @@ Policies therefore change only at episode ends, right after a done. The rules:
   for all seats of the env.
 
 A game whose seats all ended their episode, played by at least two distinct players (trained
-policies or snapshots), is reported whole (sf_hydra/core/games.py Game): the learner derives each
+policies or snapshots), is reported whole (sf_hydra/core/game_results.py Game): the learner derives each
 trained policy's outcome against the pool from it and rates every player.
 """
 
@@ -33,7 +33,7 @@ from typing import List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from sf_hydra.core.games import Game
+from sf_hydra.core.game_results import Game
 
 
 class PoolView(Protocol):
