@@ -218,17 +218,16 @@ class LearnerStatistics:
         """`last_metrics` of a batch's run figures (`record`'s): the wait for data and the rollout workers'
         shares of their time; with `counters`, the run's counters of skipped updates, env faults and dropped
         trajectories too."""
-        metrics = {}
+        self.last_metrics = {"learner/wait_for_data_sec": float(run["wait_seconds"]),
+                             **worker_shares(run["worker_seconds"])}
         if counters:
-            metrics = {
+            self.last_metrics.update({
                 "learner/nonfinite_updates_skipped": float(self.nonfinite_skipped),
                 "env/nonfinite_values": float(self.nonfinite_env_values),
                 "env/restarts": float(self.env_restarts),
                 "learner/dropped_trajectories": float(run["dropped_trajectories"]),
                 "learner/dropped_trajectories_total": float(self.dropped_total),
-            }
-        self.last_metrics = {**metrics, "learner/wait_for_data_sec": float(run["wait_seconds"]),
-                             **worker_shares(run["worker_seconds"])}
+            })
 
     def avg_return(self):
         return float(np.mean(self.episode_returns)) if self.episode_returns else None
@@ -263,7 +262,7 @@ class LearnerStatistics:
                 "episodes_total": self.episodes_total, "policies": [s.state() for s in self.stats]}
 
     def restore(self, state: dict) -> None:
-        """The statistics of a checkpoint's `sf_hydra` part (`statistics_state`, or an older one's)."""
+        """The statistics of a checkpoint's `sf_hydra` part (`state`, or an older one's)."""
         self.env_steps, self.train_seconds = state["env_steps"], state["train_seconds"]
         self.episodes_total = state["episodes_total"]
         self.episode_returns.extend(state["episode_returns"])
