@@ -46,7 +46,7 @@ class WriteRankMetrics(L.Callback):
         self.steps: list = []
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.steps.append({**pl_module.stats[0].metrics, **pl_module.last_metrics})
+        self.steps.append({**pl_module.stats[0].metrics, **pl_module.statistics.last_metrics})
 
     def on_train_end(self, trainer, pl_module):
         self.directory.mkdir(parents=True, exist_ok=True)

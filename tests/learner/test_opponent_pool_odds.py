@@ -51,7 +51,7 @@ def test_a_new_snapshot_joins_with_the_leagues_odds_for_an_unplayed_snapshot(tmp
     first = pool.snapshot(trainer, learner, 0)
     assert slot_odds(sampler, first) == pytest.approx([unplayed])
     for _ in range(20):  # policy 0 (id 0) beats snapshot 1 (pool slot `first`: id 1 + first)
-        learner.games.append(Game((0, 1 + first), (0, 1), (5.0, 0.0)))
+        learner.statistics.games.append(Game((0, 1 + first), (0, 1), (5.0, 0.0)))
     pool._rate(trainer, learner)
     beaten = slot_odds(sampler, first)[0]
     assert beaten < unplayed
@@ -65,7 +65,7 @@ def test_restored_snapshots_take_their_saved_odds(tmp_cfg, tmp_path):
     pool, trainer, learner, sampler = pool_run(tmp_cfg, tmp_path, "hard")
     slot = pool.snapshot(trainer, learner, 0)
     for _ in range(20):
-        learner.games.append(Game((0, 1 + slot), (0, 1), (5.0, 0.0)))
+        learner.statistics.games.append(Game((0, 1 + slot), (0, 1), (5.0, 0.0)))
     pool._rate(trainer, learner)
     pool._save_ratings()
     saved = slot_odds(sampler, slot)

@@ -1,6 +1,6 @@
 """With several policies a batch may hold another policy's transitions (a row's policy changes at an
 episode's end, so one trajectory can hold both). A policy trains on its own transitions only: the chunks
-that hold none of them are left out before the minibatches (PPOLearner._minibatch_bounds), so no forward
+that hold none of them are left out before the minibatches (learner/minibatches.py minibatch_bounds), so no forward
 or backward pass is spent on them; an epoch keeps the whole batch's count of minibatches; the update is
 the one the masked rows gave."""
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from sf_hydra.learner.minibatches import minibatch_bounds
 from tests.helpers.plans import learner_for, random_cartpole_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -34,6 +35,11 @@ def _learner(tmp_cfg, *overrides: str):
     trainer.strategy.optimizers = learner.configure_optimizers()
     learner.on_train_start()
     return learner
+
+
+def chunks_per_minibatch(learner) -> int:
+    """A minibatch's recurrence chunks, as the learner lays its epochs out."""
+    return learner.algo.batch_size // learner.recurrence
 
 
 def _batch(learner) -> dict:
@@ -88,7 +94,7 @@ def test_the_update_is_the_masked_update(tmp_cfg):
         advantages, targets, old_values = learner._advantages_and_targets(learner.model, batch, valid, 0.99)
         data = learner._chunks(batch, advantages, targets, old_values, valid)
         n = data["actions"].shape[0]
-        data, bounds = learner._minibatch_bounds(data) if drop else (data, [0, n])
+        data, bounds = minibatch_bounds(data, chunks_per_minibatch(learner)) if drop else (data, [0, n])
         assert ("valids" in data) is not drop
         learner._train_epochs(learner.model, learner.optimizer_of(0), learner.stats[0], data, learner.hyperparams[0],
                               bounds)
@@ -102,19 +108,20 @@ def test_the_update_is_the_masked_update(tmp_cfg):
 
 def test_minibatch_bounds(tmp_cfg):
     learner = _learner(tmp_cfg, "algo.batch_size=16")  # 16 chunks of one transition a minibatch
+    per = chunks_per_minibatch(learner)
     mine = torch.ones(64, 1)
-    data, bounds = learner._minibatch_bounds({"actions": torch.zeros(64, 1)})
+    data, bounds = minibatch_bounds({"actions": torch.zeros(64, 1)}, per)
     assert bounds == [0, 16, 32, 48, 64] and data["actions"].shape[0] == 64  # one policy's batch: as it was
-    data, bounds = learner._minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine})
+    data, bounds = minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine}, per)
     assert bounds == [0, 16, 32, 48, 64] and "valids" not in data  # all its own: the plain slices
     mine[::4] = 0
-    data, bounds = learner._minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine})
+    data, bounds = minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine}, per)
     assert bounds == [0, 12, 24, 36, 48] and "valids" not in data  # 4 minibatches of its 48
     assert data["actions"][:4, 0].tolist() == [1.0, 2.0, 3.0, 5.0]
     mine[:61] = 0
-    data, bounds = learner._minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine})
+    data, bounds = minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine}, per)
     assert bounds == [0, 1, 2, 3] and data["actions"][:, 0].tolist() == [61.0, 62.0, 63.0]
-    data, bounds = learner._minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine * 0})
+    data, bounds = minibatch_bounds({"actions": torch.arange(64.0)[:, None], "valids": mine * 0}, per)
     assert bounds == [0] and data["actions"].shape[0] == 0
 
 
@@ -122,10 +129,11 @@ def test_recurrent_chunks_keep_their_mask(tmp_cfg):
     """Chunks of 4 steps (an RNN's recurrence): a chunk with any of its own steps stays whole, masked."""
     learner = _learner(tmp_cfg, "algo.batch_size=32", "model.use_rnn=true", "algo.recurrence=4")
     assert learner.recurrence == 4
+    per = chunks_per_minibatch(learner)
     valids = torch.ones(16, 4)
     valids[3] = 0  # another's wholly
     valids[5, :2] = 0  # a policy switch inside the chunk
-    data, bounds = learner._minibatch_bounds({"actions": torch.arange(16.0)[:, None].expand(16, 4), "valids": valids})
+    data, bounds = minibatch_bounds({"actions": torch.arange(16.0)[:, None].expand(16, 4), "valids": valids}, per)
     assert data["actions"].shape[0] == 15 and 3.0 not in data["actions"][:, 0].tolist()
     assert data["valids"][4].tolist() == [0.0, 0.0, 1.0, 1.0]  # chunk 5, now the fifth
     assert bounds == [0, 7, 15]  # 2 minibatches of 8 chunks for the whole batch: its 15 spread over them
@@ -137,14 +145,15 @@ def test_a_longer_batch_gets_a_full_batchs_minibatches(tmp_cfg):
     batch's count of minibatches (what one policy's batches get), spread over its own transitions, not the
     count its whole length would give."""
     learner = _learner(tmp_cfg, "algo.batch_size=16")  # num_batches_per_epoch 2: a full batch is 32 chunks
+    per = chunks_per_minibatch(learner)
     mine = torch.ones(40, 1)
     mine[::7] = 0  # 6 of another policy's: 34 of its own
     data = {"actions": torch.arange(40.0)[:, None], "valids": mine}
-    data, bounds = learner._minibatch_bounds(data, full_chunks=32)
+    data, bounds = minibatch_bounds(data, per, full_chunks=32)
     assert bounds == [0, 17, 34] and "valids" not in data
-    data, bounds = learner._minibatch_bounds({"actions": torch.arange(40.0)[:, None], "valids": mine})
+    data, bounds = minibatch_bounds({"actions": torch.arange(40.0)[:, None], "valids": mine}, per)
     assert bounds == [0, 11, 22, 34]  # without full_chunks: the 3 minibatches 40 chunks give
-    data, bounds = learner._minibatch_bounds({"actions": torch.zeros(36, 1)}, full_chunks=32)
+    data, bounds = minibatch_bounds({"actions": torch.zeros(36, 1)}, per, full_chunks=32)
     assert bounds == [0, 18, 36]  # all its own (no valids), yet longer than a full batch: 2 minibatches
-    data, bounds = learner._minibatch_bounds({"actions": torch.zeros(32, 1)}, full_chunks=32)
+    data, bounds = minibatch_bounds({"actions": torch.zeros(32, 1)}, per, full_chunks=32)
     assert bounds == [0, 16, 32]  # a full batch: the plain slices

@@ -38,11 +38,10 @@ class RecordingDoor:
 
 def population(tmp_cfg, tmp_path, returns):
     """The real learner of RULES' three CartPole policies, each with one episode of the given true
-    return (None: none yet), its optimizers without a Trainer; the PBT callback started on it."""
+    return (None: none yet), its optimizers built without a Trainer; the PBT callback started on it."""
     cfg = tmp_cfg(*RULES)
     learner = learner_for(cfg, OBS, gym.spaces.Discrete(2))
-    optimizers = learner.configure_optimizers()
-    learner.optimizer_of = lambda k: SimpleNamespace(optimizer=optimizers[k])
+    learner.configure_optimizers()
     for k, ret in enumerate(returns):
         if ret is not None:
             finish_episode(learner, k, ret)
@@ -53,7 +52,7 @@ def population(tmp_cfg, tmp_path, returns):
 
 
 def finish_episode(learner, k, ret):
-    """Policy k's learner window gets one episode of return `ret`, as PPOLearner._record_meta adds it."""
+    """Policy k's learner window gets one episode of return `ret`, as LearnerStatistics.record adds it."""
     stats = learner.stats[k]
     stats.episode_returns.append(ret)
     stats.true_returns.append(ret)
@@ -71,7 +70,7 @@ def test_a_replaced_policy_is_left_out_of_the_ranking_and_its_own_look_is_skippe
     itself is skipped, in events.jsonl and the log; once it finished an episode it is ranked again."""
     learner, trainer, pbt = population(tmp_cfg, tmp_path, [100.0, 50.0, 1.0])
     pbt._look_at(trainer, learner, 2, 1000)
-    assert learner.objective(2, "true_objective") is None  # the replaced policy's windows start empty
+    assert learner.statistics.objective(2, "true_objective") is None  # the replaced policy's windows start empty
     caplog.set_level(logging.INFO, logger="sf_hydra")
     pbt._look_at(trainer, learner, 1, 1000)
     pbt._look_at(trainer, learner, 2, 2000)

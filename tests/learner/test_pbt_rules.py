@@ -183,14 +183,18 @@ def test_reward_shaping_weights_are_hyperparameters_and_gamma_only_on_request():
 
 
 class FakeLearner:
-    """What learner/pbt.py reads of PPOLearner: hyperparameters, objectives, copies (a copy gives
-    the target a new version, as PPOLearner.load_policy_state does)."""
+    """What learner/pbt.py reads of PPOLearner: hyperparameters, objectives (its `statistics`), new
+    hyperparameters and copies (its `optimization`; a copy gives the target a new version, as
+    PolicyOptimizers.load_policy_state does)."""
 
     def __init__(self, n, objectives):
         from sf_hydra.config.schema import AlgoConfig
 
         self.algo = AlgoConfig()
-        self.num_policies, self.reward_shaping, self.env_steps = n, {}, 0
+        self.num_policies, self.env_steps = n, 0
+        self.statistics = SimpleNamespace(objective=self.objective)
+        self.optimization = SimpleNamespace(reward_shaping={}, set_hyperparams=self.set_hyperparams,
+                                            copy_policy=self.copy_policy)
         from sf_hydra.learner.learner_settings import initial_hyperparams
 
         self.hyperparams = [initial_hyperparams(self.algo) for _ in range(n)]

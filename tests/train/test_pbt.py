@@ -178,9 +178,8 @@ def test_a_replaced_policy_acts_with_the_donors_weights_from_the_next_rollout(tm
     info = describe_env(cfg.env, seed=cfg.seed)
     plan = plan_for(cfg, info.observation_space, info.action_space, info.num_agents)
     learner = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
-    optimizers = learner.configure_optimizers()
-    learner.optimizer_of = lambda k: SimpleNamespace(optimizer=optimizers[k])  # no Trainer: its optimizers
-    learner.objective = lambda k, name: {0: 100.0, 1: 1.0}[k]  # policy 1 far behind: replaced by policy 0
+    learner.configure_optimizers()  # no Trainer: the optimizers PBT changes
+    learner.statistics.objective = lambda k, name: {0: 100.0, 1: 1.0}[k]  # policy 1 far behind: replaced by policy 0
     for k, model in enumerate(learner.policies):
         model.tag.fill_(k)
     data = SamplerDataModule(sampler_for(cfg, plan), plan.batches)
@@ -242,9 +241,8 @@ def batches_around_a_replacement(cfg, run_dir, stop):
     info = describe_env(cfg.env, seed=cfg.seed)
     plan = plan_for(cfg, info.observation_space, info.action_space, info.num_agents)
     learner = PPOLearner(plan.initial_policies, plan.learner, plan.spec)
-    optimizers = learner.configure_optimizers()
-    learner.optimizer_of = lambda k: SimpleNamespace(optimizer=optimizers[k])  # no Trainer: its optimizers
-    learner.objective = lambda k, name: {0: 100.0, 1: 1.0}[k]  # policy 1 far behind: replaced by policy 0
+    learner.configure_optimizers()  # no Trainer: the optimizers PBT changes
+    learner.statistics.objective = lambda k, name: {0: 100.0, 1: 1.0}[k]  # policy 1 far behind: replaced by policy 0
     for k, model in enumerate(learner.policies):
         model.tag.fill_(k)
     data = SamplerDataModule(sampler_for(cfg, plan), plan.batches)

@@ -105,12 +105,13 @@ class StopConditions(L.Callback):
             signals.admit()
             self._admitted = True
         now = time.monotonic()
-        pl_module.train_seconds += now - self._last
+        statistics = pl_module.statistics
+        statistics.train_seconds += now - self._last
         self._last = now
         reason = self._pending or self._budget_spent(pl_module)
         if ddp.world_size() > 1:  # every rank stops after the same step; the run's training time is rank 0's
-            everyone = ddp.gather((reason, pl_module.train_seconds))
-            reason, pl_module.train_seconds = ddp.first_reason([r for r, _ in everyone]), everyone[0][1]
+            everyone = ddp.gather((reason, statistics.train_seconds))
+            reason, statistics.train_seconds = ddp.first_reason([r for r, _ in everyone]), everyone[0][1]
         if reason is not None:
             self._request(trainer, reason)
 
@@ -248,7 +249,7 @@ class Summaries(L.Callback):
         if trainer.logger is None:
             return
         step = m.env_steps // self.frames_per_step
-        scalars = dict(m.last_metrics)
+        scalars = dict(m.statistics.last_metrics)
         for k, stats in enumerate(m.stats):  # one policy: its tags unprefixed; several: policy_<k>/...
             prefix = "" if len(m.stats) == 1 else f"policy_{k}/"
             per_policy = {**stats.metrics, **stats.outcome_rates()}
@@ -263,10 +264,10 @@ class Summaries(L.Callback):
         scalars["perf/fps"] = self.fps()
         scalars["perf/env_steps"] = float(m.env_steps)
         scalars["perf/train_seconds"] = m.train_seconds
-        if m.episode_returns:
+        if m.statistics.episode_returns:
             scalars["episode/return"] = m.avg_return()
             scalars["episode/length"] = m.avg_length()
-        for agent, stats in m.avg_agent_stats().items():  # multi-agent envs: each agent besides the pool
+        for agent, stats in m.statistics.avg_agent_stats().items():  # multi-agent envs: each agent besides the pool
             scalars[f"episode/agent_{agent}/return"] = stats["return"]
             scalars[f"episode/agent_{agent}/length"] = stats["length"]
         send_scalars(trainer.loggers, scalars, step, self.flush_interval)

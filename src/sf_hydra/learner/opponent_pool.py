@@ -109,7 +109,7 @@ class OpponentPool(L.Callback):
             if steps >= self.next_at[k]:
                 self.snapshot(trainer, pl_module, k)
                 self.next_at[k] = steps + self.every
-        if self.league is not None and pl_module.games:
+        if self.league is not None and pl_module.statistics.games:
             self._rate(trainer, pl_module)
 
     def on_train_end(self, trainer, pl_module):
@@ -119,8 +119,8 @@ class OpponentPool(L.Callback):
 
     def _rate(self, trainer, pl_module) -> None:
         """Rates the games reported since the last batch; sets the opponent odds; writes now and then."""
-        while pl_module.games:
-            self.league.add(pl_module.games.popleft())
+        while pl_module.statistics.games:
+            self.league.add(pl_module.statistics.games.popleft())
         self._unwritten = True
         if self.sampling != "uniform":
             door = door_of(trainer)

@@ -1,52 +1,62 @@
-"""Each policy's optimizer and hyperparameters: building the optimizers (fused Adam where it is the same
-update), the learning-rate schedules, and the API population-based training calls (learner/pbt.py): a
-policy's objective, new hyperparameters, another policy's weights and optimizer state."""
+"""Each policy's optimizer and hyperparameters (PolicyOptimizers, an object the PPO learner holds): building
+the optimizers (fused Adam where it is the same update), the learning-rate schedules, and the API
+population-based training calls (learner/pbt.py): new hyperparameters, another policy's weights and optimizer
+state."""
 
 from __future__ import annotations
 
 import copy
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import torch
 
-from sf_hydra.core.metric_names import TRUE_OBJECTIVE
+from sf_hydra.learner.learner_settings import LearnerSettings
+from sf_hydra.learner.statistics import PolicyStats
 
 
 class PolicyOptimizers:
-    """A part of PPOLearner: one optimizer per policy (`configure_optimizers`) and what PBT changes in them. It
-    reads `self.settings`, `self.algo`, `self.policies`, `self.stats` and `self.hyperparams`."""
+    """Each policy's optimizer and hyperparameters, an object the PPO learner holds: it builds the optimizers
+    (`build`, the learner's configure_optimizers) and is what PBT changes (learner/pbt.py). It reads the
+    settings; it writes the policies' models and each policy's statistics (its version, its episode windows)
+    only when a policy takes other weights (`load_policy_state`)."""
 
-    def configure_optimizers(self):
+    def __init__(self, policies: torch.nn.ModuleList, settings: LearnerSettings, stats: Sequence[PolicyStats]):
+        """policies: the learner's models; stats: each policy's statistics (learner/statistics.py)."""
+        self.policies, self.settings, self.stats = policies, settings, stats
+        # Each policy's own hyperparameters (config/choices.py PBT_HYPERPARAMS): the algo.* values,
+        # changed only by population-based training; the optimizers' groups follow them.
+        # With PBT, the env's reward-shaping weights are per-policy hyperparameters too.
+        self.reward_shaping = dict(settings.reward_shaping)
+        self.hyperparams = [dict(h) for h in settings.hyperparams]
+        self.optimizers: List[torch.optim.Optimizer] = []  # `build`'s, one per policy
+        self.kernel_flags: List[List[Dict[str, object]]] = []  # each optimizer's implementation, as built
+
+    def build(self) -> List[torch.optim.Optimizer]:
         """`algo.optimizer` (a `_partial_` node, default Adam) called with each policy's parameters, then
         set from the policy's hyperparameters: algo.learning_rate and algo.adam_* (or PBT's values for it)
         are the one source of the groups' lr, betas and eps, whatever the node passes its class (a rule
         refuses a node value that differs, config/validation.py)."""
-        optimizers = [fused_if_default(self.settings.optimizer(m.parameters())) for m in self.policies]
-        for opt, hyper in zip(optimizers, self.hyperparams):
+        self.optimizers = [fused_if_default(self.settings.optimizer(m.parameters())) for m in self.policies]
+        for opt, hyper in zip(self.optimizers, self.hyperparams):
             apply_to_optimizer(opt, hyper)
-        self.kernel_flags = [kernel_flags(opt) for opt in optimizers]  # on_train_start keeps them over a resume
-        return optimizers
+        self.kernel_flags = [kernel_flags(opt) for opt in self.optimizers]
+        return self.optimizers
 
-    def optimizer_of(self, policy: int):
-        opts = self.optimizers()
-        return opts[policy] if isinstance(opts, (list, tuple)) else opts
-
-    def objective(self, policy: int, name: str):
-        """Policy `policy`'s average of `name` over its last episodes: for `true_objective`,
-        PolicyStats.true_objective (the env's own, else the unshaped return), else a statistic the
-        env reports; None before any episode."""
-        stats = self.stats[policy]
-        return stats.true_objective() if name == TRUE_OBJECTIVE else stats.avg_extra().get(name)
+    def keep_kernels(self) -> None:
+        """Each optimizer's implementation flags back to `build`'s (a resumed checkpoint's optimizer state,
+        restored by now, may name other kernels)."""
+        for opt, flags in zip(self.optimizers, self.kernel_flags):
+            set_kernel_flags(opt, flags)
 
     def set_hyperparams(self, policy: int, hyper: Dict[str, float]) -> None:
         self.hyperparams[policy] = dict(hyper)
-        apply_to_optimizer(self.optimizer_of(policy).optimizer, hyper)
+        apply_to_optimizer(self.optimizers[policy], hyper)
 
     def copy_policy(self, src: int, dst: int) -> None:
         """Policy `dst` becomes a copy of `src`: weights and normalizers, optimizer state and
         hyperparameters; its own counters stay, its version goes up by one (load_policy_state), its
         episode windows start empty."""
-        self.load_policy_state(dst, self.policies[src].state_dict(), self.optimizer_of(src).optimizer.state_dict(),
+        self.load_policy_state(dst, self.policies[src].state_dict(), self.optimizers[src].state_dict(),
                                self.hyperparams[src])
 
     def load_policy_state(self, dst: int, weights: dict, optimizer_state: dict, hyper: Dict[str, float]) -> None:
@@ -57,11 +67,21 @@ class PolicyOptimizers:
         fails part-way may have changed some weights: the version goes up all the same."""
         try:
             self.policies[dst].load_state_dict(weights)
-            load_optimizer_state(self.optimizer_of(dst).optimizer, copy.deepcopy(optimizer_state))
+            load_optimizer_state(self.optimizers[dst], copy.deepcopy(optimizer_state))
             self.set_hyperparams(dst, hyper)
             self.stats[dst].forget_episodes()
         finally:
             self.stats[dst].version += 1
+
+    def state(self) -> List[Dict[str, float]]:
+        """What a checkpoint keeps (its `sf_hydra` part's `hyperparams`)."""
+        return [dict(h) for h in self.hyperparams]
+
+    def restore(self, saved: Sequence[Dict[str, float]]) -> None:
+        """A checkpoint's hyperparameters (`state`; none in one saved before PBT); the optimizers' own state,
+        which Lightning restores, holds the values that live in their groups."""
+        for hyper, values in zip(self.hyperparams, saved):
+            hyper.update(values)
 
 
 def adapt_lr(opt, kl: float, algo) -> None:

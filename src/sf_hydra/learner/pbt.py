@@ -109,8 +109,8 @@ class PopulationBasedTraining(L.Callback):
     # -- the rule -----------------------------------------------------------------------------
     def _send_shaping(self, trainer, m, k: int) -> None:
         """Policy k's reward-shaping weights reach the rollout workers (the rows it acts in)."""
-        if m.reward_shaping:
-            door_of(trainer).set_reward_shaping(k, shaping_difference(m.hyperparams[k], m.reward_shaping))
+        if m.optimization.reward_shaping:
+            door_of(trainer).set_reward_shaping(k, shaping_difference(m.hyperparams[k], m.optimization.reward_shaping))
 
     def _boundary_after(self, steps: int) -> int:
         period = self.pbt.period_env_steps
@@ -127,9 +127,10 @@ class PopulationBasedTraining(L.Callback):
     def _perturb(self, m, k: int, base, keep=()) -> None:
         """Policy k's hyperparameters become `base` perturbed (pbt_rules.mutated; the defaults are the
         algo.* values and the env's declared shaping weights), the names in `keep` left as they are."""
-        defaults = {**initial_hyperparams(m.algo), **shaping_hyperparams(m.reward_shaping)}
-        m.set_hyperparams(k, mutated(base, mutable_names(self.pbt, base, keep), self.rng, self.pbt.mutation_rate,
-                                     self.pbt.perturb_min, self.pbt.perturb_max, defaults))
+        defaults = {**initial_hyperparams(m.algo), **shaping_hyperparams(m.optimization.reward_shaping)}
+        values = mutated(base, mutable_names(self.pbt, base, keep), self.rng, self.pbt.mutation_rate,
+                         self.pbt.perturb_min, self.pbt.perturb_max, defaults)
+        m.optimization.set_hyperparams(k, values)
 
     def _objective(self, m, k: int) -> Optional[float]:
         """Policy k's `pbt.target_objective`: from its episode window, or for an eval/ metric from the
@@ -137,7 +138,7 @@ class PopulationBasedTraining(L.Callback):
         its first evaluation of the policy)."""
         if is_eval_metric(self.pbt.target_objective):
             return None if self.eval_objective is None else self.eval_objective(k, self.pbt.target_objective)
-        return m.objective(k, self.pbt.target_objective)
+        return m.statistics.objective(k, self.pbt.target_objective)
 
     def _look_at(self, trainer, m, k: int, steps: int) -> None:
         if self.workspace is not None:  # the members that published, this one's own objective now
@@ -164,7 +165,7 @@ class PopulationBasedTraining(L.Callback):
                     decision = decision._replace(donor=None)  # its file is unreadable: a mutation only
             else:
                 donor_digest = weights_digest(m.policies[decision.donor].state_dict())
-                m.copy_policy(decision.donor, k)
+                m.optimization.copy_policy(decision.donor, k)
             if m.policy_versions[k] != version:  # new weights, a new version: the workers act with them at once,
                 # and what the old ones acted is dropped (it lags by a version only)
                 door_of(trainer).publish_replacement(k, m.policies[k], m.policy_versions[k])

@@ -35,7 +35,7 @@ class Workspace:
 
     def publish(self, m, trainer, objective, env_steps: int) -> None:
         """This member's policy and objective, for the others."""
-        state = {"weights": m.policies[0].state_dict(), "optimizer": m.optimizer_of(0).optimizer.state_dict(),
+        state = {"weights": m.policies[0].state_dict(), "optimizer": m.optimization.optimizers[0].state_dict(),
                  "hyperparams": dict(m.hyperparams[0]), "env_steps": int(env_steps)}
         write_atomically(self.own / "policy.pt", lambda p: torch.save(state, p))
         record = {"member": self.member, "env_steps": int(env_steps), "objective": objective, "time": time.time()}
@@ -59,12 +59,12 @@ class Workspace:
 
     def copy_into(self, m, trainer, donor: int, policy: int) -> Optional[str]:
         """Loads member `donor`'s published policy into the learner's `policy` (under a new version:
-        PPOLearner.load_policy_state), returning the digest of the weights it took; None (and a
+        PolicyOptimizers.load_policy_state), returning the digest of the weights it took; None (and a
         warning) when its file cannot be read."""
         path = self.folder / f"member_{donor}" / "policy.pt"
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-            m.load_policy_state(policy, state["weights"], state["optimizer"], state["hyperparams"])
+            m.optimization.load_policy_state(policy, state["weights"], state["optimizer"], state["hyperparams"])
         except Exception as e:  # a member's file is never worth the run
             log.warning("PBT: could not take member %d's policy from %s (%s: %s); mutating only", donor, path,
                         type(e).__name__, e)

@@ -11,7 +11,7 @@ batch in minibatches of `batch_size` transitions, then that policy's version goe
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 import lightning as L
 import torch
@@ -31,7 +31,8 @@ from sf_hydra.learner.losses import (
     symmetric_kl_exploration_loss,
     value_loss,
 )
-from sf_hydra.learner.optimizers import PolicyOptimizers, adapt_lr, decay_lr, set_kernel_flags
+from sf_hydra.learner.minibatches import full_chunks, minibatch_bounds
+from sf_hydra.learner.optimizers import PolicyOptimizers, adapt_lr, decay_lr
 from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.statistics import LearnerStatistics, PolicyStats
 from sf_hydra.learner.vtrace import vtrace
@@ -40,12 +41,13 @@ from sf_hydra.learner.vtrace import vtrace
 NOT_TRAINED_ON = frozenset({"rewards", "time_outs", "policy_versions", "policy_ids"})
 
 
-class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
+class PPOLearner(L.LightningModule):
     """`algo.num_policies` policies (`self.policies`), each with its own model (normalizers
     inside), optimizer, version and statistics; a batch holds one policy's trajectories and
     trains that policy only on the transitions it acted (`batch["policy_ids"]`). This module is
-    the update loop; the statistics (learner/statistics.py) and each policy's optimizer and
-    hyperparameters, which PBT calls (learner/optimizers.py), are parts of their own."""
+    the update loop; it holds two parts: `statistics` (the run's and each policy's counters and windows,
+    learner/statistics.py) and `optimization` (each policy's optimizer and hyperparameters, which PBT
+    calls, learner/optimizers.py)."""
 
     def __init__(self, policies: Sequence[torch.nn.Module], settings: LearnerSettings, spec: TrajectorySpec):
         """policies: the run plan's initial models (sf_hydra/plan.py), trained in place; settings: the
@@ -65,12 +67,8 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
         if settings.compile:  # the learner's forward pass; the workers' copies act uncompiled
             for policy in self.policies:
                 policy.evaluate = torch.compile(policy.evaluate)
-        self._start_statistics(settings.stats_avg)  # counters and windows (learner/statistics.py)
-        # Each policy's own hyperparameters (config/choices.py PBT_HYPERPARAMS): the algo.* values,
-        # changed only by population-based training; the optimizers' groups follow them.
-        # With PBT, the env's reward-shaping weights are per-policy hyperparameters too.
-        self.reward_shaping = dict(settings.reward_shaping)
-        self.hyperparams = [dict(h) for h in settings.hyperparams]
+        self.statistics = LearnerStatistics(self.num_policies, settings.stats_avg, bool(settings.reward_shaping))
+        self.optimization = PolicyOptimizers(self.policies, settings, self.statistics.stats)
         self.last_policy = 0  # the policy the last batch trained
         self.nonfinite_in_a_row = 0  # updates skipped for a non-finite loss or gradient, in a row
         self.profile = RunProfile()  # seconds per component, this session (learner/profile.py)
@@ -85,12 +83,18 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
 
     def on_train_start(self) -> None:
         self.profile = RunProfile()  # the session's clock starts with training, not with building the model
-        # a resumed checkpoint's optimizer state (restored by now) may name other kernels: ours stay
-        for k, flags in enumerate(getattr(self, "kernel_flags", ())):
-            set_kernel_flags(self.optimizer_of(k).optimizer, flags)
+        self.optimization.keep_kernels()
 
     def on_train_end(self) -> None:
         self.profile.stop()
+
+    def configure_optimizers(self):
+        return self.optimization.build()
+
+    def optimizer_of(self, policy: int):
+        """Policy `policy`'s optimizer as the training loop steps it (Lightning's wrapper of `optimization`'s)."""
+        opts = self.optimizers()
+        return opts[policy] if isinstance(opts, (list, tuple)) else opts
 
     @property
     def model(self) -> torch.nn.Module:
@@ -99,12 +103,39 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
 
     @property
     def policy_versions(self):
-        return [s.version for s in self.stats]
+        return self.statistics.policy_versions
 
     @property
     def policy_version(self) -> int:
         """Learner iterations of the run (summed over policies)."""
         return sum(self.policy_versions)
+
+    # -- the run's figures, read-only: the run's summary (app/train.py) and the callbacks read them ---------
+    @property
+    def env_steps(self) -> int:
+        return self.statistics.env_steps
+
+    @property
+    def train_seconds(self) -> float:
+        return self.statistics.train_seconds
+
+    @property
+    def episodes_total(self) -> int:
+        return self.statistics.episodes_total
+
+    @property
+    def stats(self) -> List[PolicyStats]:
+        return self.statistics.stats
+
+    @property
+    def hyperparams(self) -> List[Dict[str, float]]:
+        return self.optimization.hyperparams
+
+    def avg_return(self):
+        return self.statistics.avg_return()
+
+    def avg_length(self):
+        return self.statistics.avg_length()
 
     # -- data preparation --------------------------------------------------------------------
     @staticmethod
@@ -191,111 +222,43 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             data["valids"] = split(valid)
         return data
 
-    def _minibatch_bounds(self, data: dict, full_chunks: Optional[int] = None) -> Tuple[dict, List[int]]:
-        """The chunks an epoch trains on and its minibatches' bounds among them. Chunks that hold none of
-        this policy's transitions (another policy acted there: `valids` all zero) are left out, so no forward
-        or backward pass is spent on them, and `valids` goes where every chunk left is wholly the policy's
-        own (always so for feed-forward models, one transition per chunk). Invariant: an epoch has as many
-        minibatches as the whole batch gives, ceil(chunks / (batch_size / recurrence)); a batch with no chunk
-        left out keeps the plain slices of that many chunks, the kept chunks of another spread evenly over
-        them (what each minibatch averages over is the policy's own transitions either way). `full_chunks`:
-        the chunks of a full batch, for a batch that took more trajectories to hold a full batch's own
-        transitions (TrainingBatches, several policies): it gets a full batch's minibatches, not more."""
-        n = data["actions"].shape[0]
-        per_minibatch = self.algo.batch_size // self.recurrence
-        plain = [*range(0, n, per_minibatch), n]
-        oversized = full_chunks is not None and n > full_chunks
-        if "valids" not in data and not oversized:
-            return data, plain
-        data = self._own_chunks(data)
-        kept = data["actions"].shape[0]
-        if kept == n and not oversized:
-            return data, plain
-        minibatches = min(len(range(0, full_chunks, per_minibatch)) if oversized else len(plain) - 1, kept)
-        return data, [kept * i // minibatches for i in range(minibatches + 1)] if minibatches else [0]
-
-    @staticmethod
-    def _own_chunks(data: dict) -> dict:
-        """The chunks holding any of the policy's transitions (`valids`), `valids` left out where every
-        chunk kept is wholly the policy's own; data without `valids` as it is."""
-        if "valids" not in data:
-            return data
-        mine = data["valids"] > 0
-        keep = mine.any(dim=1)
-        if not bool(keep.all()):
-            data = {k: v[keep] for k, v in data.items()}
-        if bool(mine[keep].all()):
-            data = {k: v for k, v in data.items() if k != "valids"}
-        return data
-
-    def _full_chunks(self, meta: dict, batch: dict) -> Optional[int]:
-        """The recurrence chunks of a full batch when this one took more trajectories than a full batch
-        (`meta["full_trajectories"]`, set by TrainingBatches); None otherwise."""
-        full = meta.get("full_trajectories")
-        return None if not full else full * batch["actions"].shape[1] // self.recurrence
-
     # -- the iteration -----------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         meta = batch.pop("meta")
         k = meta["policy"]
-        run = self._record_meta(meta, None if self.settings.benchmark else self._lag_moments(batch, k))
+        self.profile.add_batch(meta)
+        lag = None if self.settings.benchmark else self.statistics.lag_moments(k, batch["policy_versions"],
+                                                                                self._valid(batch, k))
+        run = self.statistics.record(meta, lag)
         if self.settings.benchmark:  # the sampler's ceiling: counted, not learned from
             self.last_policy = k
-            self.last_metrics = {"learner/wait_for_data_sec": float(run["wait_seconds"]),
-                                 **worker_shares(run["worker_seconds"])}
+            self.statistics.set_run_metrics(run, counters=False)
             self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
             return
-        model, stats, opt = self.policies[k], self.stats[k], self.optimizer_of(k)
-        hyper = self.hyperparams[k]
+        model, stats, opt = self.policies[k], self.statistics.stats[k], self.optimizer_of(k)
+        hyper = self.optimization.hyperparams[k]
         with self.profile.part("prepare_batch"):
             valid = self._valid(batch, k)
             obs = obs_fields_of(batch)
             model.preprocess.update(obs if valid is None else {key: v[valid > 0] for key, v in obs.items()})
             advantages, targets, old_values = self._advantages_and_targets(model, batch, valid, hyper["gamma"])
             data = self._chunks(batch, advantages, targets, old_values, valid)
-            data, bounds = self._minibatch_bounds(data, self._full_chunks(meta, batch))
+            data, bounds = minibatch_bounds(data, self.algo.batch_size // self.recurrence,
+                                            full_chunks(meta, batch["actions"].shape[1], self.recurrence))
         t0 = time.perf_counter()
-        stats.metrics = self._train_epochs(model, opt, stats, data, hyper, bounds)
+        metrics = self._train_epochs(model, opt, stats, data, hyper, bounds)
         train_time = time.perf_counter() - t0
-        stats.version += 1
+        self.statistics.record_update(k, metrics, run, opt.param_groups[0]["lr"],
+                                      self.algo.num_epochs / max(train_time, 1e-9))
         self.last_policy = k
         self.profile.mark_startup("first_update_s", seconds_since_launch())
-        lag_min, lag_sum, lag_max, samples = run["lag"]  # every rank's transitions (_run_meta)
-        stats.metrics.update({
-            "policy_lag/min": lag_min, "policy_lag/avg": lag_sum / max(samples, 1), "policy_lag/max": lag_max,
-            "learner/lr": opt.param_groups[0]["lr"],
-            "learner/policy_version": float(stats.version),
-            # the run's samples over this rank's training time (the ranks train in step: every minibatch's
-            # gradients are averaged across them)
-            "learner/samples_per_sec": samples * self.algo.num_epochs / max(train_time, 1e-9),
-        })
-        if self.reward_shaping and (true_return := stats.avg_true_return()) is not None:
-            stats.metrics["episode/true_return"] = true_return  # beside episode/return, which is shaped
-        self.last_metrics = {
-            "learner/nonfinite_updates_skipped": float(self.nonfinite_skipped),
-            "env/nonfinite_values": float(self.nonfinite_env_values),
-            "env/restarts": float(self.env_restarts),
-            "learner/dropped_trajectories": float(run["dropped_trajectories"]),
-            "learner/dropped_trajectories_total": float(self.dropped_total),
-            "learner/wait_for_data_sec": float(run["wait_seconds"]),
-            **worker_shares(run["worker_seconds"]),
-        }
+        self.statistics.set_run_metrics(run)
         self.log("env_steps", float(self.env_steps), on_step=True, logger=False, prog_bar=False)
-
-    def _lag_moments(self, batch: dict, k: int) -> Tuple[float, float, float, int]:
-        """(min, sum, max, count) of how many versions policy `k`'s transitions in `batch` lag its learner."""
-        lag = (self.stats[k].version - batch["policy_versions"]).float()
-        valid = self._valid(batch, k)
-        if valid is not None:
-            lag = lag[valid > 0]
-        if lag.numel() == 0:
-            return (0.0, 0.0, 0.0, 0)
-        return (lag.min().item(), lag.sum().item(), lag.max().item(), lag.numel())
 
     def _train_epochs(self, model, opt, stats: PolicyStats, data: dict, hyper: Dict[str, float],
                       bounds: Sequence[int]) -> Dict[str, float]:
         """`num_epochs` passes over the batch's chunks in minibatches, the i-th from chunk bounds[i] to bounds[i+1]
-        of each epoch's order (`_minibatch_bounds`). The minibatches' statistics add up as one tensor
+        of each epoch's order (learner/minibatches.py). The minibatches' statistics add up as one tensor
         on the learner's device and are read once at the end: the one host sync per minibatch is whether its
         loss and gradient norm are finite (a non-finite update is skipped, `_skip_nonfinite_update`)."""
         algo = self.algo
@@ -346,7 +309,7 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
         algo.nonfinite_updates_limit such updates in a row the run stops."""
         opt.zero_grad(set_to_none=True)
         self.nonfinite_in_a_row += 1
-        self.nonfinite_skipped += 1
+        self.statistics.nonfinite_skipped += 1
         limit = self.algo.nonfinite_updates_limit
         if self.nonfinite_in_a_row >= limit:
             raise NonFiniteTraining(
@@ -432,7 +395,6 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             return torch.zeros((), device=params[0].device) if params else torch.zeros(())
         return torch.nn.utils.get_total_norm(grads)
 
-    # -- statistics and checkpoints ------------------------------------------------------------
     # -- checkpoints ---------------------------------------------------------------------------
     def weights_finite(self) -> bool:
         return all(bool(torch.isfinite(t).all()) for t in self.state_dict().values() if t.is_floating_point())
@@ -440,13 +402,12 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if not self.weights_finite():  # never replace a good checkpoint with a poisoned one
             raise NonFiniteTraining("the learner's weights are not finite: no checkpoint written")
-        checkpoint["sf_hydra"] = {**self.statistics_state(), "hyperparams": [dict(h) for h in self.hyperparams]}
+        checkpoint["sf_hydra"] = {**self.statistics.state(), "hyperparams": self.optimization.state()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint["sf_hydra"]
-        for k, saved in enumerate(state.get("hyperparams", [])):  # the optimizers' state holds them too
-            self.hyperparams[k].update(saved)
-        self.restore_statistics(state)
+        self.optimization.restore(state.get("hyperparams", []))
+        self.statistics.restore(state)
         if "policies" not in state:  # saved before several policies: one policy, its model under `model.`
             weights = checkpoint["state_dict"]
             for key in [k for k in weights if k.startswith("model.")]:
@@ -463,8 +424,3 @@ def normalized_advantages(adv: torch.Tensor, valid: Optional[torch.Tensor]) -> t
     count, mean, std = ddp.moments(adv[valid > 0])
     return (adv - mean) / (std + 1e-8) * valid if count > 1 else adv * 0.0
 
-
-def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:
-    """Where the rollout workers' time went since the last batch, as fractions."""
-    total = sum(seconds.values())
-    return {f"workers/{k}_fraction": v / total for k, v in seconds.items()} if total > 0 else {}

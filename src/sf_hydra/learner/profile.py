@@ -78,6 +78,16 @@ class RunProfile:
         for name, value in seconds.items():
             self.workers[name] += value
 
+    def add_batch(self, meta: dict) -> None:
+        """What a batch's meta (this rank's) says of where time went: the learner's wait for it, its gathering,
+        the workers' start, the rollout workers' seconds per activity and their start-up milestones."""
+        self.learner["wait_for_data"] += meta["wait_seconds"]
+        self.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
+        self.learner["start_workers"] += meta.get("start_seconds", 0.0)
+        self.add_workers(meta["worker_seconds"])
+        self.mark_startup("first_rollout_s", meta.get("first_rollout_s"))
+        self.mark_startup("first_trajectory_s", meta.get("first_trajectory_s"))
+
     def report(self) -> dict:
         """{session_seconds, learner: {part: {seconds, fraction}}, workers: {...}, startup: {milestone: s}};
         learner fractions are of the session (with `other` the rest), worker fractions of the workers'

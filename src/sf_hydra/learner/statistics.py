@@ -1,13 +1,14 @@
 """The learner's statistics: each trained policy's counters and episode windows (PolicyStats), and the
-run's own (LearnerStatistics, a part of the PPO learner): what a batch's meta adds to them, the averages
+run's own (LearnerStatistics, an object the PPO learner holds): what a batch's meta adds to them, the averages
 that progress lines, summaries and PBT read, and what a checkpoint keeps of them."""
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+import torch
 
 from sf_hydra.core.game_results import pool_outcome
 from sf_hydra.core.metric_names import DRAW, LOSS, TRUE_OBJECTIVE, WIN, outcome_rate
@@ -98,17 +99,22 @@ class PolicyStats:
 
 
 class LearnerStatistics:
-    """The learner's counters and windows (a part of PPOLearner: it reads `self.settings`, `self.profile` and
-    `self.num_policies`). Counters marked "this session" start at zero on a resume; the others are saved in
-    checkpoints (`statistics_state`)."""
+    """The run's counters and windows, and each trained policy's (`stats`). The learner writes them: a batch's
+    meta (`record`), its own update counters (`nonfinite_skipped`, `last_metrics`, each policy's `version` and
+    `metrics`); StopConditions adds the training time. Counters marked "this session" start at zero on a
+    resume; the others are saved in checkpoints (`state`)."""
 
-    def _start_statistics(self, stats_avg: int) -> None:
-        self.stats = [PolicyStats(stats_avg) for _ in range(self.num_policies)]
+    def __init__(self, num_policies: int, stats_avg: int, shaped: bool = False):
+        """shaped: the env declares reward shaping (each policy's true return is then reported beside its
+        shaped one)."""
+        self.num_policies, self.stats_avg, self.shaped = num_policies, stats_avg, shaped
+        self.stats = [PolicyStats(stats_avg) for _ in range(num_policies)]
         self.env_steps = 0  # frames of the whole run (every policy's, snapshots' too)
         self.train_seconds = 0.0
         self.episode_returns: deque = deque(maxlen=stats_avg)  # every trained policy's episodes
         self.episode_lengths: deque = deque(maxlen=stats_avg)
         self.episodes_total = 0
+        self.agent_episodes: Dict[int, deque] = {}  # multi-agent envs: agent -> its last (return, length)
         self.dropped_total = 0  # trajectories older than max_policy_lag, this session
         # Multi-agent games of two or more players (sf_hydra/core/game_results.py), the newest last: the league
         # (learner/league.py) takes them as they come; the oldest go first if nothing takes them.
@@ -117,6 +123,10 @@ class LearnerStatistics:
         self.nonfinite_skipped = 0  # learner updates skipped for a non-finite loss or gradient, this session
         self.nonfinite_env_values = 0  # env values the workers replaced by 0 (env.nonfinite=replace), this session
         self.env_restarts = 0  # envs the workers re-created after a crash or hang, this session
+
+    @property
+    def policy_versions(self) -> List[int]:
+        return [s.version for s in self.stats]
 
     def _run_meta(self, meta: dict, lag: Optional[Tuple[float, float, float, int]]) -> dict:
         """What the run counts of a batch's meta: its frames, episodes, games and sampler counters, summed
@@ -142,16 +152,10 @@ class LearnerStatistics:
         return {**run, "worker_seconds": seconds, "wait_seconds": max(r["wait_seconds"] for r in ranks),
                 "lag": merged}
 
-    def _record_meta(self, meta: dict, lag: Optional[Tuple[float, float, float, int]] = None) -> dict:
+    def record(self, meta: dict, lag: Optional[Tuple[float, float, float, int]] = None) -> dict:
         """Counts the batch's meta (every rank's: _run_meta) into the run's counters and windows; returns it."""
         run = self._run_meta(meta, lag)
         self.env_steps += int(run["frames"])
-        self.profile.learner["wait_for_data"] += meta["wait_seconds"]
-        self.profile.learner["gather_batch"] += meta.get("gather_seconds", 0.0)
-        self.profile.learner["start_workers"] += meta.get("start_seconds", 0.0)
-        self.profile.add_workers(meta["worker_seconds"])
-        self.profile.mark_startup("first_rollout_s", meta.get("first_rollout_s"))
-        self.profile.mark_startup("first_trajectory_s", meta.get("first_trajectory_s"))
         if self.num_policies == 1:
             self.stats[0].env_steps = self.env_steps
         else:
@@ -179,6 +183,52 @@ class LearnerStatistics:
         self.dropped_total += int(run["dropped_trajectories"])
         return run
 
+    def lag_moments(self, policy: int, versions: torch.Tensor, valid: Optional[torch.Tensor]
+                    ) -> Tuple[float, float, float, int]:
+        """(min, sum, max, count) of how many versions policy `policy`'s transitions lag its learner: `versions`
+        [B, T], the versions that acted a batch; `valid` [B, T] where the policy acted (None: everywhere)."""
+        lag = (self.stats[policy].version - versions).float()
+        if valid is not None:
+            lag = lag[valid > 0]
+        if lag.numel() == 0:
+            return (0.0, 0.0, 0.0, 0)
+        return (lag.min().item(), lag.sum().item(), lag.max().item(), lag.numel())
+
+    def record_update(self, policy: int, metrics: Dict[str, float], run: dict, lr: float,
+                      epochs_per_second: float) -> None:
+        """A learner iteration of `policy`: its version up by one; its metrics are the update's (`metrics`), the
+        lag of the run's transitions (every rank's: `record`'s `run`), its learning rate `lr`, the run's samples
+        trained per second (`epochs_per_second`: epochs over this rank's training time; the ranks train in step,
+        every minibatch's gradients averaged across them) and, with reward shaping, its true return beside
+        episode/return, which is shaped."""
+        stats = self.stats[policy]
+        stats.version += 1
+        lag_min, lag_sum, lag_max, samples = run["lag"]
+        stats.metrics = {
+            **metrics,
+            "policy_lag/min": lag_min, "policy_lag/avg": lag_sum / max(samples, 1), "policy_lag/max": lag_max,
+            "learner/lr": lr,
+            "learner/policy_version": float(stats.version),
+            "learner/samples_per_sec": samples * epochs_per_second,
+        }
+        if self.shaped and (true_return := stats.avg_true_return()) is not None:
+            stats.metrics["episode/true_return"] = true_return
+
+    def set_run_metrics(self, run: dict, counters: bool = True) -> None:
+        """`last_metrics` of a batch's run figures (`record`'s): the wait for data and the rollout workers'
+        shares of their time; with `counters`, the run's counters of skipped updates, env faults and dropped
+        trajectories too."""
+        self.last_metrics = {"learner/wait_for_data_sec": float(run["wait_seconds"]),
+                             **worker_shares(run["worker_seconds"])}
+        if counters:
+            self.last_metrics.update({
+                "learner/nonfinite_updates_skipped": float(self.nonfinite_skipped),
+                "env/nonfinite_values": float(self.nonfinite_env_values),
+                "env/restarts": float(self.env_restarts),
+                "learner/dropped_trajectories": float(run["dropped_trajectories"]),
+                "learner/dropped_trajectories_total": float(self.dropped_total),
+            })
+
     def avg_return(self):
         return float(np.mean(self.episode_returns)) if self.episode_returns else None
 
@@ -188,24 +238,31 @@ class LearnerStatistics:
     def _agent_episodes(self, agent: int) -> deque:
         """The last `stats_avg` (return, length) of one agent of multi-agent envs; the windows
         are made on first use (single-agent runs have none)."""
-        windows = self.__dict__.setdefault("agent_episodes", {})
-        if agent not in windows:
-            windows[agent] = deque(maxlen=self.settings.stats_avg)
-        return windows[agent]
+        if agent not in self.agent_episodes:
+            self.agent_episodes[agent] = deque(maxlen=self.stats_avg)
+        return self.agent_episodes[agent]
 
     def avg_agent_stats(self) -> Dict[int, Dict[str, float]]:
         """{agent: {"return": average, "length": average}} for multi-agent envs, else {}."""
-        windows = sorted(self.__dict__.get("agent_episodes", {}).items())
+        windows = sorted(self.agent_episodes.items())
         return {a: dict(zip(("return", "length"), np.mean(w, axis=0).tolist())) for a, w in windows}
 
-    def statistics_state(self) -> dict:
+    def objective(self, policy: int, name: str):
+        """Policy `policy`'s average of `name` over its last episodes (what PBT ranks by): for `true_objective`,
+        PolicyStats.true_objective (the env's own, else the unshaped return), else a statistic the
+        env reports; None before any episode."""
+        stats = self.stats[policy]
+        return stats.true_objective() if name == TRUE_OBJECTIVE else stats.avg_extra().get(name)
+
+    def state(self) -> dict:
         """What a checkpoint keeps of the statistics (its `sf_hydra` part, the hyperparameters aside)."""
-        return {"policy_version": self.policy_version, "env_steps": self.env_steps, "train_seconds": self.train_seconds,
+        return {"policy_version": sum(self.policy_versions), "env_steps": self.env_steps,
+                "train_seconds": self.train_seconds,
                 "episode_returns": list(self.episode_returns), "episode_lengths": list(self.episode_lengths),
                 "episodes_total": self.episodes_total, "policies": [s.state() for s in self.stats]}
 
-    def restore_statistics(self, state: dict) -> None:
-        """The statistics of a checkpoint's `sf_hydra` part (`statistics_state`, or an older one's)."""
+    def restore(self, state: dict) -> None:
+        """The statistics of a checkpoint's `sf_hydra` part (`state`, or an older one's)."""
         self.env_steps, self.train_seconds = state["env_steps"], state["train_seconds"]
         self.episodes_total = state["episodes_total"]
         self.episode_returns.extend(state["episode_returns"])
@@ -218,3 +275,9 @@ class LearnerStatistics:
                                    "episode_returns": state["episode_returns"],
                                    "episode_lengths": state["episode_lengths"],
                                    "episodes_total": state["episodes_total"]})
+
+
+def worker_shares(seconds: Dict[str, float]) -> Dict[str, float]:
+    """Where the rollout workers' time went since the last batch, as fractions."""
+    total = sum(seconds.values())
+    return {f"workers/{k}_fraction": v / total for k, v in seconds.items()} if total > 0 else {}
