@@ -179,3 +179,15 @@ def test_enjoy_plays_any_policy_of_a_several_policy_run(tmp_path):
     bad = enjoy(tmp_path, "experiment=two", "policy=2")
     message = bad.stdout + bad.stderr
     assert bad.returncode == 2 and "policy=2" in message and "0 to 1" in message
+
+
+@pytest.mark.slow
+def test_a_run_saved_by_an_older_sf_hydra_plays(cartpole_run, tmp_path):
+    """enjoy.py on a run whose config.yaml lacks the keys added since (the env's pixel format and episode
+    counter, the policies, W&B): the config is migrated when read and the run plays."""
+    from tests.helpers.older_config import saved_without
+
+    saved_without(cartpole_run / "test", tmp_path / "test")
+    result = enjoy(tmp_path, "experiment=test", "episodes=1", "max_episode_steps=20")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(json.loads((tmp_path / "test" / "enjoy" / "eval.json").read_text())["episodes"]) == 1

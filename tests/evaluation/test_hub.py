@@ -233,3 +233,18 @@ def test_enjoy_with_push_to_hub_and_no_repository_exits_2_before_playing(tmp_pat
                              "push_to_hub=true"], capture_output=True, text=True, timeout=120, env=env_with_repo(),
                             cwd=tmp_path)
     assert result.returncode == 2 and "hf_repository=None" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_a_run_saved_by_an_older_sf_hydra_pushes_and_pulls(played_run, tmp_path):
+    """A run whose config.yaml lacks the keys added since: its card and its landing read today's defaults (one
+    APPO policy), and the pulled folder keeps the config as it was saved."""
+    from tests.helpers.older_config import saved_without
+
+    old = saved_without(played_run, tmp_path / "old" / "test")
+    out = tmp_path / "repo"
+    assert push_main([f"train_dir={old.parent}", "experiment=test", f"local_dir={out}"]) == 0
+    card = (out / "README.md").read_text()
+    assert "- algo: APPO (algo.async_rl=True), 1 policy(ies)" in card, card
+    assert pull_main([f"local_dir={out}", f"train_dir={tmp_path / 'pulled'}", "experiment=test"]) == 0
+    assert (tmp_path / "pulled" / "test" / "config.yaml").read_text() == (old / "config.yaml").read_text()

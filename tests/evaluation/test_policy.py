@@ -169,3 +169,21 @@ def test_readmes_python_example_plays_an_episode(mlp_run):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with_repo(), timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert re.fullmatch(r"return \d+\.0\n", out.stdout), out.stdout
+
+
+@pytest.mark.slow
+def test_a_run_saved_by_an_older_sf_hydra_loads_with_todays_defaults(mlp_run, tmp_path):
+    """A config.yaml without the keys added since (sf_hydra.config.saved): migrated once when it is read, the
+    run loads and acts, and its config holds the schema's defaults, policy_assignment as such a run behaved."""
+    from sf_hydra.evaluation.policy import load_run_config
+    from tests.helpers.older_config import saved_without
+
+    old = saved_without(mlp_run, tmp_path / "old_run")
+    policy = Policy.load(old)
+    learned = _learner_weights(policy.origin.checkpoint)
+    assert learned and all(torch.equal(policy.model.state_dict()[k], v) for k, v in learned.items())
+    assert policy.act(_cartpole_obs(1)[0])[0] in (0, 1)
+    cfg = load_run_config(old)
+    assert (cfg.algo.num_policies, cfg.algo.async_rl, cfg.seed, cfg.eval.every_sec) == (1, True, 0, 0.0)
+    assert (cfg.model.action_head_init_gain, cfg.env.pixel_format, cfg.logger.with_wandb) == (0.01, "CHW", False)
+    assert cfg.algo.policy_assignment == "per_episode"  # each env drew its policy per episode before the key

@@ -262,3 +262,23 @@ def test_a_run_saved_before_policy_assignment_resumes_as_it_behaved(tmp_path, sa
     (run / "checkpoints" / "last.ckpt").write_bytes(b"")
     argv = [f"train_dir={tmp_path}", "experiment=test", "train_for_env_steps=9000"]
     assert str(check_command_line(argv, str(CONF_DIR)).cfg.algo.policy_assignment) == resumed
+
+
+def test_a_run_saved_before_a_key_resumes_with_its_default_and_a_typed_change_is_refused(tmp_path):
+    """A run saved without a key added since (its config migrated when read: sf_hydra.config.saved) ran with the
+    key's default: it resumes with it, and a different value typed now changes what is trained, so it is
+    refused naming the key and the default the run had."""
+    from sf_hydra.app.resume_config import save_config
+
+    run = tmp_path / "test"
+    (run / "checkpoints").mkdir(parents=True)
+    save_config(make_cfg(tmp_path), run)
+    saved = OmegaConf.load(run / "config.yaml")
+    del saved.model["tanh_squash_actions"]
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(saved))
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    argv = [f"train_dir={tmp_path}", "experiment=test", "train_for_env_steps=9000"]
+    assert check_command_line(argv, str(CONF_DIR)).cfg.model.tanh_squash_actions is False
+    with pytest.raises(ConfigError) as info:
+        check_command_line([*argv, "model.tanh_squash_actions=true"], str(CONF_DIR))
+    assert info.value.key == "model.tanh_squash_actions" and "False, as saved in" in str(info.value)

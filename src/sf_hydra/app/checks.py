@@ -58,6 +58,7 @@ from sf_hydra.app.trainer_parts import check_parts, without_parts
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env, eval_env
 from sf_hydra.core.faults import EnvStartError
+from sf_hydra.core.metric_names import eval_on
 from sf_hydra.core.run_dir import held_by_another
 from sf_hydra.core.targets import check_targets
 
@@ -210,7 +211,7 @@ def check_eval_env_builds(cfg, env) -> None:
     will build it, and its spaces and agent count are the training env's (`env`, an EnvInfo): the trained
     policies must be able to play it. ConfigError naming eval.env_overrides otherwise."""
     overrides = OmegaConf.to_container(cfg.eval.env_overrides, resolve=True)
-    if not overrides or not (cfg.eval.every_env_steps > 0 or cfg.eval.every_sec > 0):
+    if not overrides or not eval_on(cfg.eval):
         return
     from sf_hydra.sampler.env_info import describe_env  # the env stage's imports: torch, the env family
 

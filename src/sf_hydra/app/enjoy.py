@@ -20,9 +20,9 @@ from typing import List, Optional
 import numpy as np
 import torch
 from gymnasium.error import DependencyNotInstalled
-from omegaconf import OmegaConf
 
 from sf_hydra.app.loggers import log_videos
+from sf_hydra.config.schema import TrainConfig
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.faults import Fault
 from sf_hydra.core.files import write_atomically
@@ -67,13 +67,11 @@ def best_checkpoint(run_dir: Path, checkpoint: str, policy: int, train_cfg=None)
                           "(leave checkpoint at 'last' to load the best checkpoint)")
     path = checkpoint_dir(run_dir) / best_checkpoint_name(policy)
     if not path.is_file():
-        select = (lambda key, default: OmegaConf.select(train_cfg, key, default=default)) if train_cfg is not None \
-            else (lambda key, default: default)
+        run_cfg = train_cfg if train_cfg is not None else TrainConfig  # (its defaults)
         raise ConfigError("load_checkpoint_kind", "best", (
             f"latest: the run in {run_dir} has no best checkpoint of policy {policy} yet ({path.name} is written "
-            f"every save_best_every_sec once the policy has trained save_best_after="
-            f"{select('save_best_after', 100_000)} env steps and finished episodes; save_best_metric="
-            f"{select('save_best_metric', 'reward')})"))
+            f"every save_best_every_sec once the policy has trained save_best_after={run_cfg.save_best_after} env "
+            f"steps and finished episodes; save_best_metric={run_cfg.save_best_metric})"))
     info = read_best(path) or {}
     log.info("best checkpoint of policy %d: %s=%s at %s env steps (%s)", policy, info.get("metric"),
              info.get("value"), info.get("env_steps"), path)
@@ -133,7 +131,7 @@ class MissingExtra(Fault):
 def enjoy(cfg) -> dict:
     """Plays `cfg.episodes` episodes of the run in `cfg.run_dir`; returns (and writes) the results."""
     run_dir = Path(cfg.run_dir).absolute()
-    train_cfg = load_run(run_dir, cfg.get("trusted_targets"))
+    train_cfg = load_run(run_dir, cfg.trusted_targets)
     check_targets(train_cfg)  # the env family and model parts the run was trained with, user code included
     check_env(train_cfg.env)
     ckpt = find_checkpoint(run_dir, cfg.checkpoint, cfg.load_checkpoint_kind, cfg.policy, train_cfg)
@@ -175,8 +173,7 @@ def enjoy(cfg) -> dict:
 
 def play(cfg, train_cfg, env, ckpt: Path, out_dir: Path, fmt: Optional[str]) -> List[dict]:
     """The episodes, each with agent 0's return and length (and every agent's, in a multi-agent env)."""
-    num_policies = OmegaConf.select(train_cfg, "algo.num_policies", default=1)
-    policies = seat_policies(cfg, env.num_agents, num_policies)
+    policies = seat_policies(cfg, env.num_agents, train_cfg.algo.num_policies)
     models = {p: load_policy(train_cfg, ckpt if p == cfg.policy else policy_checkpoint(cfg, ckpt, p),
                              env.observation_space, env.action_space, p) for p in sorted(set(policies))}
     fps = render_fps(env)

@@ -253,8 +253,8 @@ def model_card(run_dir: Path, cfg, ckpt: Dict[str, Any], repo: str, video: Optio
     experiment = run_dir.name
     env_id = OmegaConf.select(cfg, "env.id", default=None) or OmegaConf.select(cfg, "env.name", default="unknown")
     family = OmegaConf.select(cfg, "env.family", default="")
-    algo = "APPO" if OmegaConf.select(cfg, "algo.async_rl", default=True) else "PPO"
-    model = OmegaConf.to_container(cfg.model, resolve=True) if "model" in cfg else {}
+    algo = "APPO" if cfg.algo.async_rl else "PPO"
+    model = OmegaConf.to_container(cfg.model, resolve=True)
     frames = (ckpt.get("sf_hydra") or {}).get("env_steps")
     found = evaluation(run_dir, policy)
     recorded = (run_dir / OVERRIDES).is_file()
@@ -276,8 +276,8 @@ def model_card(run_dir: Path, cfg, ckpt: Dict[str, Any], repo: str, video: Optio
         + "---", "",
         f"# {algo} on {env_id} (sf_hydra)", "",
         f"A policy trained with sf_hydra's asynchronous PPO on `{env_id}` (env family `{family}`).", "",
-        f"- env: `{env_id}`", f"- algo: {algo} (algo.async_rl={OmegaConf.select(cfg, 'algo.async_rl')}), "
-        f"{OmegaConf.select(cfg, 'algo.num_policies', default=1)} policy(ies)",
+        f"- env: `{env_id}`", f"- algo: {algo} (algo.async_rl={cfg.algo.async_rl}), "
+        f"{cfg.algo.num_policies} policy(ies)",
         f"- model: `{json.dumps(model, sort_keys=True)}`",
         f"- frames (env steps) trained: {frames}",
         f"- checkpoint: {kind}" + (f" (policy {policy})" if kind == "best" else ""),
@@ -308,6 +308,7 @@ def write_repo(run_dir: Path, out: Path, kind: str = "last", policy: int = 0, re
     from safetensors.torch import save_file
 
     from sf_hydra.app.resume_config import environment_keys, without_environment
+    from sf_hydra.config.saved import with_schema_defaults
 
     written = OmegaConf.to_container(read_config(run_dir / "config.yaml"), resolve=False)  # a framed refusal
     ckpt_path = pick_checkpoint(run_dir, kind, policy)
@@ -329,7 +330,8 @@ def write_repo(run_dir: Path, out: Path, kind: str = "last", policy: int = 0, re
     video_name = f"replay{video.suffix}" if video else None
     if video:
         shutil.copyfile(video, out / video_name)
-    cfg = OmegaConf.create(without_environment(written, ENV_LEFT_OUT))  # the card never resolves one
+    # the card never resolves a value from the environment; a run saved by an older sf_hydra gets today's keys
+    cfg = with_schema_defaults(OmegaConf.create(without_environment(written, ENV_LEFT_OUT)))
     (out / CARD).write_text(model_card(run_dir, cfg, ckpt, repo or f"<user>/{run_dir.name}", video_name, kind,
                                        policy))
     say_left_out(environment_keys(written), left_out)

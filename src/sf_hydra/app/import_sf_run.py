@@ -270,7 +270,7 @@ def import_into(source: Path, run_dir: Path, folder: Path, checkpoint: str = "la
         log.info("config import: %s", note)
     sf_ckpt = load_sf_checkpoint(ckpt_path)
     cfg = compose_run_config(overrides)
-    info = describe_env(cfg.env, seed=cfg.get("seed"))
+    info = describe_env(cfg.env, seed=cfg.seed)
     model = build_model(cfg, info.observation_space, info.action_space)
     check_same_function(sf_cfg, sf_ckpt["model"], model)
     weights = map_weights(sf_ckpt["model"], model.state_dict())

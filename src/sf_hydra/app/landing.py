@@ -120,10 +120,12 @@ def check_landed(folder: Path, source: str, trusted: Sequence[str] = ()) -> None
     trusted_targets), before anything of it is built or resolved; its
     checkpoint loads with weights_only; the weights of each policy (and those a best checkpoint evaluated) fit
     the model the config describes, built as Policy.load builds it, and are finite."""
+    from sf_hydra.config.saved import with_schema_defaults
     from sf_hydra.core.run_dir import BEST_KEY, LAST, checkpoint_dir
 
     cfg = read_config(folder / CONFIG)
     check_pulled_config(cfg, folder, trusted)
+    cfg = with_schema_defaults(cfg)  # a run saved by an older sf_hydra: today's keys (sf_hydra.config.saved)
     state = _read_checkpoint(checkpoint_dir(folder) / LAST)
     model = _model(cfg, folder)
     weights = state.get("state_dict")
@@ -179,7 +181,6 @@ def _select(cfg, key: str) -> Any:
 
 def _policies(cfg) -> int:
     value = _select(cfg, "algo.num_policies")
-    value = 1 if value is None else value
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError("algo.num_policies", value, "a count of policies: 1, 2, ...")
     return value

@@ -196,7 +196,7 @@ def sampler_run(cfg, info, c: Candidate, learner, warm: float, seconds: float) -
     minibatch, per_minibatch = learner
     passes = cfg.algo.num_epochs * cfg.algo.num_batches_per_epoch
     per_iteration = per_minibatch * cfg.algo.num_batches_per_epoch
-    frameskip = max(1, int(cfg.env.get("frameskip", 1)))
+    frameskip = int(cfg.env.frameskip)
     synchronous = not cfg.algo.async_rl  # workers wait for the learner between rounds
     plan = plan_run(with_layout(cfg, c.values()), info)
     sampler = Sampler(plan.sampler, plan.spec, plan.spaces, plan.initial_policies[0])
@@ -302,7 +302,7 @@ def probe_layout(cfg, plan, info, fixed: Mapping[str, object]) -> Tuple[Dict[str
                           "(see the warnings; a larger hardware.layout_probe_sec gives each more time)")
     choice, why = pick(measured)
     seconds = time.monotonic() - t0
-    frameskip = max(1, int(cfg.env.get("frameskip", 1)))
+    frameskip = int(cfg.env.frameskip)
     line = (f"hardware.layout=auto: picked {choice} (why: measured {why}; {measured[choice].rate * frameskip:,.0f} "
             f"FPS in the probe, whose learner runs its passes only; probe {seconds:.1f} s)")
     return choice.values(), line

@@ -38,7 +38,7 @@ def build_loggers(cfg, run_dir: Path, resuming: bool) -> list:
         # flush_secs: the writer's own flush thread; Summaries also flushes on this interval (send_scalars)
         loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tb", version="",
                                          flush_secs=cfg.logger.flush_summaries_interval))
-    if cfg.logger.get("with_wandb", False):
+    if cfg.logger.with_wandb:
         wandb_logger = start_wandb(cfg, run_dir, resuming)
         if wandb_logger is not None:
             loggers.append(wandb_logger)
@@ -121,7 +121,7 @@ def log_videos(train_cfg, run_dir: Path, videos: List[str], scalars: dict) -> No
     """enjoy.py: the episodes' videos (and its results) into the run's W&B run, when the run
     used W&B. Any failure is a warning: the videos are on disk either way."""
     saved = run_dir / WANDB_ID_FILE
-    if not OmegaConf.select(train_cfg, "logger.with_wandb", default=False) or not videos:
+    if not train_cfg.logger.with_wandb or not videos:
         return
     if not saved.is_file():
         log.warning("W&B: %s is missing (the run never reached W&B): the videos stay in %s", saved, run_dir / "enjoy")
@@ -131,7 +131,7 @@ def log_videos(train_cfg, run_dir: Path, videos: List[str], scalars: dict) -> No
 
         lg = train_cfg.logger
         run = wandb.init(id=saved.read_text().strip(), resume="allow", dir=str(run_dir), project=lg.wandb_project,
-                         entity=lg.wandb_user, group=lg.get("wandb_group") or None, job_type=lg.wandb_job_type)
+                         entity=lg.wandb_user, group=lg.wandb_group or None, job_type=lg.wandb_job_type)
         run.log({**{f"enjoy/episode_{i:03d}": wandb.Video(v, format=Path(v).suffix[1:]) for i, v in enumerate(videos)},
                  **scalars})
         run.finish()

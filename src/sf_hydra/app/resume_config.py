@@ -19,7 +19,8 @@ experiment anew instead). `train(cfg)` called with a composed config and no over
 - `seed` is compared: a different seed is a different experiment (a seed sweep gives each seed its own
   folder); a Slurm requeue or a re-run sweep composes the same config and passes.
 - A key that the saved config lacks because it was saved by an older sf_hydra (a schema field added
-  since) takes its default; a schema field that no longer exists is ignored. Under a plain dict node
+  since) takes its default, or the value such a run behaved as (sf_hydra.config.saved: the saved config is
+  migrated once, when it is read); a schema field that no longer exists is ignored. Under a plain dict node
   (`env.kwargs`, a part's own arguments) a key added or removed is a difference like any other.
 
 Light on purpose (no torch): `train.py`'s command-line check calls it before Hydra writes into the folder.
@@ -41,6 +42,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from sf_hydra.config.saved import with_schema_defaults
 from sf_hydra.config.trust import check_saved_config
 from sf_hydra.config.validation import check_values
 from sf_hydra.core.errors import ConfigError
@@ -68,9 +70,6 @@ RESUMABLE = (
 TRAINED_BY = ("hardware.devices", "hardware.num_nodes", "hardware.precision", "hardware.learner_precision",
               "trainer.devices", "trainer.num_nodes", "trainer.precision")
 _ABSENT = object()
-# Keys added since some runs were saved whose default changes what such a run did: a run saved without the key
-# resumes with the value it behaved as (its default the other value only for runs that started with it).
-BEHAVED_AS_BEFORE_THE_KEY = {"algo.policy_assignment": "per_episode"}  # each env drew its policy per episode
 
 
 def resumable(key: str) -> bool:
@@ -176,11 +175,12 @@ def load_saved(run_dir: Path) -> DictConfig:
 def load_checked(cfg: DictConfig, run_dir: Path) -> DictConfig:
     """The saved config of the run `cfg` resumes, once the code it names is checked (before any of it resolves:
     sf_hydra's own parts, what this command line names, what the user trusts, what the user's own training of the
-    run recorded; sf_hydra.config.trust) and its values that read the environment resolve."""
+    run recorded; sf_hydra.config.trust) and its values that read the environment resolve; migrated to today's
+    schema (the keys an older sf_hydra did not save: sf_hydra.config.saved)."""
     saved = load_saved(run_dir)
-    check_saved_config(saved, str(run_dir / CONFIG), cfg.get("trusted_targets"), composed=cfg, run_dir=run_dir)
+    check_saved_config(saved, str(run_dir / CONFIG), cfg.trusted_targets, composed=cfg, run_dir=run_dir)
     _check_environment(saved, run_dir / CONFIG)
-    return saved
+    return with_schema_defaults(saved)
 
 
 def _check_environment(saved: DictConfig, path: Path) -> None:
@@ -314,7 +314,7 @@ def _conflicts(cfg: DictConfig, now: Dict[str, Any], saved: Dict[str, Any], type
         if line is None or resumable(key) or not _differs(now, saved, key):
             continue
         if key not in saved and _typed_parent(cfg, key):
-            continue  # a schema field the saved run's sf_hydra did not have: it ran with its default
+            continue  # a field of another env family's schema than the saved run's: env.family is refused
         out.append((key, now.get(key, _ABSENT), saved.get(key, _ABSENT), line))
     return out
 
@@ -359,10 +359,7 @@ def _rebased(cfg: DictConfig, saved: Dict[str, Any], typed: Dict[str, str],
             interpolated = key in now and _interpolated(out, key)
             if interpolated != interpolations or (interpolated and resumable(key)):
                 continue
-            if key not in saved and key in BEHAVED_AS_BEFORE_THE_KEY:  # a field added since that changed behaviour
-                _set(out, key, BEHAVED_AS_BEFORE_THE_KEY[key])
-                kept.append((key, now.get(key, _ABSENT), BEHAVED_AS_BEFORE_THE_KEY[key]))
-            elif key not in saved:  # a key the saved run did not have: a schema field added since keeps its default
+            if key not in saved:  # under a plain mapping: dropped (schema keys it lacked were migrated in)
                 if not _typed_parent(out, key):
                     _delete(out, key)
                     kept.append((key, now[key], _ABSENT))

@@ -7,13 +7,20 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from sf_hydra.core.errors import ConfigError
-from sf_hydra.core.metric_names import BEST_METRIC_KEY, OBJECTIVE_KEY, OUTCOME_RATES, is_eval_metric, metric_choices
+from sf_hydra.core.metric_names import (
+    BEST_METRIC_KEY,
+    EVAL_ON,
+    OBJECTIVE_KEY,
+    OUTCOME_RATES,
+    is_eval_metric,
+    metric_choices,
+)
 
 
 def _value(cfg, key: str):
     node = cfg
     for part in key.split("."):
-        node = node.get(part) if node is not None else None
+        node = getattr(node, part)
     return node
 
 
@@ -27,11 +34,10 @@ def check_metric(cfg, key: str = BEST_METRIC_KEY, env_stats: Optional[Sequence[s
         raise ConfigError(key, name, ", ".join(allowed) + " (true_objective: the average return without a "
                           "policy's own reward shaping, or the env's own true_objective statistic; the others: "
                           "statistics this env reports at an episode's end, env.episode_stats where the family has "
-                          "it; eval/return: the latest evaluation's mean return, with eval.every_env_steps or "
-                          "eval.every_sec > 0)")
+                          f"it; eval/return: the latest evaluation's mean return, with {EVAL_ON})")
     why = ""
     if name in OUTCOME_RATES:
         why = " (the selfplay rates exist only with an opponent pool: selfplay.pool_size > 0)"
     elif is_eval_metric(name) and not any(is_eval_metric(a) for a in allowed):
-        why = " (eval/* metrics exist only with evaluation during training: eval.every_env_steps or eval.every_sec > 0)"
+        why = f" (eval/* metrics exist only with evaluation during training: {EVAL_ON})"
     raise ConfigError(key, name, f"an episode statistic this run reports per policy: {', '.join(allowed)}{why}")

@@ -10,11 +10,13 @@ import math
 
 from omegaconf import DictConfig, OmegaConf
 
+from sf_hydra.config.assignment import check_policy_assignment
 from sf_hydra.config.choices import OPTIMIZER_TARGETS, PBT_HYPERPARAMS
 from sf_hydra.config.metrics import check_metric
+from sf_hydra.config.schema import HardwareConfig as HardwareDefaults
 from sf_hydra.config.schema import TrainConfig as TrainDefaults
 from sf_hydra.core.errors import ConfigError
-from sf_hydra.core.metric_names import is_eval_metric
+from sf_hydra.core.metric_names import EVAL_ON, eval_on, is_eval_metric
 
 AT_LEAST_ONE = (
     "hardware.num_workers", "hardware.num_envs_per_worker", "hardware.worker_num_splits", "hardware.torch_threads",
@@ -184,7 +186,7 @@ def _check_input_normalization(cfg) -> None:
     """algo.normalize_input_keys picks keys for normalize_input: listing keys while normalization is off,
     or listing none while it is on, would be a choice that does nothing, so both are refused (null and
     [] agree with it being off; null means every key while it is on)."""
-    keys = cfg.algo.get("normalize_input_keys")
+    keys = cfg.algo.normalize_input_keys
     if keys and not cfg.algo.normalize_input:
         raise ConfigError("algo.normalize_input_keys", list(keys),
                           "null or [] while algo.normalize_input=false (the listed keys would not be normalized; "
@@ -251,21 +253,25 @@ def _check_sampling(cfg) -> None:
             raise ConfigError("hardware.device", hw.device, "'cpu': no CUDA device is visible on this machine")
 
 
+# The inference server's keys and their defaults (the schema's): they mean nothing with inference=in_worker.
+SERVER_KEYS = tuple((key, getattr(HardwareDefaults, key))
+                    for key in ("inference_workers", "inference_device", "inference_cuda_graphs"))
+
+
 def server_keys_set(hw) -> bool:
     """With hardware.layout=auto, a server key set away from its default asks for inference=server (the probe then
     picks among server layouts only): the in_worker rule on those keys waits for the probe's pick."""
-    if str(hw.get("layout", "manual")) != "auto":
+    if str(hw.layout) != "auto":
         return False
-    return (hw.get("inference_workers", 1) != 1 or str(hw.get("inference_device", "cpu")) != "cpu"
-            or bool(hw.get("inference_cuda_graphs", False)))
+    return any(str(hw[key]) != str(default) for key, default in SERVER_KEYS)
 
 
 def _check_layout(cfg) -> None:
     """hardware.layout=auto: a probe of at most 60 s, of one sampler in processes of its own, for one learner."""
     hw = cfg.hardware
-    if not 10.0 <= hw.get("layout_probe_sec", 45.0) <= 60.0:
+    if not 10.0 <= hw.layout_probe_sec <= 60.0:
         raise ConfigError("hardware.layout_probe_sec", hw.layout_probe_sec, "a number of seconds from 10 to 60")
-    if str(hw.get("layout", "manual")) != "auto":
+    if str(hw.layout) != "auto":
         return
     manual = "manual with "
     if hw.serial_mode:
@@ -281,11 +287,11 @@ def _check_inference(cfg) -> None:
     """hardware.inference=server: server processes, so not in serial mode; at most one server per
     worker; a CUDA server needs CUDA. The server keys mean nothing with inference=in_worker."""
     hw = cfg.hardware
-    server = str(hw.get("inference", "in_worker")) == "server" or server_keys_set(hw)
+    server = str(hw.inference) == "server" or server_keys_set(hw)
     if not server:
-        for key, default in (("inference_workers", 1), ("inference_device", "cpu"), ("inference_cuda_graphs", False)):
-            if str(hw.get(key, default)) != str(default):
-                raise ConfigError(f"hardware.{key}", hw.get(key), f"{default} (its default) unless "
+        for key, default in SERVER_KEYS:
+            if str(hw[key]) != str(default):
+                raise ConfigError(f"hardware.{key}", hw[key], f"{default} (its default) unless "
                                   "hardware.inference=server: the policy acts inside each rollout worker")
         return
     if hw.serial_mode:
@@ -294,7 +300,7 @@ def _check_inference(cfg) -> None:
     if not 1 <= hw.inference_workers <= hw.num_workers:
         raise ConfigError("hardware.inference_workers", hw.inference_workers,
                           f"an integer from 1 to hardware.num_workers={hw.num_workers} (each serves >= 1 worker)")
-    if hw.get("inference_cuda_graphs", False) and hw.inference_device != "cuda":
+    if hw.inference_cuda_graphs and hw.inference_device != "cuda":
         raise ConfigError("hardware.inference_cuda_graphs", True, "false unless hardware.inference_device=cuda "
                           "(CUDA graphs replay GPU kernels; a CPU server acts eagerly)")
     if hw.inference_device == "cuda":
@@ -312,29 +318,20 @@ def _check_env_wrappers(cfg) -> None:
     hw, env = cfg.hardware, cfg.env
     if not hw.batched_sampling:
         return
-    if env.get("episode_counter", False):
+    if env.episode_counter:
         raise ConfigError("env.episode_counter", True, "false with hardware.batched_sampling=true (a vector env "
                           "reports no episode statistics)")
-    if str(env.get("pixel_format", "CHW")) == "HWC" and hw.vector_backend != "sync":
+    if str(env.pixel_format) == "HWC" and hw.vector_backend != "sync":
         raise ConfigError("env.pixel_format", "HWC", "CHW with hardware.batched_sampling=true, unless "
                           "hardware.vector_backend=sync (whose envs are wrapped one by one)")
 
 
 def _check_policy_mapping(cfg) -> None:
-    """algo.policy_assignment=fixed splits the envs evenly among the policies. Batched sampling maps whole
+    """algo.policy_assignment's rules on the config alone (config/assignment.py). Batched sampling maps whole
     workers to policies (worker i serves policy i mod N): every policy needs a worker, and a vector env has
     no opponent seats."""
+    check_policy_assignment(cfg)
     hw, n = cfg.hardware, cfg.algo.num_policies
-    choice, envs = str(cfg.algo.policy_assignment), hw.num_workers * hw.num_envs_per_worker
-    if choice == "fixed" and not hw.batched_sampling and envs % n != 0:
-        raise ConfigError("algo.policy_assignment", choice,
-                          f"auto or per_episode with {envs} envs (hardware.num_workers x num_envs_per_worker) for "
-                          f"algo.num_policies={n}: fixed gives every policy an equal block of envs, so the envs "
-                          "must be a multiple of the policies")
-    if choice == "per_episode" and hw.batched_sampling and n > 1:
-        raise ConfigError("algo.policy_assignment", choice,
-                          "auto or fixed with hardware.batched_sampling=true (a worker's vector env serves one "
-                          "policy: worker i -> policy i mod num_policies)")
     if not hw.batched_sampling:
         return
     if n > hw.num_workers:
@@ -392,7 +389,7 @@ def _check_eval(cfg) -> None:
     """Evaluation during training (eval.*, sf_hydra.evaluation): values that make sense, keys that need it
     on, and env overrides that are keys of this family's env node with values of their type."""
     ev = cfg.eval
-    on = ev.every_env_steps > 0 or ev.every_sec > 0
+    on = eval_on(ev)
     if not ev.every_env_steps >= 0:
         raise ConfigError("eval.every_env_steps", ev.every_env_steps, "an integer >= 0 (0: not by env steps)")
     if not (ev.every_sec >= 0 and math.isfinite(ev.every_sec)):
@@ -410,8 +407,8 @@ def _check_eval(cfg) -> None:
                 "eval.env_overrides": (dict(ev.env_overrides or {}), bool(ev.env_overrides))}
     for key, (value, used) in needs_on.items():
         if used and not on:
-            raise ConfigError(key, value, "its default while evaluation is off: set eval.every_env_steps or "
-                              "eval.every_sec > 0 to evaluate during training")
+            raise ConfigError(key, value, f"its default while evaluation is off: set {EVAL_ON} to evaluate during "
+                              "training")
     if ev.stop_on_eval_return and cfg.train_until_avg_return is None:
         raise ConfigError("eval.stop_on_eval_return", True, "false while train_until_avg_return is null (there is "
                           "no target return to reach)")
@@ -448,7 +445,7 @@ def _check_env_overrides(cfg) -> None:
 
 def _check_reproducible(cfg) -> None:
     """hardware.reproducible=true: refuses each setting under which a seed cannot repeat a run bit for bit."""
-    if not cfg.hardware.get("reproducible", False):
+    if not cfg.hardware.reproducible:
         return
     why = "false, or: "
     if not cfg.hardware.serial_mode:
@@ -490,7 +487,7 @@ def _check_reproducible_eval(cfg, why: str) -> None:
 
 def _check_benchmark(cfg) -> None:
     """benchmark=true learns nothing: population-based training would rank and copy untrained policies."""
-    if cfg.get("benchmark", False) and cfg.pbt.with_pbt:
+    if cfg.benchmark and cfg.pbt.with_pbt:
         raise ConfigError("pbt.with_pbt", True, "false with benchmark=true (no policy learns, there is nothing to "
                           "rank)")
 
@@ -512,7 +509,7 @@ def _check_data_parallel(cfg) -> None:
         if _get(cfg, key) > 0:  # each rank would start an evaluator writing the one run folder's eval/
             raise ConfigError(key, _get(cfg, key), f"0 {why} training does not evaluate during training yet; "
                               "evaluate its checkpoints with enjoy.py)")
-    if cfg.hardware.get("reproducible", False):
+    if cfg.hardware.reproducible:
         raise ConfigError("hardware.reproducible", True, f"false {why} ranks' samplers run asynchronously)")
     if hw.serial_mode:  # its workers act in the learner's process, whose generators every rank seeds alike
         raise ConfigError("hardware.serial_mode", True, f"false {why}: serial workers draw their actions from the "

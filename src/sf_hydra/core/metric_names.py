@@ -47,10 +47,13 @@ def is_eval_metric(name: str) -> bool:
     return str(name).startswith("eval/")
 
 
-def eval_on(cfg) -> bool:
-    """Whether the run evaluates during training: eval.every_env_steps or eval.every_sec > 0."""
-    node = cfg.get("eval") or {}
-    return (node.get("every_env_steps", 0) or 0) > 0 or (node.get("every_sec", 0) or 0) > 0
+EVAL_ON = "eval.every_env_steps or eval.every_sec > 0"  # evaluation during training is on, in words
+
+
+def eval_on(ev) -> bool:
+    """Whether the run evaluates during training (EVAL_ON), from its `eval` group (the EvalConfig, its node, or
+    an object with its two schedule fields): the one definition every module asks."""
+    return ev.every_env_steps > 0 or ev.every_sec > 0
 
 
 BEST_METRIC_KEY = "save_best_metric"
@@ -65,15 +68,14 @@ def metric_choices(cfg, key: str, env_stats: Optional[Sequence[str]] = None) -> 
     EVAL_RETURN. `env_stats`: the statistics the env family declares (envs.episode_stats); None
     reads `env.episode_stats` from `cfg` (the config alone)."""
     if env_stats is None:
-        env_stats = (cfg.get("env") or {}).get("episode_stats", None) or ()
+        env_stats = cfg.env.get("episode_stats") or ()  # a key of the families that declare statistics
     env_stats = tuple(env_stats)
     if key == OBJECTIVE_KEY:
-        return [TRUE_OBJECTIVE, *env_stats, *((EVAL_RETURN,) if eval_on(cfg) else ())]
+        return [TRUE_OBJECTIVE, *env_stats, *((EVAL_RETURN,) if eval_on(cfg.eval) else ())]
     if key != BEST_METRIC_KEY:
         raise KeyError(f"{key!r} names no statistic (known: {BEST_METRIC_KEY}, {OBJECTIVE_KEY})")
-    pool = (cfg.get("selfplay") or {}).get("pool_size", 0) or 0
-    evaluated = EVAL_METRICS if eval_on(cfg) else ()
-    return list(RETURN + LENGTH + (OUTCOME_RATES if pool > 0 else ()) + env_stats + evaluated)
+    evaluated = EVAL_METRICS if eval_on(cfg.eval) else ()
+    return list(RETURN + LENGTH + (OUTCOME_RATES if cfg.selfplay.pool_size > 0 else ()) + env_stats + evaluated)
 
 
 def metric_value(stats, name: str) -> Optional[float]:

@@ -101,7 +101,7 @@ def make_env(env_cfg: Any, seed: Optional[int] = None, render_mode: Optional[str
 def _wrapped(env, env_cfg):
     """The wrappers the `env` node's common keys ask for (single-agent envs; a multi-agent env
     with them is refused before any process starts: sampler.check_sampling_options)."""
-    hwc, counter = str(env_cfg.get("pixel_format", "CHW")) == "HWC", env_cfg.get("episode_counter", False)
+    hwc, counter = str(env_cfg.pixel_format) == "HWC", env_cfg.episode_counter
     if not (hwc or counter) or is_multi_agent(env):
         return env
     if hwc:
@@ -112,7 +112,7 @@ def _wrapped(env, env_cfg):
 def episode_stats(env_cfg) -> Tuple[str, ...]:
     """The end-of-episode statistics the env's family declares (EnvFamily.episode_stats)."""
     env_cfg = _as_node(env_cfg)
-    counted = ("episode_number",) if env_cfg.get("episode_counter", False) else ()
+    counted = ("episode_number",) if env_cfg.episode_counter else ()
     return tuple(env_family(env_cfg).episode_stats(env_cfg)) + counted
 
 
@@ -126,7 +126,7 @@ def check_env(env_cfg) -> None:
     """The family's own validation of the `env` node (before any process starts)."""
     env_cfg = _as_node(env_cfg)
     family = env_family(env_cfg)
-    pixel_format = str(env_cfg.get("pixel_format", "CHW"))
+    pixel_format = str(env_cfg.pixel_format)
     if pixel_format not in family.pixel_formats:
         raise ConfigError("env.pixel_format", pixel_format,
                           f"{' or '.join(family.pixel_formats)} (the {env_cfg.get('family')!r} family's images)")

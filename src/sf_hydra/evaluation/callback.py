@@ -32,7 +32,7 @@ import lightning as L
 from omegaconf import OmegaConf
 
 from sf_hydra.config.schema import EvalConfig, typed_group
-from sf_hydra.core.metric_names import EVAL_LENGTH, EVAL_RETURN
+from sf_hydra.core.metric_names import EVAL_LENGTH, EVAL_RETURN, eval_on
 from sf_hydra.evaluation.episodes import eval_video_format
 from sf_hydra.evaluation.process import EvalFailed, EvalRequest, EvalSettings, eval_process_main
 from sf_hydra.learner.callbacks import StopConditions, send_scalars
@@ -88,7 +88,7 @@ class Evaluation(L.Callback):
 
     @property
     def on(self) -> bool:
-        return self.every_env_steps > 0 or self.every_sec > 0
+        return eval_on(self)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from sf_hydra.config.saved import with_schema_defaults
 from sf_hydra.config.trust import check_saved_config
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.run_dir import BEST_KEY, best_checkpoint_name, checkpoint_dir, read_spaces, resume_checkpoint
@@ -88,7 +89,7 @@ class Policy:
         """The network of the run config `cfg` with trained policy `policy`'s weights from `ckpt` (`policies.<k>.`
         in the checkpoint; `model.` in checkpoints saved before several policies). A best checkpoint chosen by
         evaluation during training holds the weights that evaluation played: those are loaded."""
-        num_policies = OmegaConf.select(cfg, "algo.num_policies", default=1)
+        num_policies = cfg.algo.num_policies
         if not 0 <= policy < num_policies:
             raise ConfigError("policy", policy, f"a trained policy of this run: 0 to {num_policies - 1}")
         model = build_model(cfg, observation_space, action_space)
@@ -173,7 +174,8 @@ class Policy:
 # -- the run folder ------------------------------------------------------------------------------------------------
 def load_run_config(run_dir: Path, trusted_targets: Optional[Sequence[str]] = None):
     """The run's resolved config (what it was trained with), once the code it names is checked: sf_hydra's own
-    parts, what the user's own training recorded, or `trusted_targets` (sf_hydra.config.trust)."""
+    parts, what the user's own training recorded, or `trusted_targets` (sf_hydra.config.trust); migrated to
+    today's schema (the keys an older sf_hydra did not save: sf_hydra.config.saved)."""
     saved = Path(run_dir) / CONFIG
     if not saved.is_file():
         runs = sorted(p.parent.name for p in Path(run_dir).parent.glob(f"*/{CONFIG}"))
@@ -187,7 +189,7 @@ def load_run_config(run_dir: Path, trusted_targets: Optional[Sequence[str]] = No
             f"a run whose {saved} names its env family and network (it has no {' / '.join(missing)}: an older "
             "sf_hydra saved it; its checkpoint still loads: run its train command again, which resumes it and "
             "saves the config anew)"))
-    return cfg
+    return with_schema_defaults(cfg)
 
 
 def read_saved_config(path: Path):
@@ -213,7 +215,7 @@ def run_spaces(run_dir: Path, cfg) -> Tuple[gym.Space, gym.Space]:
 
     log.info("%s has no spaces.json (trained before it was written): building env %s to read its spaces",
              run_dir, cfg.env.name)
-    info = describe_env(cfg.env, seed=cfg.get("seed"))
+    info = describe_env(cfg.env, seed=cfg.seed)
     return info.observation_space, info.action_space
 
 
