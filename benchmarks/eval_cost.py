@@ -90,7 +90,7 @@ def cpu_per_evaluation(args) -> int:
     from sf_hydra.app.enjoy import load_policy
     from sf_hydra.envs import make_env
     from sf_hydra.evaluation.process import EvalRequest, EvalSettings, Evaluator
-    from sf_hydra.models.recipe import ModelRecipe, plain
+    from sf_hydra.models.recipe import model_recipe, plain
     from sf_hydra.sampler.policy_store import PolicyStore
 
     me = psutil.Process()
@@ -117,7 +117,7 @@ def cpu_per_evaluation(args) -> int:
     evaluators = {w: Evaluator(EvalSettings(
         run_dir=str(work / f"w{w}"), seed=0, num_policies=1, episodes=args.episodes, deterministic=True,
         max_episode_steps=None, video_every=0, video_format="gif", video_frames=None, env=plain(cfg.env),
-        model=ModelRecipe(plain(cfg.model), plain(cfg.env), plain(cfg.algo)), max_envs=w), [store])
+        model=model_recipe(cfg), max_envs=w), [store])
         for w in args.widths}
     cpu = {w: [] for w in args.widths}
     games = {}

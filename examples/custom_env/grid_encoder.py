@@ -1,7 +1,8 @@
 """An encoder of your own: `model.encoder._target_: examples.custom_env.grid_encoder.GridConv`.
 
 The target is called with the observation shapes (a dict: key -> shape; a plain Box is the
-key "obs"), the `model` config node and the node's other keys (here `channels`), and returns
+key "obs"), the `model` node (its schema's `ModelConfig`: read keys as attributes) and the
+node's other keys (here `channels`), and returns
 a module that maps the dict of (already scaled) observation tensors to [batch, out_size]
 features and sets `out_size`.
 """

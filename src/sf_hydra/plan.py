@@ -5,7 +5,9 @@ and returns a frozen `RunPlan`. The sampler, its batches and the learner are bui
 typed pieces, never from the whole config: each consumer declares its own settings beside it
 (`sampler/settings.py`: `SamplerSettings`, `WorkerSettings`, `BatchSettings`; `learner/learner_settings.py`:
 `LearnerSettings`; `models/recipe.py`: `ModelRecipe`), and each of the keys those pieces hold is read
-here, in one place. What a piece holds is what its consumer may depend on.
+here, in one place (the model recipe's in `models/recipe.py`, which a loaded run's Policy shares). A piece
+holds each value once: the sampler's settings hold the workers' (`SamplerSettings.workers`) rather than
+copies of them. What a piece holds is what its consumer may depend on.
 
 Invariants of a plan:
 - `initial_policies` are the learner's models, built once from the run's random state: the rollout
@@ -34,7 +36,7 @@ from sf_hydra.core.trajectory import TrajectorySpec, model_trajectory_spec
 from sf_hydra.envs import episode_stats, reward_shaping
 from sf_hydra.learner.learner_settings import LearnerSettings, initial_hyperparams, shaping_hyperparams
 from sf_hydra.models import build_model
-from sf_hydra.models.recipe import ModelRecipe, plain
+from sf_hydra.models.recipe import ModelRecipe, model_recipe, plain
 from sf_hydra.sampler.policy_mapping import env_policies
 from sf_hydra.sampler.settings import (
     ActingSettings,
@@ -149,18 +151,14 @@ def slot_layout(cfg, num_agents: Optional[int]) -> Slots:
     return Slots(hw.num_workers, rows, slots_per_worker(cfg.algo, hw.num_workers, rows, agent_rows), agent_rows)
 
 
-def sampler_settings(cfg, num_agents: Optional[int]) -> SamplerSettings:
+def sampler_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe) -> SamplerSettings:
     hw = cfg.hardware
-    servers = hw.inference_workers if str(hw.get("inference", "in_worker")) == "server" else 0
+    servers = hw.inference_workers if str(hw.inference) == "server" else 0
     shaping = 2 * len(reward_shaping(cfg.env)) if cfg.pbt.with_pbt else 0
     return SamplerSettings(
-        slots=slot_layout(cfg, num_agents), rollout=cfg.algo.rollout, num_policies=cfg.algo.num_policies,
-        pool_size=cfg.selfplay.pool_size, shaping_size=shaping, serial=bool(hw.serial_mode),
-        inference_servers=servers, inference_device=str(hw.inference_device),
-        num_envs_per_worker=hw.num_envs_per_worker, worker_start_timeout_sec=hw.worker_start_timeout_sec,
-        worker_stall_timeout_sec=hw.worker_stall_timeout_sec,
-        restarts_hung_envs=hw.max_env_restarts > 0 and bool(hw.restart_hung_envs), env_id=str(cfg.env.id),
-        workers=worker_settings(cfg, num_agents),
+        slots=slot_layout(cfg, num_agents), shaping_size=shaping, serial=bool(hw.serial_mode),
+        inference_servers=servers, worker_start_timeout_sec=hw.worker_start_timeout_sec,
+        workers=worker_settings(cfg, num_agents, recipe),
     )
 
 
@@ -171,7 +169,7 @@ def fixed_env_policies(cfg, num_agents: Optional[int]) -> Optional[Tuple[int, ..
     draws its policy per episode (or batched sampling's worker -> policy, decided by the worker)."""
     algo, hw = cfg.algo, cfg.hardware
     n, envs = algo.num_policies, hw.num_workers * hw.num_envs_per_worker
-    choice = str(algo.get("policy_assignment", "auto"))
+    choice = str(algo.policy_assignment)
     if n == 1 or num_agents is not None or hw.batched_sampling or choice == "per_episode":
         return None
     if choice == "auto" and envs % n != 0:
@@ -179,8 +177,9 @@ def fixed_env_policies(cfg, num_agents: Optional[int]) -> Optional[Tuple[int, ..
     return env_policies(hw.num_workers, hw.num_envs_per_worker, n)
 
 
-def worker_settings(cfg, num_agents: Optional[int]) -> WorkerSettings:
-    """num_agents: the env's agent count (None: a single-agent env)."""
+def worker_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe) -> WorkerSettings:
+    """num_agents: the env's agent count (None: a single-agent env); recipe: what the workers' policy copies are
+    built from (the run's one ModelRecipe)."""
     algo, hw = cfg.algo, cfg.hardware
     return WorkerSettings(
         seed=None if cfg.seed is None else int(cfg.seed), rollout=algo.rollout, num_policies=algo.num_policies,
@@ -193,9 +192,8 @@ def worker_settings(cfg, num_agents: Optional[int]) -> WorkerSettings:
             force_envs_single_thread=bool(hw.force_envs_single_thread),
             decorrelate_experience_max_seconds=float(hw.decorrelate_experience_max_seconds)),
         acting=ActingSettings(
-            model=ModelRecipe(plain(cfg.model), plain(cfg.env), plain(algo)), bf16=str(hw.precision) == "bf16-mixed",
-            inference_device=str(hw.inference_device),
-            inference_cuda_graphs=bool(hw.get("inference_cuda_graphs", False))),
+            model=recipe, bf16=str(hw.precision) == "bf16-mixed", inference_device=str(hw.inference_device),
+            inference_cuda_graphs=bool(hw.inference_cuda_graphs)),
         seats=SeatSettings(mix_policies_in_one_env=bool(cfg.pbt.mix_policies_in_one_env),
                            pool_size=cfg.selfplay.pool_size, latest_prob=float(cfg.selfplay.latest_prob),
                            env_policies=fixed_env_policies(cfg, num_agents)),
@@ -215,10 +213,8 @@ def env_settings(cfg) -> EnvSettings:
 def batch_settings(cfg) -> BatchSettings:
     algo = cfg.algo
     return BatchSettings(
-        traj_per_batch=algo.batch_size * algo.num_batches_per_epoch // algo.rollout, sync=not algo.async_rl,
-        num_policies=algo.num_policies, frameskip=cfg.env.frameskip, max_policy_lag=algo.max_policy_lag,
-        pin_memory=cfg.hardware.device == "cuda", benchmark=bool(cfg.get("benchmark", False)),
-        stall_timeout_sec=cfg.hardware.worker_stall_timeout_sec,
+        traj_per_batch=algo.batch_size * algo.num_batches_per_epoch // algo.rollout,
+        max_policy_lag=algo.max_policy_lag, pin_memory=cfg.hardware.device == "cuda", benchmark=bool(cfg.benchmark),
     )
 
 
@@ -235,7 +231,7 @@ def learner_settings(cfg, obs_space: gym.Space) -> LearnerSettings:
         micro_batch=resolved_micro_batch(cfg.hardware.learner_micro_batch, recurrence, str(cfg.hardware.device),
                                          obs_space, bf16),
         stats_avg=cfg.logger.stats_avg, train_for_env_steps=cfg.train_for_env_steps,
-        benchmark=bool(cfg.get("benchmark", False)), reward_shaping=shaping, hyperparams=tuple(hyperparams),
+        benchmark=bool(cfg.benchmark), reward_shaping=shaping, hyperparams=tuple(hyperparams),
         optimizer=functools.partial(build, "algo.optimizer", cfg.algo.optimizer),
         bf16=bf16, compile=bool(cfg.hardware.learner_compile),
     )
@@ -245,12 +241,13 @@ def plan_run(cfg, env) -> RunPlan:
     """The run's plan for an env with `env.observation_space`, `env.action_space` and `env.num_agents`
     (sampler/env_info.py EnvInfo). Builds the `algo.num_policies` initial models from the current
     random state (seed it first): the learner trains these modules."""
-    policies = tuple(build_model(cfg, env.observation_space, env.action_space) for _ in range(cfg.algo.num_policies))
+    recipe = model_recipe(cfg)
+    policies = tuple(build_model(recipe, env.observation_space, env.action_space) for _ in range(cfg.algo.num_policies))
     spec = model_trajectory_spec(env.observation_space, env.action_space, policies[0], cfg.algo.num_policies)
     return RunPlan(
         spaces=Spaces(env.observation_space, env.action_space, env.num_agents), spec=spec,
         initial_policies=policies, statistics=tuple(episode_stats(cfg.env)), learner_device=str(cfg.hardware.device),
-        sampler=sampler_settings(cfg, env.num_agents), batches=batch_settings(cfg),
+        sampler=sampler_settings(cfg, env.num_agents, recipe), batches=batch_settings(cfg),
         learner=learner_settings(cfg, env.observation_space),
     )
 
@@ -265,8 +262,9 @@ def plan_for_rank(plan: RunPlan, rank: int, local_rank: int) -> RunPlan:
     workers = plan.sampler.workers
     first_core = local_rank * plan.sampler.slots.num_workers
     # inference servers on CUDA act on this rank's GPU, the one its learner trains on (Lightning: cuda:<local rank>)
-    device = f"cuda:{local_rank}" if plan.sampler.inference_device == "cuda" else plan.sampler.inference_device
+    device = workers.acting.inference_device
+    device = f"cuda:{local_rank}" if device == "cuda" else device
     workers = replace(workers, seed=rank_seed(workers.seed, rank),
                       process=replace(workers.process, first_core=first_core),
                       acting=replace(workers.acting, inference_device=device))
-    return replace(plan, sampler=replace(plan.sampler, workers=workers, inference_device=device))
+    return replace(plan, sampler=replace(plan.sampler, workers=workers))

@@ -40,7 +40,7 @@ def test_leanrl_runs_its_own_script_unchanged_on_the_cpu():
 @pytest.mark.parametrize("system", ["ours", "ours_async"])
 def test_our_side_does_leanrls_work(tmp_path, system):
     pytest.importorskip("mujoco", reason="the mujoco extra")
-    from sf_hydra.models import build_model
+    from sf_hydra.models import build_model, model_recipe
     from sf_hydra.sampler.env_info import describe_env
 
     cfg = compose_cfg(*our_overrides(system, seed=3, env_steps=50 * ITERATION, train_dir=tmp_path, extra=[]))
@@ -56,7 +56,7 @@ def test_our_side_does_leanrls_work(tmp_path, system):
     assert (a.gamma, a.gae_lambda, a.ppo_clip_value, a.exploration_loss_coeff) == (0.99, 0.95, 0.2, 0.0)
     assert a.value_loss_coeff == 0.25  # LeanRL: 0.5 x vf_coef 0.5 x MSE; ours: coeff x MSE
     info = describe_env(cfg.env, seed=0)
-    model = build_model(cfg, info.observation_space, info.action_space)
+    model = build_model(model_recipe(cfg), info.observation_space, info.action_space)
     assert sum(p.numel() for p in model.parameters()) == LEANRL_PARAMETERS
     tanh = [m for m in model.modules() if type(m).__name__ == "Tanh"]
     assert len(tanh) == 4  # two hidden layers in each of the actor's and the critic's towers

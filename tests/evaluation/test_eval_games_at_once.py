@@ -7,8 +7,8 @@ import torch
 
 from sf_hydra.envs import make_env
 from sf_hydra.evaluation.process import EvalRequest, EvalSettings, Evaluator
-from sf_hydra.models import build_model
-from sf_hydra.models.recipe import ModelRecipe, plain
+from sf_hydra.models import build_model, model_recipe
+from sf_hydra.models.recipe import plain
 from sf_hydra.sampler.policy_store import PolicyStore
 from tests.conftest import compose_cfg
 
@@ -16,8 +16,7 @@ from tests.conftest import compose_cfg
 def _evaluate(tmp_path, cfg, store, max_envs: int, episodes: int = 10):
     settings = EvalSettings(run_dir=str(tmp_path / f"at_once_{max_envs}"), seed=7, num_policies=1, episodes=episodes,
                             deterministic=True, max_episode_steps=None, video_every=0, video_format="gif",
-                            video_frames=None, env=plain(cfg.env),
-                            model=ModelRecipe(plain(cfg.model), plain(cfg.env), plain(cfg.algo)), max_envs=max_envs)
+                            video_frames=None, env=plain(cfg.env), model=model_recipe(cfg), max_envs=max_envs)
     evaluator = Evaluator(settings, [store])
     calls = []
     act = evaluator.models[0].act
@@ -35,7 +34,7 @@ def test_games_played_at_once_are_the_games_played_one_by_one(tmp_path, use_rnn)
     cfg = compose_cfg("env=gym/cartpole", f"model.use_rnn={str(use_rnn).lower()}")
     probe = make_env(cfg.env)
     torch.manual_seed(3)
-    model = build_model(cfg, probe.observation_space, probe.action_space).eval()
+    model = build_model(model_recipe(cfg), probe.observation_space, probe.action_space).eval()
     probe.close()
     with torch.no_grad():  # larger weights: actions that hang on the RNN state (a mixed-up state changes the games)
         for p in model.parameters():

@@ -20,7 +20,7 @@ from sf_hydra.app.train import train
 from sf_hydra.core.spaces import obs_specs
 from sf_hydra.evaluation.export import export
 from sf_hydra.evaluation.policy import Policy
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from tests.conftest import make_cfg
 from tests.faults.runs import env_with_repo
 
@@ -38,7 +38,7 @@ NETWORKS = {
 def _policy(tmp_path, name: str) -> Policy:
     overrides, obs_space, action_space = NETWORKS[name]
     torch.manual_seed(0)
-    model = build_model(make_cfg(tmp_path, *overrides), obs_space, action_space)
+    model = build_model(model_recipe(make_cfg(tmp_path, *overrides)), obs_space, action_space)
     for buffer in model.buffers():  # a trained normalizer's statistics, not its initial ones
         if buffer.is_floating_point():
             buffer.add_(torch.rand_like(buffer))

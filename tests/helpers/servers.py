@@ -8,7 +8,7 @@ import multiprocess
 import torch
 
 from sf_hydra.core.trajectory import model_trajectory_spec
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from sf_hydra.plan import worker_settings
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.inference_server import InferenceChannel, InferenceServer
@@ -23,7 +23,8 @@ def server_and_channel(cfg, rows: int, policies: int = 1):
     filled with random observations and RNN states. Returns (server, channel, models)."""
     info = describe_env(cfg.env, seed=0)
     torch.manual_seed(0)
-    models = [build_model(cfg, info.observation_space, info.action_space).eval() for _ in range(policies)]
+    recipe = model_recipe(cfg)
+    models = [build_model(recipe, info.observation_space, info.action_space).eval() for _ in range(policies)]
     stores = [PolicyStore(m) for m in models]
     spec = model_trajectory_spec(info.observation_space, info.action_space, models[0], policies)
     channel = InferenceChannel(0, 0, rows, info.observation_space, spec, models[0].rnn_state_size,
@@ -31,6 +32,6 @@ def server_and_channel(cfg, rows: int, policies: int = 1):
     for t in channel.obs.values():
         t.copy_(torch.randn(t.shape) if t.is_floating_point() else torch.randint(0, 255, t.shape).to(t.dtype))
     channel.rnn.copy_(torch.randn(channel.rnn.shape))
-    server = InferenceServer(worker_settings(cfg, info.num_agents), info.observation_space, info.action_space, stores,
-                             {0: channel})
+    server = InferenceServer(worker_settings(cfg, info.num_agents, recipe), info.observation_space,
+                             info.action_space, stores, {0: channel})
     return server, channel, models

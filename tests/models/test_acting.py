@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sf_hydra.core.spaces import ACTION_MASK
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from sf_hydra.models.action_heads import CategoricalHead, MultiCategorical, gumbel_argmax
 from sf_hydra.models.actor_critic import FusedPolicies, act_per_policy, policies_act
 from sf_hydra.sampler.policy_store import PolicyStore
@@ -86,7 +86,7 @@ def cartpole_models(tmp_path, n: int, *overrides: str):
     models = []
     for p in range(n):
         torch.manual_seed(10 + p)
-        models.append(build_model(cfg, obs_space, gym.spaces.Discrete(2)).eval())
+        models.append(build_model(model_recipe(cfg), obs_space, gym.spaces.Discrete(2)).eval())
     return models
 
 
@@ -151,7 +151,7 @@ def test_fused_policies_keep_forbidden_actions_out(tmp_path):
     models = []
     for p in range(2):
         torch.manual_seed(p)
-        models.append(build_model(cfg, space, gym.spaces.Discrete(3)).eval())
+        models.append(build_model(model_recipe(cfg), space, gym.spaces.Discrete(3)).eval())
     originals = copy.deepcopy(models)
     fused = FusedPolicies(models)
     rows = 4000

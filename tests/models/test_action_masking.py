@@ -8,7 +8,7 @@ import torch
 
 from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from sf_hydra.models.action_heads import CategoricalHead, MultiCategorical, masked_logits
 from sf_hydra.models.actor_critic import check_model_for_env
 from tests.helpers.masked_envs import BoxMaskedEnv, MaskedEnv, WrongSizeMaskEnv
@@ -74,7 +74,7 @@ def test_entropy_gradient_is_finite_and_skips_forbidden_logits():
 
 def test_model_masks_in_act_and_evaluate_and_does_not_encode_the_mask(tmp_cfg):
     cfg = tmp_cfg("model.use_rnn=true", "model.rnn_size=8", "algo.normalize_input=true")
-    model = build_model(cfg, MaskedEnv.observation_space, MaskedEnv.action_space)
+    model = build_model(model_recipe(cfg), MaskedEnv.observation_space, MaskedEnv.action_space)
     assert set(model.encoder.encoders) == {"obs"} and set(model.preprocess.norms) == {"obs"}
     obs = {"obs": torch.rand(3, 4), "action_mask": MASK}
     rnn = torch.zeros(3, model.rnn_state_size)
@@ -97,7 +97,7 @@ def test_bad_masks_are_refused_naming_env_and_action_space(tmp_cfg, env_cls, wor
     with pytest.raises(ConfigError, match=r"^env.id='some-env' is not allowed.*" + words):
         check_model_for_env(cfg, env_cls.observation_space, env_cls.action_space)
     with pytest.raises(ConfigError, match=words):
-        build_model(cfg, env_cls.observation_space, env_cls.action_space)
+        build_model(model_recipe(cfg), env_cls.observation_space, env_cls.action_space)
 
 
 def test_train_refuses_a_bad_mask_before_workers_start(tmp_cfg):

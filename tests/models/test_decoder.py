@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from sf_hydra.app.train import train
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 
 
 def test_decoder_sits_between_core_and_heads(tmp_cfg):
     cfg = tmp_cfg("model.decoder_mlp_layers=[64]", "model.use_rnn=true", "model.rnn_size=16")
-    model = build_model(cfg, OBS, gym.spaces.Discrete(2))
+    model = build_model(model_recipe(cfg), OBS, gym.spaces.Discrete(2))
     linear = model.decoder[0]
     assert (linear.in_features, linear.out_features) == (16, 64)
     assert model.action_head.linear.in_features == 64 and model.value_head.in_features == 64
@@ -27,7 +27,7 @@ def test_decoder_sits_between_core_and_heads(tmp_cfg):
 
 
 def test_decoder_output_is_what_the_heads_read(tmp_cfg):
-    model = build_model(tmp_cfg("model.decoder_mlp_layers=[64]"), OBS, gym.spaces.Discrete(2))
+    model = build_model(model_recipe(tmp_cfg("model.decoder_mlp_layers=[64]")), OBS, gym.spaces.Discrete(2))
     obs = torch.randn(3, 4)
     features = model.decoder(model._features({"obs": obs}))
     assert torch.allclose(model.act({"obs": obs}, None).values, model.value_head(features).squeeze(-1))

@@ -72,11 +72,11 @@ def test_architecture_is_a_config_choice(tmp_cfg):
     import gymnasium as gym
     import numpy as np
 
-    from sf_hydra.models import build_model
+    from sf_hydra.models import build_model, model_recipe
 
     cfg = tmp_cfg("model.encoder_conv_architecture=resnet_impala", "model.encoder_conv_mlp_layers=[16]")
     space = gym.spaces.Box(0, 255, (3, 72, 128), np.uint8)
-    model = build_model(cfg, space, gym.spaces.Discrete(3))
+    model = build_model(model_recipe(cfg), space, gym.spaces.Discrete(3))
     assert any(isinstance(m, ResidualBlock) for m in model.modules())
     out = model.act({"obs": torch.randint(0, 255, (2, 3, 72, 128), dtype=torch.uint8)}, None)
     assert out.actions.shape == (2,)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACTIONS = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Discrete(3)))
@@ -18,7 +18,8 @@ def head_weights(model):
 
 @pytest.mark.parametrize("gain", [0.01, 1.0, 2.5])
 def test_action_head_rows_are_orthonormal_times_its_gain(tmp_cfg, gain):
-    model = build_model(tmp_cfg(f"model.action_head_init_gain={gain}", "model.policy_init_gain=1.7"), OBS, ACTIONS)
+    recipe = model_recipe(tmp_cfg(f"model.action_head_init_gain={gain}", "model.policy_init_gain=1.7"))
+    model = build_model(recipe, OBS, ACTIONS)
     (w,) = head_weights(model)  # one linear layer for both sub-actions' logits: 6 x 64
     assert w.shape == (6, 64)
     torch.testing.assert_close(w @ w.T, gain**2 * torch.eye(6), atol=1e-5 * max(gain**2, 1), rtol=1e-4)
@@ -33,7 +34,8 @@ def test_a_small_head_gain_starts_near_uniform_and_a_large_one_does_not(tmp_cfg)
     entropies = {}
     for gain in (0.01, 4.0):
         torch.manual_seed(0)
-        model = build_model(tmp_cfg(f"model.action_head_init_gain={gain}", "model.use_rnn=false"), OBS, ACTIONS)
+        recipe = model_recipe(tmp_cfg(f"model.action_head_init_gain={gain}", "model.use_rnn=false"))
+        model = build_model(recipe, OBS, ACTIONS)
         with torch.no_grad():
             entropies[gain] = float(model.evaluate(obs, actions, None, dones)[1].mean())
     assert entropies[0.01] == pytest.approx(uniform, abs=1e-3)
@@ -41,5 +43,5 @@ def test_a_small_head_gain_starts_near_uniform_and_a_large_one_does_not(tmp_cfg)
 
 
 def test_zero_head_gain_gives_zero_logits(tmp_cfg):
-    model = build_model(tmp_cfg("model.action_head_init_gain=0"), OBS, ACTIONS)
+    model = build_model(model_recipe(tmp_cfg("model.action_head_init_gain=0")), OBS, ACTIONS)
     assert all(float(w.abs().max()) == 0.0 for w in head_weights(model))

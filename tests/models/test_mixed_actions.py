@@ -10,7 +10,7 @@ from torch.distributions import Categorical, Normal, kl_divergence
 from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
 from sf_hydra.core.spaces import action_spec, is_mixed_tuple, num_discrete_actions, to_env_action
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from sf_hydra.models.action_heads import TupleHead
 from tests.helpers.mixed_action_envs import MixedActionEnv
 
@@ -87,8 +87,8 @@ def test_gradients_reach_both_parts(head):
 
 
 def test_model_act_and_evaluate_agree(tmp_cfg):
-    model = build_model(tmp_cfg("model.use_rnn=true", "model.rnn_size=8"), MixedActionEnv.observation_space,
-                        MixedActionEnv.action_space)
+    model = build_model(model_recipe(tmp_cfg("model.use_rnn=true", "model.rnn_size=8")),
+                        MixedActionEnv.observation_space, MixedActionEnv.action_space)
     obs = torch.rand(4, 4)
     out = model.act({"obs": obs}, torch.zeros(4, 8))
     assert out.actions.shape == (4, 2) and out.actions.dtype == torch.float32

@@ -6,7 +6,7 @@ import torch
 
 from sf_hydra.app.train import train
 from sf_hydra.config import ConfigError
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from sf_hydra.models.actor_critic import check_model_for_env
 from sf_hydra.models.normalizer import ObservationPreprocessor
 from tests.helpers.space_envs import DictObsEnv
@@ -42,7 +42,7 @@ def test_none_normalizes_every_key_and_off_normalizes_none():
 
 def test_model_reads_the_config_key(tmp_cfg):
     cfg = tmp_cfg("algo.normalize_input=true", "algo.normalize_input_keys=[vec]", "model.encoder_conv_mlp_layers=[8]")
-    model = build_model(cfg, DictObsEnv.observation_space, DictObsEnv.action_space)
+    model = build_model(model_recipe(cfg), DictObsEnv.observation_space, DictObsEnv.action_space)
     assert set(model.preprocess.norms) == {"vec"}
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from tests.enjoy.test_enjoy import enjoy
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -18,7 +18,7 @@ CRITIC = ("critic_", "value_head")
 
 def _model(tmp_cfg, *overrides):
     torch.manual_seed(0)
-    return build_model(tmp_cfg(*overrides), OBS, ACTIONS)
+    return build_model(model_recipe(tmp_cfg(*overrides)), OBS, ACTIONS)
 
 
 def _losses(model):

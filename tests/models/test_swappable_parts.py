@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sf_hydra.config import ConfigError
-from sf_hydra.models import ActorCritic, build_model
+from sf_hydra.models import ActorCritic, build_model, model_recipe
 from sf_hydra.models.cores import RnnCore
 from sf_hydra.models.encoders import MultiKeyEncoder
 from tests.helpers.plans import learner_for
@@ -25,8 +25,8 @@ def lstm_core(in_size, model_cfg, size):
 class TaggedActorCritic(ActorCritic):
     """A user's network class: ActorCritic's arguments, one attribute more."""
 
-    def __init__(self, obs_shapes, action_space, model_cfg, env_cfg, algo_cfg):
-        super().__init__(obs_shapes, action_space, model_cfg, env_cfg, algo_cfg)
+    def __init__(self, obs_shapes, action_space, recipe):
+        super().__init__(obs_shapes, action_space, recipe)
         self.tag = "mine"
 
 
@@ -36,7 +36,7 @@ class NoOutSize(torch.nn.Module):
 
 
 def test_default_parts(tmp_cfg):
-    model = build_model(tmp_cfg("model.use_rnn=true", "model.rnn_size=8"), OBS, ACTIONS)
+    model = build_model(model_recipe(tmp_cfg("model.use_rnn=true", "model.rnn_size=8")), OBS, ACTIONS)
     assert type(model) is ActorCritic and isinstance(model.encoder, MultiKeyEncoder)
     assert isinstance(model.core, RnnCore) and not model.core.is_lstm and model.core.out_size == 8
 
@@ -44,19 +44,19 @@ def test_default_parts(tmp_cfg):
 def test_core_and_network_by_dotted_path(tmp_cfg):
     cfg = tmp_cfg("model.use_rnn=true", "+model.core.size=6", f"model.core._target_={HERE}.lstm_core",
                   f"model._target_={HERE}.TaggedActorCritic")
-    model = build_model(cfg, OBS, ACTIONS)
+    model = build_model(model_recipe(cfg), OBS, ACTIONS)
     assert model.tag == "mine" and model.core.is_lstm and model.rnn_state_size == 12
     assert model.act({"obs": torch.zeros(3, 4)}, torch.zeros(3, 12)).actions.shape == (3,)
 
 
 def test_encoder_without_out_size_is_named(tmp_cfg):
     with pytest.raises(TypeError, match="NoOutSize.*out_size"):
-        build_model(tmp_cfg(f"model.encoder._target_={HERE}.NoOutSize"), OBS, ACTIONS)
+        build_model(model_recipe(tmp_cfg(f"model.encoder._target_={HERE}.NoOutSize")), OBS, ACTIONS)
 
 
 def test_bad_part_path_is_a_config_error(tmp_cfg):
     with pytest.raises(ConfigError, match=r"^model.action_head._target_='sf_hydra.models.nope.Head' is not allowed"):
-        build_model(tmp_cfg("model.action_head._target_=sf_hydra.models.nope.Head"), OBS, ACTIONS)
+        build_model(model_recipe(tmp_cfg("model.action_head._target_=sf_hydra.models.nope.Head")), OBS, ACTIONS)
 
 
 def test_optimizer_reads_sample_factory_keys(tmp_cfg):

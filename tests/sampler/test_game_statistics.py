@@ -16,7 +16,7 @@ from sf_hydra.core.spaces import obs_specs, to_env_action  # noqa: E402
 from sf_hydra.envs import make_env  # noqa: E402
 from sf_hydra.envs.episode_info import GAME_CONTINUES  # noqa: E402
 from sf_hydra.evaluation.policy import Policy  # noqa: E402
-from sf_hydra.models import build_model  # noqa: E402
+from sf_hydra.models import build_model, model_recipe  # noqa: E402
 from tests.conftest import make_cfg  # noqa: E402
 from tests.sampler.collect import collect  # noqa: E402
 
@@ -102,7 +102,7 @@ def test_batched_sampling_reports_whole_games(tmp_path):
 def test_enjoy_plays_whole_games(tmp_path):
     cfg = breakout_cfg(tmp_path)
     env = make_env(cfg.env, seed=0)
-    model = build_model(cfg, env.observation_space, env.action_space).eval()
+    model = build_model(model_recipe(cfg), env.observation_space, env.action_space).eval()
     torch.manual_seed(0)
     policy = Policy(model, env.observation_space, env.action_space)
     seats, _ = play_episode(SingleAgent(env), [Seat(policy, 0)], obs_specs(env.observation_space), False, seed=0,

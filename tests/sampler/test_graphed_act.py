@@ -14,7 +14,7 @@ import torch
 
 from sf_hydra.config import validate
 from sf_hydra.core.errors import ConfigError
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from sf_hydra.models.actor_critic import policies_act
 from sf_hydra.sampler.env_info import describe_env
 from sf_hydra.sampler.graphed_act import BucketedAct, bucket_sizes, record_cuda_graph
@@ -27,7 +27,7 @@ def _policy(tmp_cfg, model: str):
     cfg = tmp_cfg(*SERVER, *(GRU if model == "gru" else ()))
     info = describe_env(cfg.env, seed=0)
     torch.manual_seed(0)
-    return build_model(cfg, info.observation_space, info.action_space).eval()
+    return build_model(model_recipe(cfg), info.observation_space, info.action_space).eval()
 
 
 def _inputs(policy, rows: int, seed: int):

@@ -15,6 +15,7 @@ from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.seeding import env_seed
 from sf_hydra.core.trajectory import obs_field_name
 from sf_hydra.envs import episode_stats, make_env
+from sf_hydra.models import model_recipe
 from sf_hydra.plan import worker_settings
 from sf_hydra.sampler.env_info import env_info, env_info_cache_file
 from sf_hydra.sampler.rollout_worker import decorrelation_delay
@@ -88,7 +89,7 @@ def test_envs_on_one_worker_start_after_rollout_x_index_random_steps(tmp_path):
 @pytest.mark.slow
 def test_workers_start_after_their_decorrelation_delay(tmp_path):
     cfg = make_cfg(tmp_path, "hardware.decorrelate_experience_max_seconds=4")
-    delays = [decorrelation_delay(worker_settings(cfg, None), w) for w in range(2)]
+    delays = [decorrelation_delay(worker_settings(cfg, None, model_recipe(cfg)), w) for w in range(2)]
     assert all(0 <= d <= 4 for d in delays) and abs(delays[0] - delays[1]) > 0.5, delays  # seed 0 spreads them
     first = {}
     with running_sampler(cfg) as sampler:  # start() returns once every worker is ready, before its pause

@@ -260,7 +260,7 @@ def import_into(source: Path, run_dir: Path, folder: Path, checkpoint: str = "la
     from sf_hydra.app.resume_config import save_config
     from sf_hydra.app.sample_factory.weights import map_weights
     from sf_hydra.core.run_dir import LAST, checkpoint_dir, save_spaces
-    from sf_hydra.models import build_model
+    from sf_hydra.models import build_model, model_recipe
     from sf_hydra.sampler.env_info import describe_env
 
     ckpt_path = sf_checkpoint(source, policy, checkpoint)
@@ -271,7 +271,7 @@ def import_into(source: Path, run_dir: Path, folder: Path, checkpoint: str = "la
     sf_ckpt = load_sf_checkpoint(ckpt_path)
     cfg = compose_run_config(overrides)
     info = describe_env(cfg.env, seed=cfg.seed)
-    model = build_model(cfg, info.observation_space, info.action_space)
+    model = build_model(model_recipe(cfg), info.observation_space, info.action_space)
     check_same_function(sf_cfg, sf_ckpt["model"], model)
     weights = map_weights(sf_ckpt["model"], model.state_dict())
     model.load_state_dict(weights)

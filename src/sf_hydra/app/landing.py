@@ -202,7 +202,7 @@ def _read_checkpoint(path: Path) -> Dict[str, Any]:
 def _model(cfg, folder: Path):
     """The network the config describes, for the spaces the run saved (spaces.json), built as Policy.load does."""
     from sf_hydra.evaluation.policy import run_spaces
-    from sf_hydra.models import build_model
+    from sf_hydra.models import build_model, model_recipe
 
     try:
         observation_space, action_space = run_spaces(folder, cfg)
@@ -212,7 +212,7 @@ def _model(cfg, folder: Path):
         raise ConfigError("spaces.json", str(folder / "spaces.json"), f"the env's spaces as sf-push writes them "
                           f"({why(e)})") from None
     try:
-        return build_model(cfg, observation_space, action_space)
+        return build_model(model_recipe(cfg), observation_space, action_space)
     except ConfigError:
         raise
     except Exception as e:  # a model section whose values do not build a network

@@ -67,11 +67,11 @@ class EnvConfig:
 @dataclass
 class ModelConfig:
     """Parts are `_target_` nodes (dotted paths, see sf_hydra/core/targets.py), called with run-time
-    arguments after the node's own keys: the network `_target_(obs_shapes, action_space,
-    model_cfg, env_cfg, algo_cfg)`, `encoder(obs_shapes, model_cfg)`, `core(in_size,
-    model_cfg)` (when use_rnn) and `action_head(in_size, action_space, model_cfg)`."""
+    arguments after the node's own keys: the network `_target_(obs_shapes, action_space, recipe)`
+    (sf_hydra.models.ModelRecipe), `encoder(obs_shapes, model_cfg)`, `core(in_size, model_cfg)` (when
+    use_rnn) and `action_head(in_size, action_space, model_cfg)`; model_cfg is this node, a ModelConfig."""
 
-    # the network, called as _target_(obs_shapes, action_space, model_cfg, env_cfg, algo_cfg)
+    # the network, called as _target_(obs_shapes, action_space, recipe) (recipe: sf_hydra.models.ModelRecipe)
     _target_: str = "sf_hydra.models.ActorCritic"
     # The default encoder picks per observation key: a conv net for images, an MLP otherwise.
     encoder: Dict[str, Any] = field(default_factory=lambda: {"_target_": "sf_hydra.models.encoders.MultiKeyEncoder"})

@@ -38,7 +38,7 @@ from sf_hydra.evaluation.process import EvalFailed, EvalRequest, EvalSettings, e
 from sf_hydra.learner.callbacks import StopConditions, send_scalars
 from sf_hydra.learner.checkpointing import PeriodicCheckpoint
 from sf_hydra.learner.pbt import PopulationBasedTraining
-from sf_hydra.models.recipe import ModelRecipe, plain
+from sf_hydra.models.recipe import model_recipe, plain
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.policy_store import PolicyStore
 
@@ -121,13 +121,13 @@ class Evaluation(L.Callback):
     def _settings(self, num_policies: int) -> EvalSettings:
         """From the run's saved config (train.py saves it before training starts), as enjoy.py reads it."""
         cfg = OmegaConf.load(self.run_dir / "config.yaml")
-        env = OmegaConf.merge(cfg.env, self.env_overrides) if self.env_overrides else cfg.env
+        if self.env_overrides:
+            cfg.env = OmegaConf.merge(cfg.env, self.env_overrides)
         return EvalSettings(
             run_dir=str(self.run_dir), seed=self.seed, num_policies=num_policies, episodes=self.episodes,
             deterministic=self.deterministic, max_episode_steps=self.max_episode_steps,
             video_every=self.video_every, video_format=eval_video_format(self.video_format, self.video_every),
-            video_frames=self.video_frames, env=plain(env),
-            model=ModelRecipe(plain(cfg.model), plain(env), plain(cfg.algo)),
+            video_frames=self.video_frames, env=plain(cfg.env), model=model_recipe(cfg),
         )
 
     def _start_process(self, settings: EvalSettings) -> None:

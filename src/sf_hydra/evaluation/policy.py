@@ -30,7 +30,7 @@ from sf_hydra.config.trust import check_saved_config
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.run_dir import BEST_KEY, best_checkpoint_name, checkpoint_dir, read_spaces, resume_checkpoint
 from sf_hydra.core.spaces import obs_specs, to_env_action
-from sf_hydra.models import build_model
+from sf_hydra.models import build_model, model_recipe
 from sf_hydra.models.actor_critic import StepOutput
 
 log = logging.getLogger("sf_hydra")
@@ -92,7 +92,7 @@ class Policy:
         num_policies = cfg.algo.num_policies
         if not 0 <= policy < num_policies:
             raise ConfigError("policy", policy, f"a trained policy of this run: 0 to {num_policies - 1}")
-        model = build_model(cfg, observation_space, action_space)
+        model = build_model(model_recipe(cfg), observation_space, action_space)
         state = torch.load(ckpt, map_location="cpu", weights_only=True)
         best = state.get(BEST_KEY) or {}
         if best.get("evaluated_weights") is not None and best.get("policy") == policy:

@@ -32,6 +32,7 @@ import torch
 from sf_hydra.core.seeding import EVALUATION, eval_env_seed, process_seed, seed_process
 from sf_hydra.envs import make_env
 from sf_hydra.evaluation.episodes import as_multi_agent, episode_record, play_episodes, render_fps, save_video
+from sf_hydra.models.actor_critic import build_model
 from sf_hydra.models.recipe import ModelRecipe
 from sf_hydra.sampler import mp
 
@@ -105,7 +106,7 @@ class Evaluator:
         self.envs = [self.env]
         width = 1 if self.env.num_agents > 1 else max(1, min(settings.episodes, settings.max_envs))
         self.envs += [as_multi_agent(make_env(settings.env, seed=seed)) for seed in self.seeds[1:width]]
-        self.models = [settings.model.build(self.env.observation_space, self.env.action_space).eval()
+        self.models = [build_model(settings.model, self.env.observation_space, self.env.action_space).eval()
                        for _ in range(settings.num_policies)]
         settings.out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -13,13 +13,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from sf_hydra.config.schema import ModelConfig
 from sf_hydra.core.errors import ConfigError
 from sf_hydra.core.spaces import ACTION_MASK, num_discrete_actions, obs_shapes
 from sf_hydra.core.targets import build, locate
 from sf_hydra.core.trajectory import ACTION_DIST_PARAMS, Field
 from sf_hydra.models.encoders import make_encoder, mlp
 from sf_hydra.models.normalizer import ObservationPreprocessor, RunningMeanStd, check_normalize_input_keys
+from sf_hydra.models.recipe import ModelRecipe
 
 
 class StepOutput(NamedTuple):
@@ -259,29 +259,30 @@ class ActorCritic(nn.Module):
     then the actor's state followed by the critic's (rnn_state_size doubles).
 
     An observation key `action_mask` (spaces.ACTION_MASK) is not encoded: it is handed to the
-    action head, which gives the forbidden actions probability 0."""
+    action head, which gives the forbidden actions probability 0.
 
-    def __init__(self, obs_shapes: Dict[str, tuple], action_space: gym.Space, model_cfg, env_cfg, algo_cfg):
+    Built from the observation shapes, the action space and the run's `ModelRecipe` (models/recipe.py): its
+    `model` node gives the parts and sizes, its other values the observation and return normalization."""
+
+    def __init__(self, obs_shapes: Dict[str, tuple], action_space: gym.Space, recipe: ModelRecipe):
         super().__init__()
-        check_action_mask(obs_shapes, action_space, env_cfg)
+        check_action_mask(obs_shapes, action_space, recipe.env_id)
         self.masked = ACTION_MASK in obs_shapes
         obs_shapes = {k: v for k, v in obs_shapes.items() if k != ACTION_MASK}
-        self.preprocess = ObservationPreprocessor(
-            obs_shapes, env_cfg.obs_scale, env_cfg.obs_subtract_mean, algo_cfg.normalize_input,
-            algo_cfg.get("normalize_input_keys"),
-        )
-        self.returns_norm = RunningMeanStd(()) if algo_cfg.normalize_returns else None
+        self.preprocess = ObservationPreprocessor(obs_shapes, recipe.obs_scale, recipe.obs_subtract_mean,
+                                                  recipe.normalize_input, recipe.normalize_input_keys)
+        self.returns_norm = RunningMeanStd(()) if recipe.normalize_returns else None
+        model_cfg = recipe.model
         self.encoder, self.core, self.decoder, size = _tower(obs_shapes, model_cfg)
         self.critic_encoder = self.critic_core = self.critic_decoder = None
         value_size = size
-        if not model_cfg.get("actor_critic_share_weights", True):
+        if not model_cfg.actor_critic_share_weights:
             self.critic_encoder, self.critic_core, self.critic_decoder, value_size = _tower(obs_shapes, model_cfg)
         self.action_head = build("model.action_head", model_cfg.action_head, size, action_space, model_cfg)
         self.value_head = nn.Linear(value_size, 1)
         # The behaviour distribution's parameters are recorded only for a loss that reads them.
-        self.action_dist_params_size = action_dist_params_size(self.action_head, algo_cfg)
-        head_gain = model_cfg.get("action_head_init_gain", ModelConfig.action_head_init_gain)  # older saved configs
-        self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain, head_gain)
+        self.action_dist_params_size = action_dist_params_size(self.action_head, recipe.kl_loss_coeff)
+        self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain, model_cfg.action_head_init_gain)
 
     @property
     def separate_critic(self) -> bool:
@@ -409,12 +410,12 @@ def _tower_unroll(encoder, core, decoder, inputs, state, dones, b: int, t: int) 
     return decoder(x)
 
 
-def check_action_mask(obs_shapes: Dict[str, tuple], action_space: gym.Space, env_cfg) -> None:
-    """An `action_mask` observation needs discrete actions, one mask entry per discrete action."""
+def check_action_mask(obs_shapes: Dict[str, tuple], action_space: gym.Space, env_id: str) -> None:
+    """An `action_mask` observation needs discrete actions, one mask entry per discrete action (`env_id`: the
+    env.id named in the message)."""
     if ACTION_MASK not in obs_shapes:
         return
     n, shape = num_discrete_actions(action_space), tuple(obs_shapes[ACTION_MASK])
-    env_id = env_cfg.get("id", "?") if hasattr(env_cfg, "get") else "?"
     if n == 0:
         raise ConfigError("env.id", env_id, f"an env whose action space has discrete actions when it sends the "
                           f"observation key {ACTION_MASK!r}: its action space {action_space} has none to mask")
@@ -423,14 +424,14 @@ def check_action_mask(obs_shapes: Dict[str, tuple], action_space: gym.Space, env
                           f"per discrete action of its action space {action_space}; it has shape {shape}")
 
 
-def action_dist_params_size(action_head: nn.Module, algo_cfg) -> int:
+def action_dist_params_size(action_head: nn.Module, kl_loss_coeff: float) -> int:
     """Numbers per step of the behaviour distribution's parameters the rollout workers record:
     the head's `params_size` when algo.kl_loss_coeff > 0, else 0 (nothing recorded)."""
-    if not getattr(algo_cfg, "kl_loss_coeff", 0.0) > 0:
+    if not kl_loss_coeff > 0:
         return 0
     size = getattr(action_head, "params_size", None)
     if size is None:
-        raise ConfigError("algo.kl_loss_coeff", algo_cfg.kl_loss_coeff,
+        raise ConfigError("algo.kl_loss_coeff", kl_loss_coeff,
                           f"0 with the action head {type(action_head).__name__}: the KL penalty needs a head with "
                           "`params_size` whose distributions offer params() and kl_to(old_params)")
     return int(size)
@@ -440,12 +441,13 @@ def check_model_for_env(cfg, obs_space: gym.Space, action_space: gym.Space) -> N
     """The model keys that depend on the env's spaces (read from one env before any process
     starts): algo.normalize_input_keys names observation keys, an action mask fits the actions."""
     shapes = obs_shapes(obs_space)
-    check_normalize_input_keys(cfg.algo.get("normalize_input_keys"), [k for k in shapes if k != ACTION_MASK])
-    check_action_mask(shapes, action_space, cfg.env)
+    check_normalize_input_keys(cfg.algo.normalize_input_keys, [k for k in shapes if k != ACTION_MASK])
+    check_action_mask(shapes, action_space, str(cfg.env.id))
 
 
-def build_model(cfg, obs_space: gym.Space, action_space: gym.Space) -> ActorCritic:
-    """The policy for an env's spaces, as the learner, the rollout workers and enjoy build it:
-    the class `model._target_` names (default ActorCritic), called with ActorCritic's arguments."""
-    network = locate("model._target_", cfg.model["_target_"])
-    return network(obs_shapes(obs_space), action_space, cfg.model, cfg.env, cfg.algo)
+def build_model(recipe: ModelRecipe, obs_space: gym.Space, action_space: gym.Space) -> ActorCritic:
+    """The policy for an env's spaces, as the learner, the rollout workers and enjoy build it (the recipe:
+    models/recipe.py): the class `model._target_` names (default ActorCritic), called with ActorCritic's
+    arguments."""
+    network = locate("model._target_", recipe.model._target_)
+    return network(obs_shapes(obs_space), action_space, recipe)

@@ -48,10 +48,10 @@ def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
     if num_agents is not None and cfg.hardware.batched_sampling:
         raise ConfigError("hardware.batched_sampling", True,
                           f"false for a multi-agent env ({cfg.env.id!r} has {num_agents} agents)")
-    for key, on in (("env.episode_counter", cfg.env.get("episode_counter", False)),
-                    ("env.pixel_format", str(cfg.env.get("pixel_format", "CHW")) == "HWC")):
+    for key, value, on in (("env.episode_counter", cfg.env.episode_counter, cfg.env.episode_counter),
+                           ("env.pixel_format", cfg.env.pixel_format, str(cfg.env.pixel_format) == "HWC")):
         if num_agents is not None and on:
-            raise ConfigError(key, cfg.env.get(key.split(".")[1]),
+            raise ConfigError(key, value,
                               f"its default for a multi-agent env ({cfg.env.id!r}): it wraps single-agent envs")
     check_policy_assignment(cfg, num_agents)
     if cfg.selfplay.pool_size > 0 and (num_agents or 1) < 2:
@@ -63,7 +63,7 @@ def check_sampling_options(cfg, num_agents: Optional[int]) -> None:
 def check_policy_assignment(cfg, num_agents: Optional[int]) -> None:
     """algo.policy_assignment=fixed gives each env one policy for the whole run: single-agent envs only (a
     multi-agent env's seats are drawn per episode). The rules without the agent count: validation.py."""
-    choice = str(cfg.algo.get("policy_assignment", "auto"))
+    choice = str(cfg.algo.policy_assignment)
     if choice == "fixed" and num_agents is not None:
         raise ConfigError("algo.policy_assignment", choice,
                           f"auto or per_episode for a multi-agent env ({cfg.env.id!r} has {num_agents} agents: its "
@@ -72,8 +72,9 @@ def check_policy_assignment(cfg, num_agents: Optional[int]) -> None:
 
 def assignment_line(settings: SamplerSettings) -> str:
     """What algo.policy_assignment resolved to for single-agent envs, in words (logged at start)."""
-    envs, n = settings.slots.num_workers * settings.num_envs_per_worker, settings.num_policies
-    if settings.workers.seats.env_policies is None:
+    workers = settings.workers
+    envs, n = settings.slots.num_workers * workers.layout.num_envs_per_worker, workers.num_policies
+    if workers.seats.env_policies is None:
         return (f"each of the {envs} envs draws its policy at every episode start (algo.policy_assignment: "
                 "per_episode, or auto with envs that are not a multiple of the policies)")
     return (f"each policy acts in {envs // n} of the {envs} envs for the whole run (algo.policy_assignment: "
@@ -108,7 +109,7 @@ class Sampler:
         self.worker_cls = AgentRowsWorker if slots.agent_rows else SingleAgentWorker
         self.rows_per_worker = slots.rows_per_worker
         self.per_worker = slots.per_worker
-        self.num_policies = settings.num_policies
+        self.num_policies = settings.workers.num_policies
         if self.num_policies > 1 and not slots.agent_rows:
             log.info("%d policies: %s", self.num_policies, assignment_line(settings))
         with mp.signals_deferred():  # see there: a stop signal must not land inside share_memory_()
@@ -134,12 +135,12 @@ class Sampler:
     def _allocate(self, spec: TrajectorySpec, model) -> None:
         """Everything the processes share, in shared memory: buffers, weights, signals."""
         settings = self.settings
-        self.buffers = TrajectoryBuffers.allocate(spec, settings.slots.total, settings.rollout)
+        self.buffers = TrajectoryBuffers.allocate(spec, settings.slots.total, settings.workers.rollout)
         # Policy ids: the trained policies, then the opponent pool's slots (version 0: empty).
         self.stores = [PolicyStore(model, shaping_size=settings.shaping_size)
                        for _ in range(self.num_policies)]
         self.stores += [PolicyStore(model, shaping_size=settings.shaping_size, odds_size=self.num_policies)
-                        for _ in range(settings.pool_size)]
+                        for _ in range(settings.workers.seats.pool_size)]
         self.stop_flag = torch.zeros(1, dtype=torch.int64).share_memory_()
         # Each worker's progress (rollout_worker.BEAT_*): watched so that a stuck worker is named.
         self.heartbeats = torch.zeros(self.num_workers, 3, dtype=torch.float64).share_memory_()
@@ -275,7 +276,8 @@ class Sampler:
                     self.ready_workers.add(msg.worker_id)
                 else:  # a fast worker's first trajectories: keep them for poll()
                     self._backlog.append(msg)
-        log.info("%d rollout workers ready (%d envs each)", self.num_workers, self.settings.num_envs_per_worker)
+        log.info("%d rollout workers ready (%d envs each)", self.num_workers,
+                 self.settings.workers.layout.num_envs_per_worker)
 
     def stop(self) -> None:
         """Stops every worker and reaps it; a worker that does not exit in time is killed."""
@@ -381,9 +383,10 @@ class Sampler:
                 where = (f"waiting for inference server {w % max(1, self.num_servers)}"
                          if env == BEAT_WAITING_FOR_SERVER
                          else "waiting for free slots or the learner" if env < 0
-                         else f"in env {int(env)} ({self.settings.env_id!r}) at step {int(step) + 1} of its episode")
+                         else f"in env {int(env)} ({self.settings.workers.envs.env_id!r}) at step {int(step) + 1} "
+                              "of its episode")
                 raise SamplerError(f"rollout worker {w} made no progress for {age:.0f} s "
-                                   f"(hardware.worker_stall_timeout_sec={self.settings.worker_stall_timeout_sec:g}): "
+                                   f"(hardware.worker_stall_timeout_sec={self.settings.workers.stall_timeout_sec:g}): "
                                    f"stuck {where}")
 
     def stall_limit(self) -> float:
@@ -430,7 +433,7 @@ class Sampler:
         store.publish(model, version)
 
     def _servers_share_device(self, model: torch.nn.Module) -> bool:
-        if not self.num_servers or self.serial or not self.settings.inference_device.startswith("cuda"):
+        if not self.num_servers or self.serial or not self.settings.workers.acting.inference_device.startswith("cuda"):
             return False
         param = next(model.parameters(), None)
         return param is not None and param.is_cuda

@@ -124,41 +124,35 @@ class WorkerSettings:
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    """What the Sampler itself decides with (its workers get `worker_config`)."""
+    """What the Sampler itself decides with. What its workers decide with too (rollout, policies, the stall
+    timeout, the envs, the opponent pool, the inference device) it reads from `workers`, the one place each
+    value is held."""
 
     slots: Slots
-    rollout: int
-    num_policies: int
-    pool_size: int  # the opponent pool's slots (selfplay.pool_size), after the trained policies' stores
     shaping_size: int  # numbers per policy of reward-shaping difference (0: PBT does not shape rewards)
     serial: bool
     inference_servers: int  # 0: each worker acts with its own policy copy (hardware.inference=in_worker)
-    inference_device: str
-    num_envs_per_worker: int
     worker_start_timeout_sec: float
-    worker_stall_timeout_sec: float
-    restarts_hung_envs: bool  # a worker re-creates a hung env itself: the stall limit grows by half
-    env_id: str  # named in messages about a stuck env
     workers: WorkerSettings  # what each worker process and inference server gets
 
     @property
     def stall_limit(self) -> float:
-        """Seconds without progress before the learner gives up on a worker (or on all of them)."""
-        return self.worker_stall_timeout_sec * (1.5 if self.restarts_hung_envs and not self.serial else 1.0)
+        """Seconds without progress before the learner gives up on a worker (or on all of them): half as long
+        again when a worker re-creates a hung env itself."""
+        envs = self.workers.envs
+        restarts_hung_envs = envs.max_env_restarts > 0 and envs.restart_hung_envs and not self.serial
+        return self.workers.stall_timeout_sec * (1.5 if restarts_hung_envs else 1.0)
 
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """What TrainingBatches needs to turn trajectories into one policy's batches."""
+    """What TrainingBatches needs, beyond its sampler's settings, to turn trajectories into one policy's
+    batches."""
 
     traj_per_batch: int  # algo.batch_size x num_batches_per_epoch / rollout
-    sync: bool  # synchronous PPO rounds (algo.async_rl=false)
-    num_policies: int
-    frameskip: int
     max_policy_lag: int
     pin_memory: bool  # a CUDA learner: batches are gathered into pinned staging memory
     benchmark: bool  # trajectories are counted, not copied (the sampler's ceiling)
-    stall_timeout_sec: float  # hardware.worker_stall_timeout_sec, named in the stall message
 
 
 def most_slots_per_batch(traj_per_batch: int, num_policies: int) -> int:

@@ -103,19 +103,21 @@ class TrainingBatches(IterableDataset):
         self.sampler, self.settings = sampler, settings
         self.current_version, self.stop_requested, self.on_start = current_version, stop_requested, on_start
         self.first_version = first_version
+        workers = sampler.settings.workers  # what the sampler's workers decide with: rollout rounds, policies
         self.traj_per_batch = settings.traj_per_batch
         self.rollout = sampler.buffers.rollout
         self.batch_rows = self.traj_per_batch * self.rollout  # a full asynchronous batch's own transitions
-        self.most_slots = most_slots_per_batch(self.traj_per_batch, settings.num_policies)
-        self.sync = settings.sync
+        self.most_slots = most_slots_per_batch(self.traj_per_batch, workers.num_policies)
+        self.sync = workers.sync
         self.round_size = sampler.rows_total
-        self.num_policies = settings.num_policies
-        self.frameskip = settings.frameskip
+        self.num_policies = workers.num_policies
+        self.frameskip = workers.envs.frameskip
+        self.stall_timeout_sec = workers.stall_timeout_sec
         self.benchmark = settings.benchmark
         self.shared: Dict[int, int] = {}  # slot -> learners that have yet to take it (slots of several policies)
         # Per policy: each queued slot's count of that policy's transitions, and their sum over its queue.
-        self.own: List[Dict[int, int]] = [{} for _ in range(settings.num_policies)]
-        self.queued_rows = [0] * settings.num_policies
+        self.own: List[Dict[int, int]] = [{} for _ in range(self.num_policies)]
+        self.queued_rows = [0] * self.num_policies
         self.first_trajectory_s: Optional[float] = None  # seconds from launch to the learner's first trajectory
         self.first_rollout_s: Optional[float] = None  # ... to a worker reporting that trajectory
         # A CUDA learner: batches are gathered into pinned staging memory, so that moving one to
@@ -314,6 +316,6 @@ class TrainingBatches(IterableDataset):
             self.sampler.check_workers()
             raise SamplerError(
                 f"no trajectory from any rollout worker for {limit:.0f} s "
-                f"(hardware.worker_stall_timeout_sec={self.settings.stall_timeout_sec:g}): "
+                f"(hardware.worker_stall_timeout_sec={self.stall_timeout_sec:g}): "
                 "an env may be hanging"
             )
