@@ -74,6 +74,7 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
         self.last_policy = 0  # the policy the last batch trained
         self.nonfinite_in_a_row = 0  # updates skipped for a non-finite loss or gradient, in a row
         self.profile = RunProfile()  # seconds per component, this session (learner/profile.py)
+        self.gradient_syncs: List[ddp.GradientSync] = []  # per policy, made when training starts (on_train_start)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         """Every field to the learner's device, each one copy (non-blocking from the pinned
@@ -85,6 +86,7 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
 
     def on_train_start(self) -> None:
         self.profile = RunProfile()  # the session's clock starts with training, not with building the model
+        self.gradient_syncs = [ddp.GradientSync(policy) for policy in self.policies]  # every rank, in one order
         # a resumed checkpoint's optimizer state (restored by now) may name other kernels: ours stay
         for k, flags in enumerate(getattr(self, "kernel_flags", ())):
             set_kernel_flags(self.optimizer_of(k).optimizer, flags)
@@ -306,19 +308,21 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
         params = list(model.parameters())
         device = data["actions"].device  # indices on the data's device: no host round trip per minibatch
         names, sums, count = None, None, 0
-        for _ in range(algo.num_epochs):
-            epoch = data
-            if algo.shuffle_minibatches:  # one gather per field and epoch; the minibatches are slices of it
-                order = torch.randperm(n_chunks, device=device)
-                epoch = {k: v[order] for k, v in data.items()}
-            for start, stop in zip(bounds, bounds[1:]):
-                mb = {k: v[start:stop] for k, v in epoch.items()}
+        orders = [torch.randperm(n_chunks, device=device) if algo.shuffle_minibatches else None
+                  for _ in range(algo.num_epochs)]
+        spans = list(zip(bounds, bounds[1:]))
+        moments = iter(advantage_moments(data, orders, spans))  # every minibatch's of the step: one reduction
+        for order in orders:
+            # one gather per field and epoch; the minibatches are slices of it
+            epoch = data if order is None else {k: v[order] for k, v in data.items()}
+            for start, stop in spans:
+                mb, mb_moments = {k: v[start:stop] for k, v in epoch.items()}, next(moments)
                 if "valids" in mb and not bool(mb["valids"].any()):
                     continue  # none of this policy's transitions in this minibatch
                 with self.profile.part("forward_backward"):
                     opt.zero_grad(set_to_none=True)
-                    losses = self._accumulate_gradients(model, mb, hyper)
-                    losses = ddp.average_gradients(params, losses)  # every rank's (learner/ddp.py)
+                    # every rank's average gradient and losses (learner/ddp.py GradientSync)
+                    losses = self._accumulate_gradients(model, mb, hyper, mb_moments)
                 with self.profile.part("optimizer"):
                     grad_norm = self._grad_norm(params)
                     # the update's one host sync
@@ -355,34 +359,50 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
                 f"and the checkpoint stay finite (algo.nonfinite_updates_limit={limit}). Lower algo.learning_rate, "
                 "check the env's rewards (env.reward_scale, env.reward_clip) or observations")
 
-    def _accumulate_gradients(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, torch.Tensor]:
+    def _accumulate_gradients(self, model, mb: dict, hyper: Dict[str, float], moments) -> Dict[str, torch.Tensor]:
         """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
         is a mean over the policy's transitions, so weighting each micro-batch by its share of
         them gives the minibatch's gradient and statistics exactly; advantages are normalized
-        over the whole minibatch first (every rank's share of it: normalized_advantages). Returns the statistics as
-        0-d tensors (no host sync)."""
-        mb = {**mb, "advantages": normalized_advantages(mb["advantages"], mb.get("valids"))}
+        over the whole minibatch first, with its `moments` (every rank's share of it: advantage_moments). With
+        several ranks the last backward pass averages the gradients and statistics over them (GradientSync).
+        Returns the statistics as 0-d tensors (no host sync)."""
+        mb = {**mb, "advantages": normalized_advantages(mb["advantages"], mb.get("valids"), moments)}
+        sync = self._sync_of(model)
+        names, sums, parts = None, None, self._micro_batches(mb)
+        for i, (part, weight) in enumerate(parts):
+            last = i == len(parts) - 1
+            with sync.accumulating(last):
+                losses = self._minibatch_losses(model, part, hyper)
+                loss, values = losses["loss/total"], torch.stack([v.detach() for v in losses.values()])
+                if weight is not None:
+                    loss, values = loss * weight, values * weight
+                names, sums = names or list(losses), values if sums is None else sums + values
+                if last:
+                    sync.carry(sums)
+                self.manual_backward(loss)
+        return dict(zip(names, sync.carried().unbind())) if names else {}
+
+    def _micro_batches(self, mb: dict) -> List[Tuple[dict, Optional[float]]]:
+        """(part, its weight: its share of the policy's transitions) of each micro-batch of whole recurrence
+        chunks that holds some of them; the whole minibatch with no weight when it is one pass of one policy."""
         valid = mb.get("valids")
         rows = mb["actions"].shape[0]
         step = max(1, self.micro_batch // self.recurrence) if self.micro_batch > 0 else rows
-        if step >= rows and valid is None:  # one pass: no weights
-            losses = self._minibatch_losses(model, mb, hyper)
-            self.manual_backward(losses["loss/total"])
-            return {k: v.detach() for k, v in losses.items()}
+        if step >= rows and valid is None:
+            return [(mb, None)]
         # with several policies a micro-batch may hold none of this one's transitions (the host reads its share)
         total = float(valid.sum()) if valid is not None else float(rows)
-        names, sums = None, None
+        parts = []
         for start in range(0, rows, step):
             part = {k: v[start : start + step] for k, v in mb.items()}
             share = float(part["valids"].sum()) if valid is not None else float(part["actions"].shape[0])
-            if share == 0:
-                continue
-            weight = share / total
-            losses = self._minibatch_losses(model, part, hyper)
-            self.manual_backward(losses["loss/total"] * weight)
-            values = torch.stack([v.detach() for v in losses.values()]) * weight
-            names, sums = names or list(losses), values if sums is None else sums + values
-        return dict(zip(names, sums.unbind())) if names else {}
+            if share > 0:
+                parts.append((part, share / total))
+        return parts
+
+    def _sync_of(self, model) -> ddp.GradientSync:
+        """The gradient sync of policy `model` (made when training starts); a one-rank one otherwise."""
+        return next((s for s in self.gradient_syncs if s.policy is model), None) or ddp.GradientSync(model)
 
     def _minibatch_losses(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, torch.Tensor]:
         """The PPO losses of one (micro-)batch; its advantages are normalized already. The
@@ -394,7 +414,8 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
         symmetric_kl = algo.exploration_loss == "symmetric_kl"
         need_dist = symmetric_kl or algo.kl_loss_coeff > 0
         with self._forward_precision(mb["actions"].device):
-            out = model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"], with_distribution=need_dist)
+            out = self._sync_of(model).evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"],
+                                                with_distribution=need_dist)
         log_probs, entropy, values = (x.float() for x in out[:3])  # the losses in float32
         adv = mb["advantages"]
         p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, h["ppo_clip_ratio"], valid)
@@ -453,14 +474,28 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
                 weights["policies.0." + key[len("model."):]] = weights.pop(key)
 
 
-def normalized_advantages(adv: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
-    """A minibatch's advantages less their mean, over their standard deviation, both over the policy's own
-    transitions (`valid`) of the whole minibatch, every learner rank's share of it (learner/ddp.py moments): the
-    ranks train as one run on one minibatch. Zeros where fewer than two transitions are the policy's."""
+def advantage_moments(data: dict, orders: Sequence[Optional[torch.Tensor]],
+                      spans: Sequence[Tuple[int, int]]) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """(count, mean, std) of the advantages of the policy's own transitions (`valids`) of every minibatch of a
+    learner step, epoch after epoch (each epoch's chunks in its order, None: as they are; each minibatch from
+    chunk start to stop of it), every learner rank's share of each minibatch together (learner/ddp.py moments,
+    one reduction for the step): the ranks train as one run on one minibatch."""
+    adv, valid = data["advantages"], data.get("valids")
+    pieces = []
+    for order in orders:
+        a, v = (adv, valid) if order is None else (adv[order], None if valid is None else valid[order])
+        pieces += [a[s:e] if v is None else a[s:e][v[s:e] > 0] for s, e in spans]
+    return ddp.moments(pieces)
+
+
+def normalized_advantages(adv: torch.Tensor, valid: Optional[torch.Tensor],
+                          moments: Tuple[int, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """A minibatch's advantages less their mean, over their standard deviation: its `moments`, over the policy's
+    own transitions (`valid`) of the whole minibatch, every learner rank's share of it (advantage_moments).
+    Zeros where fewer than two transitions are the policy's."""
+    count, mean, std = moments
     if valid is None:
-        _, mean, std = ddp.moments(adv)
         return (adv - mean) / (std + 1e-8)
-    count, mean, std = ddp.moments(adv[valid > 0])
     return (adv - mean) / (std + 1e-8) * valid if count > 1 else adv * 0.0
 
 
