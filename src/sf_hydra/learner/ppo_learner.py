@@ -297,7 +297,9 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
     def _train_epochs(self, model, opt, stats: PolicyStats, data: dict, hyper: Dict[str, float],
                       bounds: Sequence[int]) -> Dict[str, float]:
         """`num_epochs` passes over the batch's chunks in minibatches, the i-th from chunk bounds[i] to bounds[i+1]
-        of each epoch's order (`_minibatch_bounds`). The minibatches' statistics add up as one tensor
+        of each epoch's order (`_minibatch_bounds`), its advantages normalized over the whole minibatch, every
+        rank's share of it (the moments of every minibatch of the step drawn up front, one reduction:
+        advantage_moments). The minibatches' statistics add up as one tensor
         on the learner's device and are read once at the end: the one host sync per minibatch is whether its
         loss and gradient norm are finite (a non-finite update is skipped, `_skip_nonfinite_update`)."""
         algo = self.algo
@@ -316,13 +318,14 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
             # one gather per field and epoch; the minibatches are slices of it
             epoch = data if order is None else {k: v[order] for k, v in data.items()}
             for start, stop in spans:
-                mb, mb_moments = {k: v[start:stop] for k, v in epoch.items()}, next(moments)
+                mb = {k: v[start:stop] for k, v in epoch.items()}
+                mb["advantages"] = normalized_advantages(mb["advantages"], mb.get("valids"), next(moments))
                 if "valids" in mb and not bool(mb["valids"].any()):
                     continue  # none of this policy's transitions in this minibatch
                 with self.profile.part("forward_backward"):
                     opt.zero_grad(set_to_none=True)
                     # every rank's average gradient and losses (learner/ddp.py GradientSync)
-                    losses = self._accumulate_gradients(model, mb, hyper, mb_moments)
+                    losses = self._accumulate_gradients(model, mb, hyper)
                 with self.profile.part("optimizer"):
                     grad_norm = self._grad_norm(params)
                     # the update's one host sync
@@ -359,14 +362,12 @@ class PPOLearner(LearnerStatistics, PolicyOptimizers, L.LightningModule):
                 f"and the checkpoint stay finite (algo.nonfinite_updates_limit={limit}). Lower algo.learning_rate, "
                 "check the env's rewards (env.reward_scale, env.reward_clip) or observations")
 
-    def _accumulate_gradients(self, model, mb: dict, hyper: Dict[str, float], moments) -> Dict[str, torch.Tensor]:
-        """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
-        is a mean over the policy's transitions, so weighting each micro-batch by its share of
-        them gives the minibatch's gradient and statistics exactly; advantages are normalized
-        over the whole minibatch first, with its `moments` (every rank's share of it: advantage_moments). With
-        several ranks the last backward pass averages the gradients and statistics over them (GradientSync).
-        Returns the statistics as 0-d tensors (no host sync)."""
-        mb = {**mb, "advantages": normalized_advantages(mb["advantages"], mb.get("valids"), moments)}
+    def _accumulate_gradients(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, torch.Tensor]:
+        """Backward over the minibatch (its advantages normalized: _train_epochs) in micro-batches of whole
+        recurrence chunks. Every loss is a mean over the policy's transitions, so weighting each micro-batch by
+        its share of them gives the minibatch's gradient and statistics exactly. With several ranks the last
+        backward pass averages the gradients and statistics over them (GradientSync). Returns the statistics as
+        0-d tensors (no host sync)."""
         sync = self._sync_of(model)
         names, sums, parts = None, None, self._micro_batches(mb)
         for i, (part, weight) in enumerate(parts):
