@@ -68,14 +68,15 @@ SWEEP_SIZES = [1, 1024, 16384, 262144, 1048576, 4194304]  # float32 numbers per 
 
 
 def two_nodes_problem() -> Optional[str]:
-    """Why the two-node partition cannot run the benchmark now, or None."""
+    """Why the two-node partition cannot run the benchmark now, or None. A node still completing an earlier job
+    is up (each run waits for the partition to be empty first: wait_for_free_nodes)."""
     try:
         out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-N", "-o", "%N %T"], capture_output=True, text=True,
                              timeout=30)
     except (FileNotFoundError, subprocess.TimeoutExpired) as e:
         return f"no Slurm answer ({e})"
     states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-    if {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in {"idle", "mixed"}} != set(NODES):
+    if {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in {"idle", "mixed", "completing"}} != set(NODES):
         return (f"partition {PARTITION} is not up and idle ({states or 'none'}): start it with "
                 "cluster/slurm/start.sh --two-nodes")
     return None
