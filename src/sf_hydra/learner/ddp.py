@@ -20,9 +20,9 @@ hangs ends the others' wait with an error instead of a hang.
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
+from contextlib import contextmanager
 from datetime import timedelta
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -68,6 +68,12 @@ def rank() -> int:
     return dist.get_rank() if world_size() > 1 else 0
 
 
+class ReductionFailed(RuntimeError):
+    """A minibatch's gradient all-reduce failed (its message says why: another rank's connection closed, or the
+    process group's timeout passed): what another rank's end looks like on this one. DDP's reducer reports it
+    from inside the backward pass, where no torch.distributed frame shows, so it is named by this type."""
+
+
 class _LearnerForward(torch.nn.Module):
     """A policy's learner forward pass (`evaluate`) as a module's forward, the shape DistributedDataParallel
     wraps."""
@@ -96,6 +102,7 @@ class GradientSync:
         self.ranks = world_size()
         self.wrapped: Optional[DistributedDataParallel] = None
         self._scalars: Optional[torch.Tensor] = None
+        self._failure: Optional[BaseException] = None  # the last bucket all-reduce's error, if it failed
         if self.ranks > 1:  # the weights are rank 0's already (AllReduceDDP.configure_ddp): no second broadcast
             self.wrapped = DistributedDataParallel(_LearnerForward(policy), forward_sync_buffers=False,
                                                    bucket_cap_mb=BUCKET_MB, init_sync=False)
@@ -105,10 +112,24 @@ class GradientSync:
         """The policy's learner forward; its backward pass reduces the gradients unless `accumulating`."""
         return (self.wrapped or self.policy.evaluate)(*args, **kwargs)
 
-    def accumulating(self, last: bool):
+    @contextmanager
+    def accumulating(self, last: bool) -> Iterator[None]:
         """The context of one forward and backward pass of a minibatch: all but its `last` keep their
-        gradients local (summed into `.grad`), the last one's backward averages the sum over the ranks."""
-        return self.wrapped.no_sync() if self.wrapped is not None and not last else nullcontext()
+        gradients local (summed into `.grad`), the last one's backward averages the sum over the ranks; its
+        all-reduce's failure raises ReductionFailed."""
+        if self.wrapped is None:
+            yield
+        elif not last:
+            with self.wrapped.no_sync():
+                yield
+        else:
+            self._failure = None
+            try:
+                yield
+            except RuntimeError as e:
+                if self._failure is None:
+                    raise
+                raise ReductionFailed(f"the all-reduce of a minibatch's gradients failed: {self._failure}") from e
 
     def carry(self, scalars: torch.Tensor) -> None:
         """The minibatch's statistics (a 1-d float tensor), averaged over the ranks with its last bucket; call
@@ -132,7 +153,11 @@ class GradientSync:
         future = dist.all_reduce(flat, async_op=True).get_future()
 
         def unpack(done: torch.futures.Future) -> torch.Tensor:
-            reduced = done.value()[0]
+            try:
+                reduced = done.value()[0]
+            except Exception as e:
+                self._failure = e
+                raise
             if with_scalars:
                 self._scalars = reduced[grads.numel():]
                 return reduced[:grads.numel()]
