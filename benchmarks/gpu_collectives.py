@@ -7,8 +7,9 @@ check for benchmarks/gpu_check.sh (it refuses, exit 2, without CUDA).
 A process group of one rank on backend nccl (what Lightning's DDP strategy makes on CUDA, learner/ddp.py), then
 each collective a data-parallel learner step makes, with its real payload on the GPU: the broadcast of every
 parameter and buffer when training starts (AllReduceDDP.configure_ddp), the all-reduce of the flattened
-gradients plus the loss scalars (average_gradients), the float64 moments (moments), the all-gather of the
-normalizer's moments, and an object gather (gather: the stop and checkpoint decisions). Each is checked (one
+gradients plus the loss scalars (GradientSync's buckets, here as one), the float64 moments (moments), the
+all-gather of the normalizer's moments, and the all-gather of a JSON slot (gather: the stop and checkpoint
+decisions, SLOT_BYTES of uint8 and its length). Each is checked (one
 rank: the result equals the input) and timed (median over --repeats, CUDA synchronized). With one rank nccl
 copies instead of sending: these times are its launch and synchronization cost, the floor of any all-reduce on
 this GPU; the wire's share needs two GPUs.
@@ -80,6 +81,7 @@ def main(argv=None) -> None:
     import torch.distributed as dist
 
     from sf_hydra.app.ranks import free_port
+    from sf_hydra.learner.ddp import SLOT_BYTES
 
     torch.cuda.set_device(0)
     model = build_model(args.env)
@@ -93,7 +95,8 @@ def main(argv=None) -> None:
         moments = torch.randn(3, dtype=torch.float64, device="cuda")
         stats = torch.randn(2 * 128 * 72 * 3 + 1, device="cuda")  # a per-pixel normalizer's mean, var and count
         gathered = [torch.empty_like(stats)]
-        out = [None]
+        slot = torch.randint(0, 256, (8 + SLOT_BYTES,), dtype=torch.uint8, device="cuda")
+        slots = [torch.empty_like(slot)]
         weights = [*model.parameters(), *model.buffers()]
         rows = [
             ["broadcast of the weights (start)", f"{sum(t.numel() for t in weights):,}",
@@ -102,12 +105,12 @@ def main(argv=None) -> None:
             ["all-reduce of float64 moments", "3", timed(lambda: dist.all_reduce(moments), args.repeats)],
             ["all-gather of normalizer moments", f"{stats.numel():,}",
              timed(lambda: dist.all_gather(gathered, stats), args.repeats)],
-            ["object gather (a decision)", "-", timed(lambda: dist.all_gather_object(out, ("reason", 1.0)),
-                                                     args.repeats)],
+            ["all-gather of a JSON slot (a decision)", f"{slot.numel():,}",
+             timed(lambda: dist.all_gather(slots, slot), args.repeats)],
         ]
         torch.cuda.synchronize()
         assert torch.equal(flat, expected), "one rank's nccl all-reduce changed the gradients"
-        assert torch.equal(gathered[0], stats) and out == [("reason", 1.0)], "one rank's gathers differ"
+        assert torch.equal(gathered[0], stats) and torch.equal(slots[0], slot), "one rank's gathers differ"
     finally:
         dist.destroy_process_group()
     nccl = torch.cuda.nccl.version()  # a tuple in recent torch, an int in older ones

@@ -4,6 +4,7 @@ namespaces joined by a veth bridge), each node pinned to one core: one rank on o
     python benchmarks/scaling.py                  # CartPole and Doom basic, 3 repeats, the raw all-reduce (~15 min)
     python benchmarks/scaling.py --quick          # one repeat, short runs (~5 min)
     python benchmarks/scaling.py --envs cartpole --repeats 5 -- algo.batch_size=256
+    python benchmarks/scaling.py --compare BEFORE/results.json AFTER/results.json   # a Markdown table, no runs
 
 Every run is `python train.py --multirun hydra/launcher=slurm hydra.launcher.partition=two_nodes
 hardware.num_nodes=N hardware.devices=1 hardware.num_workers=1` (the 1-node run on sfn1), with the env's own
@@ -67,14 +68,15 @@ SWEEP_SIZES = [1, 1024, 16384, 262144, 1048576, 4194304]  # float32 numbers per 
 
 
 def two_nodes_problem() -> Optional[str]:
-    """Why the two-node partition cannot run the benchmark now, or None."""
+    """Why the two-node partition cannot run the benchmark now, or None. A node still completing an earlier job
+    is up (each run waits for the partition to be empty first: wait_for_free_nodes)."""
     try:
         out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-N", "-o", "%N %T"], capture_output=True, text=True,
                              timeout=30)
     except (FileNotFoundError, subprocess.TimeoutExpired) as e:
         return f"no Slurm answer ({e})"
     states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-    if {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in {"idle", "mixed"}} != set(NODES):
+    if {n for n, s in states.items() if s.rstrip("*~#!%$@^-") in {"idle", "mixed", "completing"}} != set(NODES):
         return (f"partition {PARTITION} is not up and idle ({states or 'none'}): start it with "
                 "cluster/slurm/start.sh --two-nodes")
     return None
@@ -159,6 +161,7 @@ def probe_figures(probes: List[dict]) -> dict:
 
     coll_share = [sum(c[2] for c in s["collectives"].values()) / s["cycle_s"] for s in steps if s.get("cycle_s")]
     return {"step_ms": 1e3 * statistics.median(s["step_s"] for s in steps),
+            "in_flight_ms": 1e3 * statistics.median(s.get("in_flight_s", 0.0) for s in steps),
             "cycle_ms": median(1e3 * s["cycle_s"] for s in steps if s.get("cycle_s")),
             "coll_ms": 1e3 * statistics.median(sum(c[2] for c in s["collectives"].values()) for s in steps),
             "coll_share": median(coll_share),
@@ -348,6 +351,35 @@ def report(results: List[dict], envs: List[str]) -> None:
                  "steps to target", "s to target", "model numbers"], summary)
 
 
+def layout_medians(results: List[dict], env_name: str) -> Dict[int, dict]:
+    """Per layout (nodes) of one env: median FPS, step ms, collectives' ms and share; the efficiency on 2."""
+    out = {}
+    for nodes in (1, 2):
+        mine = [r for r in results if r["env"] == env_name and r["nodes"] == nodes]
+        out[nodes] = {"fps": median(r["fps"] for r in mine), "step_ms": median(r.get("step_ms") for r in mine),
+                      "coll_ms": median(r.get("coll_ms") for r in mine),
+                      "coll_share": median(r.get("coll_share") for r in mine), "runs": len(mine)}
+    f1, f2 = out[1]["fps"], out[2]["fps"]
+    out[2]["efficiency"] = f2 / (2 * f1) if f1 and f2 else None
+    return out
+
+
+def compare(before: Path, after: Path) -> None:
+    """A Markdown table for docs/results.md: per env, two nodes' scaling efficiency and the collectives' share of
+    rank 0's learner step cycle, from two earlier measurements' results.json (before and after a change)."""
+    runs = {name: json.loads(path.read_text()) for name, path in (("before", before), ("after", after))}
+    envs = [e for e in runs["before"]["envs"] if e in runs["after"]["envs"]]
+    print("| env | | FPS 1 node | FPS 2 nodes | efficiency | step ms (2 nodes) | collectives ms | collectives' share "
+          "| runs per layout |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for env_name in envs:
+        for name, saved in runs.items():
+            m = layout_medians(saved["results"], env_name)
+            print(f"| {env_name} | {name} | {fmt(m[1]['fps'])} | {fmt(m[2]['fps'])} | {fmt(m[2]['efficiency'], '.2f')} "
+                  f"| {fmt(m[2]['step_ms'], '.1f')} | {fmt(m[2]['coll_ms'], '.1f')} | {fmt(m[2]['coll_share'], '.3f')} "
+                  f"| {m[2]['runs']} |")
+
+
 def main(argv=None) -> None:
     """The command line: the measurement (or `--report` of an earlier one), or a raw all-reduce task under srun."""
     if argv is None and "--allreduce-child" in sys.argv:
@@ -373,7 +405,12 @@ def main(argv=None) -> None:
     parser.add_argument("overrides", nargs="*", help="after `--`: extra Hydra overrides for every run")
     parser.add_argument("--report", type=Path, default=None, metavar="RESULTS_JSON",
                         help="print the tables of an earlier measurement (its work folder's results.json), run nothing")
+    parser.add_argument("--compare", type=Path, nargs=2, default=None, metavar=("BEFORE_JSON", "AFTER_JSON"),
+                        help="a Markdown table of two measurements (efficiency, collectives' share), run nothing")
     args, work = start_benchmark(parser, argv, "scaling_")
+    if args.compare:
+        compare(*args.compare)
+        return
     if args.report:
         saved = json.loads(args.report.read_text())
         present(saved["results"], saved["raw"], saved["envs"])

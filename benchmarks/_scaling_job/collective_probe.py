@@ -7,6 +7,13 @@ wrapped (sf_hydra's learner/ddp.py and models/normalizer.py call them through th
 wrappers): each call adds its count, its bytes and its wall seconds to the current step's record. A collective's
 seconds include waiting for the slowest rank to arrive: the time this rank's learner spends in collectives, not
 the wire's cost alone (the script's raw all-reduce gives that).
+
+The gradient buckets that DDP's reducer all-reduces while a backward pass runs (learner/ddp.py GradientSync,
+`async_op=True`) cost the learner only what the backward pass waits for after its computation ends: per
+backward pass, from the launch of its last bucket (its gradients, the first layers', are the last computed) to
+the end of the pass. That is the kind "gradient buckets (exposed)"; each bucket's own count and bytes are its
+"all_reduce async <bytes> B" kind (0 s: the wait is in the exposed part), and the seconds the buckets were in
+flight, overlapped with the backward computation or not, the step's `in_flight_s`.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ collective's kind named with its size ("all_reduce 18712 B": the gradients apart
         """fn, adding each call's count, bytes and wall seconds to the current step's record."""
         def timed(*args, **kwargs):
             size = _payload_bytes(kind, args, kwargs)
+            if kwargs.get("async_op"):
+                return self._launched(kind, size, fn(*args, **kwargs))
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
@@ -70,7 +79,39 @@ collective's kind named with its size ("all_reduce 18712 B": the gradients apart
                 record[2] += time.perf_counter() - start
         return timed
 
+    def _add(self, key: str, calls: int, size: int, seconds: float) -> None:
+        record = self._current.setdefault(key, [0, 0, 0.0])
+        record[0] += calls
+        record[1] += size
+        record[2] += seconds
+
+    def _launched(self, kind: str, size: int, work):
+        """An asynchronous collective (a gradient bucket): counted, its launch noted for the backward pass that
+        waits for it, its time in flight added when it completes."""
+        start = self._last_launch = time.perf_counter()
+        self._add(f"{kind} async {size} B", 1, size, 0.0)
+        current = self._current
+
+        def done(future):
+            current["in_flight_s"] = [0, 0, current.get("in_flight_s", [0, 0, 0.0])[2] + time.perf_counter() - start]
+            return future.value()
+
+        work.get_future().then(done)
+        return work
+
+    def _timed_backward(self, backward: Callable) -> Callable:
+        """The learner's manual_backward, adding what it waited for its gradient buckets after the last launch."""
+        def timed(*args, **kwargs):
+            self._last_launch = None
+            out = backward(*args, **kwargs)
+            if self._last_launch is not None:
+                self._add("gradient buckets (exposed)", 1, 0, time.perf_counter() - self._last_launch)
+            return out
+        return timed
+
     def on_train_start(self, trainer, pl_module):
+        self._last_launch = None
+        pl_module.manual_backward = self._timed_backward(pl_module.manual_backward)
         for kind in KINDS:
             self._originals[kind] = getattr(dist, kind)
             setattr(dist, kind, self._wrap(kind, self._originals[kind]))
@@ -90,9 +131,12 @@ collective's kind named with its size ("all_reduce 18712 B": the gradients apart
         self._current = {}
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.steps.append({"step_s": time.perf_counter() - self._start, "collectives": self._current})
+        in_flight = self._current.pop("in_flight_s", [0, 0, 0.0])[2]
+        self.steps.append({"step_s": time.perf_counter() - self._start, "collectives": self._current,
+                           "in_flight_s": in_flight})
 
     def on_train_end(self, trainer, pl_module):
+        del pl_module.manual_backward  # the class's again
         for kind, fn in self._originals.items():
             setattr(dist, kind, fn)
         self._originals = {}

@@ -78,7 +78,7 @@ def test_latency_and_bandwidth_fit_and_the_ring_cost():
 
 
 @pytest.mark.slow  # ~40 s: two local learner ranks train briefly
-def test_probe_counts_the_gradient_all_reduce_of_each_minibatch(tmp_path):
+def test_probe_counts_the_gradient_buckets_of_each_minibatch_and_their_exposed_wait(tmp_path):
     probe = tmp_path / "probe"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "src"), str(JOB_PATH)])}
     cmd = [sys.executable, str(REPO_ROOT / "train.py"), f"train_dir={tmp_path}", "experiment=run",
@@ -92,12 +92,15 @@ def test_probe_counts_the_gradient_all_reduce_of_each_minibatch(tmp_path):
         record = json.loads((probe / f"collectives_rank_{r}.json").read_text())
         assert record["world_size"] == 2 and record["rank"] == r and len(record["steps"]) >= 3
         numbers = record["trainable_numbers"]
-        # The gradients travel as one float32 all-reduce per minibatch (2 epochs x 2 minibatches), the loss
-        # scalars appended: one all_reduce key a little larger than the model's gradients, called 4 times a step.
+        # The gradients travel as one float32 bucket per minibatch (2 epochs x 2 minibatches; the model is
+        # smaller than a bucket), the loss scalars appended: one all_reduce key a little larger than the model's
+        # gradients, called 4 times a step, asynchronously while the backward pass runs; what each backward pass
+        # waited for them after its computation is the exposed kind, one per minibatch.
         for step in record["steps"]:
             grads = {k: v for k, v in step["collectives"].items()
-                     if k.startswith("all_reduce") and 4 * numbers <= v[1] / v[0] <= 4 * numbers + 64}
+                     if k.startswith("all_reduce async") and 4 * numbers <= v[1] / v[0] <= 4 * numbers + 64}
             assert [v[0] for v in grads.values()] == [4], step
+            assert step["collectives"]["gradient buckets (exposed)"][0] == 4, step
             assert all(v[2] >= 0 for v in step["collectives"].values())
             assert step["step_s"] > 0
 

@@ -1,7 +1,9 @@
 """No code in src/ unpickles what another machine could have written. A scan of every module's syntax tree
 finds each call that unpickles (pickle's, dill's and cloudpickle's load/loads/Unpickler, joblib.load,
 numpy.load with allow_pickle, torch.load) or opens a pickling channel over a socket or file descriptor
-(multiprocessing.connection's Connection, Client, Listener), whatever name it is imported under. Each must be
+(multiprocessing.connection's Connection, Client, Listener), whatever name it is imported under, and every
+torch.distributed collective that pickles (all_gather_object, broadcast_object_list, ...: the learner ranks may be
+other machines; learner/ddp.py sends JSON in tensors instead), which no exception allows. Each other call must be
 one of:
 
 - torch.load with weights_only=True (plain data and tensors only);
@@ -25,6 +27,9 @@ SEALED = "# sealed: verified above"
 UNPICKLING = {f"{module}.{name}" for module in ("pickle", "_pickle", "dill", "cloudpickle")
               for name in ("load", "loads", "Unpickler")} | {"joblib.load"}
 CHANNELS = {f"multiprocessing.connection.{name}" for name in ("Connection", "Client", "Listener")}
+PICKLING_COLLECTIVES = {f"torch.distributed.{name}" for name in (
+    "all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list", "send_object_list",
+    "recv_object_list")}
 
 # (file under the repo, enclosing function, call) -> why it may unpickle
 ALLOWED: Dict[Tuple[str, str, str], str] = {
@@ -109,6 +114,8 @@ def _unsafe(call: ast.Call, name: str, line: str, verified_before: List[int]) ->
         return f"{name} not sealed (the line needs {SEALED!r} and a verify( call before it in its function)"
     if name in CHANNELS:
         return f"{name}: a pickling channel"
+    if name in PICKLING_COLLECTIVES:
+        return f"{name}: a collective that pickles across machines"
     return None
 
 
@@ -128,7 +135,7 @@ def _sites(root: Path) -> Iterator[Tuple[str, int, str, str, str]]:
 def test_nothing_in_src_unpickles_what_another_machine_could_have_written():
     sites = list(_sites(SRC))
     refused = [f"{file}:{line} in {function}: {why}" for file, line, function, name, why in sites
-               if (file, function, name) not in ALLOWED]
+               if (file, function, name) not in ALLOWED or name in PICKLING_COLLECTIVES]
     assert not refused, "unpickling of bytes that may come from elsewhere:\n" + "\n".join(refused)
     stale = set(ALLOWED) - {(file, function, name) for file, _, function, name, _ in sites}
     assert not stale, f"allow-list entries that match no call any more (remove them): {sorted(stale)}"
@@ -140,6 +147,8 @@ from torch import load
 import numpy as np
 from multiprocessing.connection import Client
 from sf_hydra.core.seal import verify
+import torch.distributed as dist
+from torch.distributed import broadcast_object_list
 
 def plain(b):
     return p.loads(b)
@@ -155,6 +164,10 @@ def verified_after(b, mac):
 class Reader:
     def read(self, path):
         return load(path), load(path, weights_only=False), np.load(path, allow_pickle=True), Client(path)
+
+def gathered(value, out):
+    dist.all_gather_object(out, value)
+    broadcast_object_list(out)
 """
 
 PASSED = """
@@ -180,4 +193,6 @@ def test_the_scan_finds_each_kind_of_unpickling_under_any_name(tmp_path):
     assert found == [("found.py", "plain", "pickle.loads"), ("found.py", "comment_only", "pickle.loads"),
                      ("found.py", "verified_after", "pickle.loads"), ("found.py", "Reader.read", "torch.load"),
                      ("found.py", "Reader.read", "torch.load"), ("found.py", "Reader.read", "numpy.load"),
-                     ("found.py", "Reader.read", "multiprocessing.connection.Client")]
+                     ("found.py", "Reader.read", "multiprocessing.connection.Client"),
+                     ("found.py", "gathered", "torch.distributed.all_gather_object"),
+                     ("found.py", "gathered", "torch.distributed.broadcast_object_list")]

@@ -422,10 +422,14 @@ def _own_fault(e: BaseException) -> bool:
 
 def _from_a_collective(e: BaseException) -> bool:
     """Whether `e`, or the exception it was raised from, came out of torch.distributed: a collective (or the
-    process group under it) that failed or timed out, which is what another rank's end looks like here."""
+    process group under it) that failed or timed out, which is what another rank's end looks like here; a gradient
+    all-reduce that failed inside the backward pass says so by its type (learner/ddp.py ReductionFailed)."""
+    from sf_hydra.learner.ddp import ReductionFailed  # loaded by training already
+
     while e is not None:
-        if any(f"{os.sep}torch{os.sep}distributed{os.sep}" in frame.f_code.co_filename
-               for frame, _ in traceback.walk_tb(e.__traceback__)):
+        if isinstance(e, ReductionFailed) or any(
+                f"{os.sep}torch{os.sep}distributed{os.sep}" in frame.f_code.co_filename
+                for frame, _ in traceback.walk_tb(e.__traceback__)):
             return True
         e = e.__cause__
     return False

@@ -1,7 +1,7 @@
 """The minibatch layout of a learner iteration: which recurrence chunks of a policy's batch an epoch trains on
 (its own: with several policies a batch may hold another policy's transitions) and where each minibatch
 begins and ends among them. Pure functions of the chunked data ([chunks, recurrence] tensors, the PPO
-learner's `_chunks`)."""
+learner's `_chunks`), and the micro-batches of a minibatch."""
 
 from __future__ import annotations
 
@@ -51,3 +51,23 @@ def full_chunks(meta: dict, rollout: int, recurrence: int) -> Optional[int]:
     full batch (`meta["full_trajectories"]`, set by TrainingBatches); None otherwise."""
     full = meta.get("full_trajectories")
     return None if not full else full * rollout // recurrence
+
+
+def micro_batches(mb: dict, micro_batch: int, recurrence: int) -> List[Tuple[dict, Optional[float]]]:
+    """(part, its weight: its share of the policy's transitions) of each micro-batch of whole recurrence chunks
+    (`micro_batch` transitions, 0: the whole minibatch) that holds some of them; the whole minibatch with no
+    weight when it is one pass of one policy."""
+    valid = mb.get("valids")
+    rows = mb["actions"].shape[0]
+    step = max(1, micro_batch // recurrence) if micro_batch > 0 else rows
+    if step >= rows and valid is None:
+        return [(mb, None)]
+    # with several policies a micro-batch may hold none of this one's transitions (the host reads its share)
+    total = float(valid.sum()) if valid is not None else float(rows)
+    parts = []
+    for start in range(0, rows, step):
+        part = {k: v[start : start + step] for k, v in mb.items()}
+        share = float(part["valids"].sum()) if valid is not None else float(part["actions"].shape[0])
+        if share > 0:
+            parts.append((part, share / total))
+    return parts

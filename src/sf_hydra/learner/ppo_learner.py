@@ -11,7 +11,7 @@ batch in minibatches of `batch_size` transitions, then that policy's version goe
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import lightning as L
 import torch
@@ -31,7 +31,7 @@ from sf_hydra.learner.losses import (
     symmetric_kl_exploration_loss,
     value_loss,
 )
-from sf_hydra.learner.minibatches import full_chunks, minibatch_bounds
+from sf_hydra.learner.minibatches import full_chunks, micro_batches, minibatch_bounds
 from sf_hydra.learner.optimizers import PolicyOptimizers, adapt_lr, decay_lr
 from sf_hydra.learner.profile import RunProfile
 from sf_hydra.learner.statistics import LearnerStatistics, PolicyStats
@@ -72,6 +72,7 @@ class PPOLearner(L.LightningModule):
         self.last_policy = 0  # the policy the last batch trained
         self.nonfinite_in_a_row = 0  # updates skipped for a non-finite loss or gradient, in a row
         self.profile = RunProfile()  # seconds per component, this session (learner/profile.py)
+        self.gradient_syncs: List[ddp.GradientSync] = []  # per policy, made when training starts (on_train_start)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         """Every field to the learner's device, each one copy (non-blocking from the pinned
@@ -83,6 +84,7 @@ class PPOLearner(L.LightningModule):
 
     def on_train_start(self) -> None:
         self.profile = RunProfile()  # the session's clock starts with training, not with building the model
+        self.gradient_syncs = [ddp.GradientSync(policy) for policy in self.policies]  # every rank, in one order
         self.optimization.keep_kernels()
 
     def on_train_end(self) -> None:
@@ -258,7 +260,9 @@ class PPOLearner(L.LightningModule):
     def _train_epochs(self, model, opt, stats: PolicyStats, data: dict, hyper: Dict[str, float],
                       bounds: Sequence[int]) -> Dict[str, float]:
         """`num_epochs` passes over the batch's chunks in minibatches, the i-th from chunk bounds[i] to bounds[i+1]
-        of each epoch's order (learner/minibatches.py). The minibatches' statistics add up as one tensor
+        of each epoch's order (learner/minibatches.py), its advantages normalized over the whole minibatch, every
+        rank's share of it (the moments of every minibatch of the step drawn up front, one reduction:
+        advantage_moments). The minibatches' statistics add up as one tensor
         on the learner's device and are read once at the end: the one host sync per minibatch is whether its
         loss and gradient norm are finite (a non-finite update is skipped, `_skip_nonfinite_update`)."""
         algo = self.algo
@@ -269,19 +273,22 @@ class PPOLearner(L.LightningModule):
         params = list(model.parameters())
         device = data["actions"].device  # indices on the data's device: no host round trip per minibatch
         names, sums, count = None, None, 0
-        for _ in range(algo.num_epochs):
-            epoch = data
-            if algo.shuffle_minibatches:  # one gather per field and epoch; the minibatches are slices of it
-                order = torch.randperm(n_chunks, device=device)
-                epoch = {k: v[order] for k, v in data.items()}
-            for start, stop in zip(bounds, bounds[1:]):
+        orders = [torch.randperm(n_chunks, device=device) if algo.shuffle_minibatches else None
+                  for _ in range(algo.num_epochs)]
+        spans = list(zip(bounds, bounds[1:]))
+        moments = iter(advantage_moments(data, orders, spans))  # every minibatch's of the step: one reduction
+        for order in orders:
+            # one gather per field and epoch; the minibatches are slices of it
+            epoch = data if order is None else {k: v[order] for k, v in data.items()}
+            for start, stop in spans:
                 mb = {k: v[start:stop] for k, v in epoch.items()}
+                mb["advantages"] = normalized_advantages(mb["advantages"], mb.get("valids"), next(moments))
                 if "valids" in mb and not bool(mb["valids"].any()):
                     continue  # none of this policy's transitions in this minibatch
                 with self.profile.part("forward_backward"):
                     opt.zero_grad(set_to_none=True)
+                    # every rank's average gradient and losses (learner/ddp.py GradientSync)
                     losses = self._accumulate_gradients(model, mb, hyper)
-                    losses = ddp.average_gradients(params, losses)  # every rank's (learner/ddp.py)
                 with self.profile.part("optimizer"):
                     grad_norm = self._grad_norm(params)
                     # the update's one host sync
@@ -319,33 +326,29 @@ class PPOLearner(L.LightningModule):
                 "check the env's rewards (env.reward_scale, env.reward_clip) or observations")
 
     def _accumulate_gradients(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, torch.Tensor]:
-        """Backward over the minibatch in micro-batches of whole recurrence chunks. Every loss
-        is a mean over the policy's transitions, so weighting each micro-batch by its share of
-        them gives the minibatch's gradient and statistics exactly; advantages are normalized
-        over the whole minibatch first (every rank's share of it: normalized_advantages). Returns the statistics as
+        """Backward over the minibatch (its advantages normalized: _train_epochs) in micro-batches of whole
+        recurrence chunks. Every loss is a mean over the policy's transitions, so weighting each micro-batch by
+        its share of them gives the minibatch's gradient and statistics exactly. With several ranks the last
+        backward pass averages the gradients and statistics over them (GradientSync). Returns the statistics as
         0-d tensors (no host sync)."""
-        mb = {**mb, "advantages": normalized_advantages(mb["advantages"], mb.get("valids"))}
-        valid = mb.get("valids")
-        rows = mb["actions"].shape[0]
-        step = max(1, self.micro_batch // self.recurrence) if self.micro_batch > 0 else rows
-        if step >= rows and valid is None:  # one pass: no weights
-            losses = self._minibatch_losses(model, mb, hyper)
-            self.manual_backward(losses["loss/total"])
-            return {k: v.detach() for k, v in losses.items()}
-        # with several policies a micro-batch may hold none of this one's transitions (the host reads its share)
-        total = float(valid.sum()) if valid is not None else float(rows)
-        names, sums = None, None
-        for start in range(0, rows, step):
-            part = {k: v[start : start + step] for k, v in mb.items()}
-            share = float(part["valids"].sum()) if valid is not None else float(part["actions"].shape[0])
-            if share == 0:
-                continue
-            weight = share / total
-            losses = self._minibatch_losses(model, part, hyper)
-            self.manual_backward(losses["loss/total"] * weight)
-            values = torch.stack([v.detach() for v in losses.values()]) * weight
-            names, sums = names or list(losses), values if sums is None else sums + values
-        return dict(zip(names, sums.unbind())) if names else {}
+        sync = self._sync_of(model)
+        names, sums, parts = None, None, micro_batches(mb, self.micro_batch, self.recurrence)
+        for i, (part, weight) in enumerate(parts):
+            last = i == len(parts) - 1
+            with sync.accumulating(last):
+                losses = self._minibatch_losses(model, part, hyper)
+                loss, values = losses["loss/total"], torch.stack([v.detach() for v in losses.values()])
+                if weight is not None:
+                    loss, values = loss * weight, values * weight
+                names, sums = names or list(losses), values if sums is None else sums + values
+                if last:
+                    sync.carry(sums)
+                self.manual_backward(loss)
+        return dict(zip(names, sync.carried().unbind())) if names else {}
+
+    def _sync_of(self, model) -> ddp.GradientSync:
+        """The gradient sync of policy `model` (made when training starts); a one-rank one otherwise."""
+        return next((s for s in self.gradient_syncs if s.policy is model), None) or ddp.GradientSync(model)
 
     def _minibatch_losses(self, model, mb: dict, hyper: Dict[str, float]) -> Dict[str, torch.Tensor]:
         """The PPO losses of one (micro-)batch; its advantages are normalized already. The
@@ -357,7 +360,8 @@ class PPOLearner(L.LightningModule):
         symmetric_kl = algo.exploration_loss == "symmetric_kl"
         need_dist = symmetric_kl or algo.kl_loss_coeff > 0
         with self._forward_precision(mb["actions"].device):
-            out = model.evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"], with_distribution=need_dist)
+            out = self._sync_of(model).evaluate(obs, mb["actions"], mb.get("rnn_states"), mb["dones"],
+                                                with_distribution=need_dist)
         log_probs, entropy, values = (x.float() for x in out[:3])  # the losses in float32
         adv = mb["advantages"]
         p_loss, ratio, clip_fraction = policy_loss(log_probs, mb["log_probs"], adv, h["ppo_clip_ratio"], valid)
@@ -414,13 +418,27 @@ class PPOLearner(L.LightningModule):
                 weights["policies.0." + key[len("model."):]] = weights.pop(key)
 
 
-def normalized_advantages(adv: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
-    """A minibatch's advantages less their mean, over their standard deviation, both over the policy's own
-    transitions (`valid`) of the whole minibatch, every learner rank's share of it (learner/ddp.py moments): the
-    ranks train as one run on one minibatch. Zeros where fewer than two transitions are the policy's."""
+def advantage_moments(data: dict, orders: Sequence[Optional[torch.Tensor]],
+                      spans: Sequence[Tuple[int, int]]) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """(count, mean, std) of the advantages of the policy's own transitions (`valids`) of every minibatch of a
+    learner step, epoch after epoch (each epoch's chunks in its order, None: as they are; each minibatch from
+    chunk start to stop of it), every learner rank's share of each minibatch together (learner/ddp.py moments,
+    one reduction for the step): the ranks train as one run on one minibatch."""
+    adv, valid = data["advantages"], data.get("valids")
+    pieces = []
+    for order in orders:
+        a, v = (adv, valid) if order is None else (adv[order], None if valid is None else valid[order])
+        pieces += [a[s:e] if v is None else a[s:e][v[s:e] > 0] for s, e in spans]
+    return ddp.moments(pieces)
+
+
+def normalized_advantages(adv: torch.Tensor, valid: Optional[torch.Tensor],
+                          moments: Tuple[int, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """A minibatch's advantages less their mean, over their standard deviation: its `moments`, over the policy's
+    own transitions (`valid`) of the whole minibatch, every learner rank's share of it (advantage_moments).
+    Zeros where fewer than two transitions are the policy's."""
+    count, mean, std = moments
     if valid is None:
-        _, mean, std = ddp.moments(adv)
         return (adv - mean) / (std + 1e-8)
-    count, mean, std = ddp.moments(adv[valid > 0])
     return (adv - mean) / (std + 1e-8) * valid if count > 1 else adv * 0.0
 

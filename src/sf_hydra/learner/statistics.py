@@ -5,12 +5,12 @@ that progress lines, summaries and PBT read, and what a checkpoint keeps of them
 from __future__ import annotations
 
 from collections import deque
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
 
-from sf_hydra.core.game_results import pool_outcome
+from sf_hydra.core.game_results import Game, pool_outcome
 from sf_hydra.core.metric_names import DRAW, LOSS, TRUE_OBJECTIVE, WIN, outcome_rate
 from sf_hydra.learner import ddp
 
@@ -98,6 +98,51 @@ class PolicyStats:
                 self.add_extra({name: v})
 
 
+class RankEpisode(NamedTuple):
+    """An episode in another learner rank's batch, as it arrived (the sampler's Episode's fields, checked)."""
+
+    ret: float
+    length: int
+    agent: Optional[int]
+    policy: int
+    extra: Optional[Dict[str, float]]
+    true_ret: Optional[float]
+
+
+def _meta_to_send(run: dict) -> dict:
+    """A rank's share of a batch's meta (_run_meta) as JSON data: numbers as Python's, episodes and games as
+    lists of their fields."""
+    return {**{k: int(v) for k, v in run.items() if k not in ("episodes", "games", "worker_seconds",
+                                                               "wait_seconds", "lag")},
+            "episodes": [[float(e.ret), int(e.length), None if e.agent is None else int(e.agent), int(e.policy),
+                          None if e.extra is None else {str(k): float(v) for k, v in e.extra.items()},
+                          None if e.true_ret is None else float(e.true_ret)] for e in run["episodes"]],
+            "games": [[[int(p) for p in g.policies], [int(x) for x in g.generations], [float(r) for r in g.returns]]
+                      for g in run["games"]],
+            "worker_seconds": {str(k): float(v) for k, v in run["worker_seconds"].items()},
+            "wait_seconds": float(run["wait_seconds"]),
+            "lag": None if run["lag"] is None else [float(x) for x in run["lag"]]}
+
+
+def _meta_received(sent: dict) -> dict:
+    """A rank's share as _meta_to_send sent it, its episodes and games rebuilt; a field of the wrong kind
+    raises (TypeError, ValueError, KeyError): what arrives from another machine is read as data only."""
+    def optional(kind, value):
+        return None if value is None else kind(value)
+
+    episodes = [RankEpisode(float(ret), int(length), optional(int, agent), int(policy),
+                            None if extra is None else {str(k): float(v) for k, v in extra.items()},
+                            optional(float, true_ret))
+                for ret, length, agent, policy, extra, true_ret in sent["episodes"]]
+    games = [Game(tuple(int(p) for p in policies), tuple(int(x) for x in generations), tuple(float(r) for r in returns))
+             for policies, generations, returns in sent["games"]]
+    lag = sent["lag"]
+    return {**sent, "episodes": episodes, "games": games,
+            "worker_seconds": {str(k): float(v) for k, v in sent["worker_seconds"].items()},
+            "wait_seconds": float(sent["wait_seconds"]),
+            "lag": None if lag is None else (float(lag[0]), float(lag[1]), float(lag[2]), int(lag[3]))}
+
+
 class LearnerStatistics:
     """The run's counters and windows, and each trained policy's (`stats`). The learner writes them: a batch's
     meta (`record`), its own update counters (`nonfinite_skipped`, `last_metrics`, each policy's `version` and
@@ -137,9 +182,9 @@ class LearnerStatistics:
         keys = ("frames", "episodes", "games", "nonfinite_replaced", "env_restarts", "dropped_trajectories")
         mine = {**{k: meta.get(k, 0) for k in keys}, "worker_seconds": dict(meta["worker_seconds"]),
                 "wait_seconds": float(meta["wait_seconds"]), "lag": lag}
-        ranks = ddp.gather(mine)
-        if len(ranks) == 1:
+        if ddp.world_size() == 1:
             return mine
+        ranks = [_meta_received(r) for r in ddp.gather(_meta_to_send(mine))]
         listed = ("episodes", "games")
         run = {k: [x for r in ranks for x in r[k]] if k in listed else sum(int(r[k]) for r in ranks) for k in keys}
         seconds: Dict[str, float] = {}
