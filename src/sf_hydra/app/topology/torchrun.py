@@ -43,7 +43,7 @@ def worker_overrides() -> List[str]:
     `.hydra/`, no train.log: rank 0's), and the worker logs to its output until it logs to ranks/rank_<r>.log."""
     if not in_torchrun() or os.environ.get("RANK", "0") == "0":
         return []
-    return ["hydra.output_subdir=null", "hydra/job_logging=stdout"]
+    return ["hydra.output_subdir=null", "hydra/job_logging=stdout", "~hydra.job_logging.handlers.file"]
 
 
 class TorchrunWorkers(Topology):
