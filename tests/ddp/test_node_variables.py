@@ -58,8 +58,6 @@ def test_one_node_needs_no_rendezvous(env):
     ({"MASTER_ADDR": "h", "MASTER_PORT": "70000", "NODE_RANK": "0"}, "MASTER_PORT", "70000"),
     ({"MASTER_ADDR": "h", "MASTER_PORT": "29500", "NODE_RANK": "0", "WORLD_SIZE": "4"}, "WORLD_SIZE", "4"),
     ({"MASTER_ADDR": "h", "MASTER_PORT": "29500", "NODE_RANK": "0", "LOCAL_RANK": "1"}, "LOCAL_RANK", "1"),
-    ({"MASTER_ADDR": "h", "MASTER_PORT": "29500", "GROUP_RANK": "0", "LOCAL_RANK": "0",
-      "TORCHELASTIC_RUN_ID": "none"}, "TORCHELASTIC_RUN_ID", "none"),  # a worker torchrun started
 ])
 def test_missing_or_inconsistent_variables_are_refused_by_name(env, values, key, value):
     env(**values)
@@ -69,6 +67,28 @@ def test_missing_or_inconsistent_variables_are_refused_by_name(env, values, key,
     if key == "hardware.num_nodes":
         said = str(refused.value)
         assert "hydra/launcher=slurm" in said and "MASTER_ADDR" in said and "NODE_RANK" in said
+
+
+TORCHRUN = {"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}
+
+
+def test_a_torchrun_worker_stands_where_torchrun_says(env):
+    env(**TORCHRUN, RANK="3", LOCAL_RANK="1", GROUP_RANK="1", WORLD_SIZE="4", LOCAL_WORLD_SIZE="2")
+    place = ranks_of(2, 2)
+    assert place == Ranks(4, 3, 1, False, node_rank=1, via_torchrun=True)
+    assert not place.starts_node  # torchrun started every rank: none starts another
+
+
+@pytest.mark.parametrize(("devices", "nodes", "world", "local_world", "key"), [
+    (2, 1, "4", "2", "hardware.num_nodes"),  # WORLD_SIZE is not devices x num_nodes
+    (1, 2, "4", "2", "hardware.devices"),  # LOCAL_WORLD_SIZE (--nproc-per-node) is not devices
+    (2, 1, "2", "1", "hardware.devices"),
+])
+def test_hardware_keys_that_contradict_torchrun_are_refused_by_name(env, devices, nodes, world, local_world, key):
+    env(**TORCHRUN, RANK="0", LOCAL_RANK="0", GROUP_RANK="0", WORLD_SIZE=world, LOCAL_WORLD_SIZE=local_world)
+    with pytest.raises(ConfigError) as refused:
+        ranks_of(devices, nodes)
+    assert refused.value.key == key and ("WORLD_SIZE" in str(refused.value)), str(refused.value)
 
 
 def test_train_py_refuses_them_before_it_writes_anything(tmp_path):

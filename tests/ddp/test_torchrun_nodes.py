@@ -1,9 +1,10 @@
-"""A data-parallel run across two hosts without Slurm, by torchrun's convention: the same `python train.py
-hardware.num_nodes=2 hardware.devices=2 ...` on each host, with MASTER_ADDR (node 0's address), MASTER_PORT and its
-own NODE_RANK. The hosts are the two network namespaces of `cluster/slurm/start.sh --two-nodes` (sfh-sfn1 at
-10.87.0.2, sfh-sfn2 at 10.87.0.3, joined by a bridge: cluster/slurm/netns.sh), each command entered with its own
-hostname; the filesystem is shared, as a cluster's is. Without the namespaces (README's install) these tests skip,
-saying why."""
+"""A data-parallel run across two hosts without Slurm: by torchrun itself (`torchrun --nnodes=2 --rdzv-backend=c10d
+--rdzv-endpoint=<host 0>:<port> train.py ...` on each host, elastic restarts included), and by torchrun's convention:
+the same `python train.py hardware.num_nodes=2 hardware.devices=2 ...` on each host, with MASTER_ADDR (node 0's
+address), MASTER_PORT and its own NODE_RANK. The hosts are the two network namespaces of
+`cluster/slurm/start.sh --two-nodes` (sfh-sfn1 at 10.87.0.2, sfh-sfn2 at 10.87.0.3, joined by a bridge:
+cluster/slurm/netns.sh), each command entered with its own hostname; the filesystem is shared, as a cluster's is.
+Without the namespaces (README's install) these tests skip, saying why."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 import torch
@@ -37,17 +41,20 @@ def two_hosts():
         pytest.skip("entering the nodes' namespaces needs root, nsenter and unshare")
 
 
-def on_node(node: str, node_rank: int, port: int, overrides, log: Path, hide: Path | None = None) -> subprocess.Popen:
+def on_node(node: str, node_rank: int, port: int, overrides, log: Path, hide: Path | None = None,
+            launcher: Sequence[str] = (), run: Sequence[str] = RUN) -> subprocess.Popen:
     """`python train.py RUN overrides` on host `node`: in its network namespace, with its hostname (a UTS namespace
     of its own; not `ip netns exec`, which remounts /sys) and torchrun's variables. `hide`: a folder this host does
-    not share (a mount namespace with an empty tmpfs over it), as a host without the shared filesystem."""
+    not share (a mount namespace with an empty tmpfs over it), as a host without the shared filesystem. `launcher`:
+    torchrun and its arguments, which then start train.py (and set the variables themselves)."""
     env = dict(env_with_repo(), MASTER_ADDR=NODES["sfn1"], MASTER_PORT=str(port), NODE_RANK=str(node_rank))
-    for name in ("GLOO_SOCKET_IFNAME", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID"):
+    for name in ("GLOO_SOCKET_IFNAME", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID",
+                 *(("MASTER_ADDR", "MASTER_PORT", "NODE_RANK") if launcher else ())):
         env.pop(name, None)
     enter = f"mount -t tmpfs none {hide} && " if hide else ""
     cmd = ["nsenter", f"--net=/run/netns/sfh-{node}", "unshare", "--uts", *(["--mount"] if hide else []),
            "sh", "-c", f'{enter}hostname {node} && exec "$@"', "sh",
-           sys.executable, str(REPO / "train.py"), *RUN, *overrides]
+           *(launcher or [sys.executable]), str(REPO / "train.py"), *run, *overrides]
     with open(log, "w") as out:
         return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -148,3 +155,83 @@ def test_a_host_without_the_shared_run_folder_is_told_so(two_hosts, tmp_path):
     assert codes[0] == 1, outs[0][-3000:]
     assert "the run stopped: learner ranks 2, 3 never joined this start" in outs[0], outs[0][-3000:]
     assert "on the machine with NODE_RANK=1" in outs[0]
+
+
+def torchrun_on_both(tmp_path, overrides, port: int, restarts: int = 0):
+    """torchrun on both hosts, one worker each (one core each), meeting at host sfn1's c10d rendezvous; returns
+    their processes (torchrun's agents) and logs."""
+    found = shutil.which("torchrun") or pytest.skip("torchrun (torch's launcher) is not on PATH")
+    launcher = [found, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-id=sfh-{port}",
+                f"--rdzv-endpoint={NODES['sfn1']}:{port}", f"--max-restarts={restarts}"]
+    logs = [tmp_path / f"node{n}.out" for n in (0, 1)]
+    run = ("env=gym/cartpole", "hardware.num_nodes=2", "hardware.devices=1", "hardware.num_workers=1")
+    # each host's address and whether it serves the rendezvous, said: torchrun would look up the host's name (in
+    # DNS), which these hosts lack
+    here = [[f"--local-addr={address}", f"--rdzv-conf=is_host={n == 0}"] for n, address in enumerate(NODES.values())]
+    procs = [on_node(node, n, port, overrides, logs[n], launcher=[*launcher, *here[n]], run=run)
+             for n, node in enumerate(NODES)]
+    return procs, logs
+
+
+def await_both(procs, logs, timeout: float):
+    """Both agents' exit codes (killed after `timeout`) and outputs."""
+    codes = []
+    try:
+        for p in procs:
+            codes.append(p.wait(timeout=timeout))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return codes, [log.read_text() for log in logs]
+
+
+@pytest.mark.slow  # ~1 min: one worker per host
+def test_torchrun_on_two_hosts_trains_one_run(two_hosts, tmp_path):
+    states, train_dir = tmp_path / "states", tmp_path / "train"
+    command = [f"train_dir={train_dir}", *TORCHRUN_RUN, f"+callbacks.rank_state._target_={STATE}",
+               f"+callbacks.rank_state.directory={states}", f"+callbacks.rank_sockets._target_={SOCKETS}",
+               f"+callbacks.rank_sockets.directory={states}"]
+    codes, outs = await_both(*torchrun_on_both(tmp_path, command, random.randint(40000, 49999)), timeout=240)
+    assert codes == [0, 0], f"host sfn1:\n{outs[0][-3000:]}\nhost sfn2:\n{outs[1][-3000:]}"
+    assert sorted(p.name for p in train_dir.iterdir()) == ["cartpole"]
+    run = train_dir / "cartpole"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] == 2 * 128 * summary["policy_version"], summary
+    assert (run / "train.log").read_text().count("run folder ") == 1
+    assert (run / "ranks" / "rank_1.log").is_file()
+    sockets = [json.loads((states / f"sockets_rank_{r}.json").read_text()) for r in range(2)]
+    assert sorted(s["hostname"] for s in sockets) == ["sfn1", "sfn2"], sockets  # a rank on each host
+    ranks = [torch.load(states / f"rank_{r}.pt", weights_only=False) for r in range(2)]
+    assert _same(ranks[0], ranks[1]) == [], "rank 1's learner state differs from rank 0's"
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert _same(ckpt["state_dict"], ranks[0]["weights"]) == []
+
+
+TORCHRUN_RUN = ("hardware.num_envs_per_worker=4", "algo.rollout=32", "algo.batch_size=128",
+                "algo.num_batches_per_epoch=1", "train_for_env_steps=4000")
+
+
+@pytest.mark.slow  # ~1.5 min: two starts of one worker per host
+def test_torchrun_on_two_hosts_restarts_after_a_killed_worker_and_resumes(two_hosts, tmp_path):
+    from tests.ddp.test_torchrun_one_node import _numbered
+
+    run = tmp_path / "train" / "cartpole"
+    command = [f"train_dir={tmp_path / 'train'}", *TORCHRUN_RUN, "train_for_env_steps=10000", "save_every_sec=1",
+               "keep_checkpoints=100", "hardware.ddp_timeout_sec=20"]
+    procs, logs = torchrun_on_both(tmp_path, command, random.randint(40000, 49999), restarts=1)
+    deadline = time.monotonic() + 180
+    while not _numbered(run) and all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    workers = Path(f"/proc/{procs[1].pid}/task/{procs[1].pid}/children").read_text().split() if _numbered(run) else []
+    assert workers, "\n".join(log.read_text()[-2000:] for log in logs)
+    killed_at = int(_numbered(run)[-1].stem.split("_")[1])
+    os.kill(int(workers[0]), signal.SIGKILL)  # host sfn2's worker
+    codes, outs = await_both(procs, logs, timeout=300)
+    assert codes == [0, 0], f"host sfn1:\n{outs[0][-3000:]}\nhost sfn2:\n{outs[1][-3000:]}"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= 10000 > killed_at, summary
+    assert "resuming from" in (run / "train.log").read_text()
+    for ckpt in sorted((run / "checkpoints").glob("*.ckpt")):
+        torch.load(ckpt, map_location="cpu", weights_only=True)

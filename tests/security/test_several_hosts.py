@@ -22,17 +22,10 @@ from pathlib import Path
 import pytest
 
 from sf_hydra.app import node_store
-from sf_hydra.app.ranks import (
-    RANKS_DIR,
-    RECORD,
-    Ranks,
-    StartDecision,
-    free_port,
-    node_name,
-    ranks_of,
-    recorded_rank_end,
-    start_local_ranks,
-)
+from sf_hydra.app.ranks import RANKS_DIR, RECORD, Ranks, free_port, node_name, recorded_rank_end
+from sf_hydra.app.topology import choose
+from sf_hydra.app.topology.local import resolved, start_local_ranks
+from sf_hydra.app.topology.start import NEW, RunStart
 from sf_hydra.core.faults import RankFailed
 from tests.conftest import make_cfg
 from tests.faults.runs import REPO, env_with_repo
@@ -85,43 +78,38 @@ def two_nodes_here(monkeypatch):
 def test_a_stranger_at_master_port_reads_no_config_and_cannot_forge_the_start(tmp_path, two_nodes_here):
     from torch.distributed import TCPStore
 
-    from sf_hydra.app.train import _announce, _await_start
-
     overrides = ("hardware.num_nodes=2", "hardware.ddp_timeout_sec=20")
     cfg = make_cfg(tmp_path, *overrides)
     run_dir = Path(cfg.run_dir).absolute()
     evil = tmp_path / "evil.ckpt"
     two_nodes_here(0)
-    token = node_store.serve("127.0.0.1", int(os.environ["MASTER_PORT"]), 20.0)
-    try:
-        rank_0 = Ranks(2, 0, 0, False, via_env=True, session=token)
-        _announce(cfg, run_dir, rank_0, StartDecision(token))  # a new run: no checkpoint
+    rank_0 = choose(cfg)
+    with rank_0.hold(run_dir):
+        token = rank_0.session()
+        rank_0.hand_over(cfg, run_dir, RunStart(NEW, session=token))  # a new run: no checkpoint
         stranger = TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), None, False, timeout=timedelta(seconds=5))
         seen = stranger.multi_get(stranger.list_keys())
         assert not [v for v in seen if str(tmp_path).encode() in v]  # no config, no run folder, no checkpoint
         assert not [v for v in seen if b"checkpoint" in v or b"hardware" in v]
 
         two_nodes_here(1)
-        rank_1 = ranks_of(1, 2)
-        _, decision = _await_start(make_cfg(tmp_path, *overrides), run_dir, rank_1)
+        rank_1 = choose(make_cfg(tmp_path, *overrides))
+        decision = rank_1.receive(make_cfg(tmp_path, *overrides), run_dir)
         assert (decision.session, decision.checkpoint) == (token, None)  # rank 0's real decision
 
         stranger.set(node_store.TOKEN, json.dumps({"session": token, "checkpoint": str(evil)}))
         try:
-            _, forged = _await_start(make_cfg(tmp_path, *overrides), run_dir, rank_1)
+            forged = choose(make_cfg(tmp_path, *overrides)).receive(make_cfg(tmp_path, *overrides), run_dir)
         except RankFailed as refused:
             assert "MASTER_PORT" in str(refused), refused
         else:
             assert forged.checkpoint is None, forged  # never the stranger's checkpoint
-    finally:
-        node_store.release()
 
 
 def test_local_ranks_read_their_config_as_yaml(tmp_path):
     from omegaconf import OmegaConf
 
     from sf_hydra.app.ddp_rank import read_config
-    from sf_hydra.app.train import resolved
 
     cfg = make_cfg(tmp_path, "hardware.devices=1")
     run_dir = Path(cfg.run_dir).absolute()
@@ -170,7 +158,7 @@ BOOT = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 def test_a_record_of_this_hostname_kills_only_the_process_it_names_on_this_boot(tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / RANKS_DIR).mkdir(parents=True)
-    ranks = Ranks(2, 0, 0, False, via_env=True, session="env-test")
+    ranks = Ranks(2, 0, 0, False, via_env=True)
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     record = dict(session="env-test", rank=1, node=node_name(), pid=bystander.pid, log="its.log", end=None,
                   collective=False)
@@ -180,10 +168,10 @@ def test_a_record_of_this_hostname_kills_only_the_process_it_names_on_this_boot(
                            dict(boot=BOOT, started=str(int(started) + 1)),  # this machine, the pid reused
                            {}):  # a record that says neither
             (run_dir / RANKS_DIR / RECORD.format(rank=1)).write_text(json.dumps(dict(record, **other_host)))
-            said, _ = recorded_rank_end(run_dir, ranks, 5.0, timed_out=True)
+            said, _ = recorded_rank_end(run_dir, ranks, "env-test", 5.0, timed_out=True)
             assert bystander.poll() is None, (other_host, said)
         (run_dir / RANKS_DIR / RECORD.format(rank=1)).write_text(json.dumps(dict(record, boot=BOOT, started=started)))
-        said, _ = recorded_rank_end(run_dir, ranks, 5.0, timed_out=True)
+        said, _ = recorded_rank_end(run_dir, ranks, "env-test", 5.0, timed_out=True)
         assert bystander.wait(timeout=10) == -signal.SIGKILL and "killed" in said, said
     finally:
         bystander.kill()
@@ -193,7 +181,7 @@ def test_a_record_of_this_hostname_kills_only_the_process_it_names_on_this_boot(
 def test_a_rank_records_its_boot_and_start_time(tmp_path):
     from sf_hydra.app.ranks import record_start
 
-    ranks = Ranks(2, 1, 0, False, via_env=True, node_rank=1, session="env-test")
-    record_start(tmp_path, ranks)
+    ranks = Ranks(2, 1, 0, False, via_env=True, node_rank=1)
+    record_start(tmp_path, ranks, "env-test")
     record = json.loads((tmp_path / RANKS_DIR / RECORD.format(rank=1)).read_text())
     assert (record["pid"], record["boot"], record["started"]) == (os.getpid(), BOOT, _start_time(os.getpid()))

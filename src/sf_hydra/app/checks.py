@@ -47,13 +47,11 @@ from sf_hydra.app.resume_config import (
     _shown,
     check_resume_config,
     config_differences,
-    finished,
     has_run_to_resume,
     load_checked,
     resumed_config,
-    resumed_run,
-    resumes,
 )
+from sf_hydra.app.topology.start import FINISHED, RunStart, look
 from sf_hydra.app.trainer_parts import check_parts, without_parts
 from sf_hydra.config import ConfigError, validate
 from sf_hydra.config.validation import check_pbt_against_env, eval_env
@@ -260,8 +258,7 @@ class Checked:
     stages: Tuple[str, ...]
     fingerprint: str
     composed: str = ""
-    finished: Optional[str] = None  # the run already reached its budget: what to say (nothing was checked)
-    resuming: Optional[str] = None  # the run resumes: what it continues (sf_hydra.app.resume_config.resumed_run)
+    start: Optional[RunStart] = None  # what the run folder said before Hydra wrote into it (topology/start.py look)
 
     def passed_for(self, cfg: DictConfig) -> Tuple[str, ...]:
         return self.stages if fingerprint(cfg) in (self.fingerprint, self.composed) else ()
@@ -304,15 +301,16 @@ def check_before_start(cfg, checked: Optional[Checked] = None) -> None:
     run_stages(cfg, BEFORE_START, skip)
 
 
-def check_command_line(argv: Sequence[str], config_dir: str,
-                       rules_passed: Optional[Callable[[], Any]] = None) -> Optional[Checked]:
+def check_command_line(argv: Sequence[str], config_dir: str, rules_passed: Optional[Callable[[], Any]] = None,
+                       looks: Callable[[DictConfig], bool] = lambda cfg: True) -> Optional[Checked]:
     """Every stage that can run before Hydra, on train.py's command line (`argv`, Hydra's arguments).
     None when Hydra only shows something (--help, --cfg) or in --multirun (the keys only: each run's values
     are checked in its own job); for a single run, what passed. `rules_passed`: called once the config's
     own rules passed, before the stages that import torch and the envs (train.py starts the sampler's fork
     server there); its failure only costs that head start. A resumed run that already reached its budget
-    gives a Checked whose `finished` says so, with no stage run after the config stage; one that resumes, a
-    Checked whose `resuming` says what it continues (read before Hydra rewrites the folder's .hydra/)."""
+    gives a Checked whose `start` says so, with no stage run after the config stage; one that resumes, a
+    Checked whose `start` says what it continues (read before Hydra rewrites the folder's .hydra/). `looks`:
+    whether this process may look at the run folder for the run's start (global rank 0)."""
     cfg = compose_command_line(argv, config_dir)
     if cfg is None:
         return None
@@ -320,14 +318,13 @@ def check_command_line(argv: Sequence[str], config_dir: str,
     cfg = _stage("resume").check(argv, config_dir, cfg)  # a resumed run's saved config is its base
     stamp = fingerprint(cfg)
     run_stages(cfg, ("config",))  # an invalid value is refused even where the run has nothing left to train
-    done = finished(cfg)
-    if done is not None:  # nothing to train: said at once, no other stage run or process started
-        return Checked(cfg, ("config",), stamp, composed, finished=done[1])
+    start = look(cfg, prog("train.py")) if looks(cfg) else None
+    if start is not None and start.kind == FINISHED:  # nothing to train: said at once, no other stage run
+        return Checked(cfg, ("config",), stamp, composed, start=start)
     if rules_passed is not None:
         try:
             rules_passed()
         except Exception as e:  # a start-up speed-up only: its failure must not skip the stages below
             log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
     run_stages(cfg, ("targets", "family", "run folder"))
-    resuming = resumed_run(Path(cfg.run_dir).absolute(), prog("train.py")) if resumes(cfg) else None
-    return Checked(cfg, BEFORE_START, stamp, composed, resuming=resuming)
+    return Checked(cfg, BEFORE_START, stamp, composed, start=start)

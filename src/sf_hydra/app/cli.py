@@ -24,8 +24,10 @@ from omegaconf import DictConfig
 from sf_hydra.app.checks import Checked, check_command_line, config_to_train
 from sf_hydra.app.help import help_request, print_enjoy_help, print_help, prog
 from sf_hydra.app.layout import typed_layout_keys
-from sf_hydra.app.ranks import ranks_of
 from sf_hydra.app.sample_factory.translate import sf_command_line
+from sf_hydra.app.topology import choose
+from sf_hydra.app.topology.start import FINISHED, RESUME
+from sf_hydra.app.topology.torchrun import worker_overrides
 from sf_hydra.config import ConfigError, register_configs
 from sf_hydra.config.aliases import apply_aliases
 from sf_hydra.config.location import find_configs
@@ -161,24 +163,25 @@ def train_command_line(argv: Sequence[str], config_dir: str) -> List[str]:
 def _train_main() -> None:
     config_path, config_dir = find_configs()
     register_configs()
-    sys.argv[1:] = train_command_line(sys.argv[1:], config_dir)  # the one rewrite, before anything reads it
+    # the one rewrite, before anything reads it; a torchrun worker of rank > 0 lets Hydra write nothing
+    sys.argv[1:] = train_command_line(sys.argv[1:], config_dir) + worker_overrides()
     if help_request(sys.argv[1:]) is not None:  # our --help [prefix]: groups and keys from the schema
         sys.exit(print_help(sys.argv[1:], config_dir))
     checked = None
     try:
         # Once the config's own rules pass, the fork server imports torch for the workers while this
         # process imports what the later stages need (the targets' modules, the env family's code).
-        checked = check_command_line(sys.argv[1:], config_dir, rules_passed=mp.warm_up)
-        ranks = None if checked is None else ranks_of(checked.cfg.hardware.devices, checked.cfg.hardware.num_nodes)
-        several_machines = ranks is not None and ranks.via_env  # rank 0 tells the others how the run starts
-        other_node = several_machines and not ranks.is_zero  # rank 0's node owns the folder
-        if checked is not None and checked.finished is not None and not several_machines:  # nothing to do
-            print(checked.finished)
+        checked = check_command_line(sys.argv[1:], config_dir, rules_passed=mp.warm_up,
+                                     looks=lambda cfg: choose(cfg).place.is_zero)  # rank 0 alone decides
+        topology = None if checked is None else choose(checked.cfg)
+        start = None if checked is None else checked.start
+        if start is not None and start.kind == FINISHED and not topology.others_wait:  # nothing to do
+            print(start.message)
             sys.exit(0)
-        if checked is not None and not other_node:  # a single run: its folder is ours until this process ends
+        if topology is not None and topology.place.is_zero:  # a single run: its folder is ours until this ends
             RunLock(Path(checked.cfg.run_dir).absolute()).acquire()
-        if checked is not None and checked.resuming is not None:  # which run, how far, made by which command
-            print(checked.resuming, file=sys.stderr)
+        if start is not None and start.kind == RESUME:  # which run, how far, made by which command
+            print(start.message, file=sys.stderr)
     except ConfigError as e:
         print(f"bad config: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)

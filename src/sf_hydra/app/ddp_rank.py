@@ -1,5 +1,6 @@
 """Local rank r > 0 of a data-parallel run's node: `python -m sf_hydra.app.ddp_rank <run_dir>/ranks/config.yaml`,
-started by local rank 0 of its node (sf_hydra.app.ranks.start_local_ranks) with the rendezvous variables set. It
+started by local rank 0 of its node (sf_hydra.app.topology.local.start_local_ranks) with the rendezvous variables
+and rank 0's start decision set. It
 trains with the config that process composed and checked (resolved, as YAML: reading it runs no code); it writes
 nothing into the run folder but its log (its stdout) and, on several machines, its record (ranks/rank_<r>.json).
 

@@ -1,33 +1,15 @@
-"""The learner ranks of a data-parallel run (hardware.devices x hardware.num_nodes > 1) and how they start.
+"""Where a process stands among the learner ranks of a run (hardware.devices x hardware.num_nodes), and what the
+ranks leave for each other in the run folder; how the ranks start and meet is the topology's (app/topology/).
 
-Who starts them. Lightning's own launcher for `devices > 1` runs the command line again for every rank >
-0; for a Hydra app that means composing the config again, locking and preparing the run folder again and
-checking it again in every rank. We start the ranks ourselves instead and let Lightning only join them
-(its cluster environment reads the ranks from variables, it creates no process):
-
-- locally (`python train.py hardware.devices=2`), the Hydra process is rank 0: it owns the run folder
-  (lock, config, logs, checkpoints, summary), writes the composed config, resolved, as YAML to
-  `<run_dir>/ranks/config.yaml` and starts ranks 1.. as `python -m sf_hydra.app.ddp_rank <that file>`, each
-  logging to `<run_dir>/ranks/rank_<r>.log` (Lightning's LightningEnvironment: MASTER_ADDR, MASTER_PORT,
-  WORLD_SIZE, NODE_RANK, LOCAL_RANK);
-- in a Slurm job whose step runs one task per rank (`hydra/launcher=slurm` with
-  `hydra.launcher.tasks_per_node=<devices>` and `hydra.launcher.nodes=<num_nodes>`), submitit runs the
-  Hydra task in every task and Lightning's SLURMEnvironment reads the ranks from SLURM_PROCID and
-  SLURM_LOCALID; the task of rank 0 owns the run folder;
-- without Slurm, on several machines, by torchrun's convention (`env_rendezvous`): the same command on every
-  machine with MASTER_ADDR, MASTER_PORT and NODE_RANK set; node n's process is global rank n x devices and
-  starts its node's ranks as the local case does, with the rendezvous of the environment; global rank 0 (node
-  0) owns the run folder, which every node must see (a shared filesystem, as on clusters).
-
-Rank 0 alone decides how the run starts (it prepares the folder for `restart_behavior`, sees whether the run
-is finished, picks the checkpoint to resume) and writes that decision to `<run_dir>/ranks/start.json`; every
-other rank waits for the decision of this very start (`session_of`) and acts on it, never on what it reads in
-the folder itself: Slurm starts all tasks at once, and a rank > 0 reading the folder before rank 0 prepared it
-would resume an old checkpoint while rank 0 starts anew. On several machines without Slurm the token naming this
-start travels through the TCP store at MASTER_ADDR:MASTER_PORT (app/node_store.py), which lives as long as this
-start's rank 0 (a process id names no start across hosts); the decision itself, with the fingerprint of rank 0's
-config (config_fingerprint: each machine composes its own config, and a rank refuses one that differs), is read
-from the run folder, never from the network.
+- `ranks_of`: this process's place, from the variables of whoever started it: Slurm's task variables (SLURM_PROCID,
+  SLURM_LOCALID), torchrun's (RANK, LOCAL_RANK, GROUP_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), the per-machine command's
+  (MASTER_ADDR, MASTER_PORT, NODE_RANK: `env_rendezvous`), else LOCAL_RANK (unset: rank 0, which starts the others);
+  a variable that contradicts hardware.devices or hardware.num_nodes is refused by name.
+- the records: a rank > 0 of a Slurm job or on another machine writes where it runs and how it ended
+  (`record_rank`), which rank 0 reads when a collective breaks (`recorded_rank_end`): it cannot see their processes.
+- the config's fingerprint (`config_fingerprint`, `same_config`): each machine composes its own config, and a rank
+  refuses one that differs from rank 0's, naming the key.
+- gloo's network interface on several machines (`use_interface_to_peers`, `use_interface_to_master`).
 
 This module imports no torch and no Lightning (the command line's side).
 """
@@ -40,20 +22,18 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from sf_hydra.config import ConfigError
-from sf_hydra.core.faults import RankFailed
 from sf_hydra.core.files import write_atomically
 
 RANKS_DIR = "ranks"  # inside the run folder: the ranks' config and the logs of ranks > 0
 RANK_CONFIG = "config.yaml"  # in RANKS_DIR: the config the local ranks > 0 run (node n > 0: config_node_<n>.yaml)
 RECORD = "rank_{rank}.json"  # in RANKS_DIR: a rank's record (rank, node, pid, boot, started, log, how it ended)
-START = "start.json"  # in RANKS_DIR: rank 0's decision of how this start of the ranks begins (StartDecision)
+START = "start.json"  # in RANKS_DIR: rank 0's decision of how this start of the ranks begins (app/topology/start.py)
 
 
 @dataclass(frozen=True)
@@ -66,7 +46,7 @@ class Ranks:
     via_slurm: bool  # the ranks are Slurm tasks (else rank 0 starts the others: start_local_ranks)
     via_env: bool = False  # several machines by torchrun's convention: each node's first process starts its ranks
     node_rank: int = 0  # the node this rank runs on (0 .. hardware.num_nodes - 1)
-    session: str = ""  # via_env: the token of this start, rank 0's (session_of); set once it is known
+    via_torchrun: bool = False  # a worker torchrun started: one process per rank, none started by us
 
     @property
     def distributed(self) -> bool:
@@ -79,7 +59,7 @@ class Ranks:
     @property
     def starts_node(self) -> bool:
         """Whether this process starts the other ranks of its node (the command line's process, local rank 0)."""
-        return self.local_rank == 0 and not self.via_slurm
+        return self.local_rank == 0 and not (self.via_slurm or self.via_torchrun)
 
 
 def slurm_tasks() -> Optional[int]:
@@ -92,11 +72,13 @@ def slurm_tasks() -> Optional[int]:
 
 def ranks_of(devices: int, num_nodes: int) -> Ranks:
     """This process's place among `devices` x `num_nodes` ranks: from Slurm's task variables in a job step
-    of several tasks (which must be that many: ConfigError otherwise); on several nodes without Slurm from
+    of several tasks (which must be that many: ConfigError otherwise); in a torchrun worker from torchrun's
+    (torchrun_worker); on several nodes without Slurm from
     torchrun's convention (env_rendezvous: MASTER_ADDR, MASTER_PORT, NODE_RANK; ConfigError when they are
     missing or inconsistent); else from LOCAL_RANK (unset: rank 0, which starts the others)."""
-    refuse_torchrun_workers()
     world = devices * num_nodes
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # set by torchrun in its workers alone
+        return torchrun_worker(devices, num_nodes)
     if world == 1:
         return Ranks(1, 0, 0, False)
     tasks = slurm_tasks()
@@ -115,6 +97,26 @@ def ranks_of(devices: int, num_nodes: int) -> Ranks:
     return Ranks(world, local, local, False)
 
 
+def torchrun_worker(devices: int, num_nodes: int) -> Ranks:
+    """A torchrun worker's place, from torchrun's variables: RANK, LOCAL_RANK, GROUP_RANK (its node), WORLD_SIZE
+    and LOCAL_WORLD_SIZE, which must be hardware.devices x hardware.num_nodes and hardware.devices (ConfigError
+    naming the key and torchrun's value otherwise, before anything is written)."""
+    env = os.environ
+    world = _int_variable("WORLD_SIZE", env.get("WORLD_SIZE", ""), 1 << 20, low=1)
+    local_world = _int_variable("LOCAL_WORLD_SIZE", env.get("LOCAL_WORLD_SIZE", ""), world + 1, low=1)
+    if local_world != devices:
+        raise ConfigError("hardware.devices", devices, f"torchrun's workers on this machine: LOCAL_WORLD_SIZE="
+                          f"{local_world} (--nproc-per-node): set hardware.devices={local_world}")
+    if world != devices * num_nodes:
+        raise ConfigError("hardware.num_nodes", num_nodes, f"torchrun's machines: WORLD_SIZE={world} workers = "
+                          f"hardware.devices x hardware.num_nodes = {devices} x {world // devices} (--nnodes): "
+                          f"set hardware.num_nodes={world // devices}")
+    rank = _int_variable("RANK", env.get("RANK", ""), world)
+    local = _int_variable("LOCAL_RANK", env.get("LOCAL_RANK", ""), devices)
+    node = _int_variable("GROUP_RANK", env.get("GROUP_RANK", "0"), num_nodes)
+    return Ranks(world, rank, local, False, node_rank=node, via_torchrun=True)
+
+
 @dataclass(frozen=True)
 class Rendezvous:
     """Where the ranks of a run on several machines meet (torchrun's convention): rank 0's TCP store at
@@ -125,29 +127,11 @@ class Rendezvous:
     node_rank: int
 
 
-TORCHRUN_ONLY = ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "LOCAL_WORLD_SIZE")  # set by torchrun in its workers alone
-
-
-def refuse_torchrun_workers() -> None:
-    """ConfigError in a process torchrun started, on one machine or several, before any run folder is locked:
-    torchrun starts one process per rank, each of which would take the run folder (sibling workers racing for its
-    lock), while here one process per machine starts that machine's ranks itself."""
-    spawned = [name for name in TORCHRUN_ONLY if name in os.environ]
-    if spawned:
-        raise ConfigError(spawned[0], os.environ[spawned[0]], (
-            "unset: this process was started by torchrun (or another launcher of one process per rank), which "
-            "sf_hydra does not take yet; on one machine run `python train.py hardware.devices=D ...` (it starts "
-            "its D ranks itself); on several, the same command once per machine with hardware.num_nodes=N and "
-            "MASTER_ADDR, MASTER_PORT, NODE_RANK set, or hydra/launcher=slurm (docs/guides/several-hosts.md)"))
-
-
 def env_rendezvous(devices: int, num_nodes: int) -> Rendezvous:
     """The rendezvous of a run on `num_nodes` machines without Slurm, from MASTER_ADDR, MASTER_PORT and NODE_RANK
     (the same command runs once on every machine, with its own NODE_RANK). ConfigError, naming the variable and
-    its value, when one is missing or out of range, when WORLD_SIZE is set and is not devices x num_nodes, and in a
-    process torchrun started (its workers are one per rank; here each machine's process starts its own ranks)."""
+    its value, when one is missing or out of range, and when WORLD_SIZE is set and is not devices x num_nodes."""
     env = os.environ
-    refuse_torchrun_workers()
     missing = [name for name in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK") if not env.get(name)]
     if missing:
         raise ConfigError("hardware.num_nodes", num_nodes,
@@ -179,66 +163,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@dataclass
-class LocalRanks:
-    """Ranks 1.. of a local data-parallel run, started by rank 0 (this process)."""
-
-    processes: List[subprocess.Popen]
-    logs: List[Path]
-    saved_env: Dict[str, Optional[str]]  # this process's rendezvous variables before the ranks started
-    hung: Dict[int, str] = field(default_factory=dict)  # rank -> its process state when stop() had to end it
-    first: int = 1  # the global rank of processes[0]
-    node: str = ""  # on several machines: this one's name, for the messages
-
-    def failed(self) -> Optional[str]:
-        """A message naming the first rank that exited with an error (its exit code and log), or None."""
-        for r, (p, log) in enumerate(zip(self.processes, self.logs), start=self.first):
-            code = p.poll()
-            who = f"learner rank {r}" + (f" on node {self.node}" if self.node else "")
-            if r in self.hung:
-                what = "was stopped (SIGSTOP or a debugger)" if self.hung[r] in ("T", "t") else "hung"
-                return (f"{who} {what}: it answered no collective within hardware.ddp_timeout_sec and did "
-                        f"not end with the run, so it was killed (its log: {log})")
-            if code not in (None, 0):
-                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                cause = last_error(log)
-                return f"{who} {how}{': ' + cause if cause else ''} (its log: {log})"
-        return None
-
-    def stop(self, grace_sec: float) -> Optional[str]:
-        """Waits up to `grace_sec` for every rank to end (they stop with rank 0), then terminates (a stopped one:
-        kills), then kills what is left: no rank outlives this call. Returns failed()'s message, which names a
-        rank that had to be ended as hung."""
-        deadline = time.monotonic() + grace_sec
-        for r, p in enumerate(self.processes, start=self.first):
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.hung[r] = _process_state(p.pid) or "?"
-                p.kill() if self.hung[r] in ("T", "t") else p.terminate()  # a stopped process acts on no SIGTERM
-        for p in self.processes:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        for name, value in self.saved_env.items():  # a later run in this process starts from them again
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        return self.failed()
-
-
-def _write_private(path: Path, text: str) -> None:
-    """`text` into `path`, readable by the user alone: a resolved config holds the values it took from the
-    environment."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, "w") as out:
-        os.fchmod(fd, 0o600)  # a file an earlier run left keeps its mode otherwise
-        out.write(text)
 
 
 def log_to_rank_file(run_dir: Path, rank: int) -> None:
@@ -277,32 +201,6 @@ def last_error(log: Path) -> Optional[str]:
         rest.append(line)
     tail = next((line.strip() for line in reversed(rest) if line.strip()), "")
     return f"{head} {tail}" if tail and not tail.startswith("^") else head
-
-
-def start_local_ranks(ranks: Ranks, devices: int, run_dir: Path, config_yaml: str) -> LocalRanks:
-    """This process, local rank 0 of its node, starts the node's other `devices` - 1 ranks, each
-    `python -m sf_hydra.app.ddp_rank` reading the run's composed config (`config_yaml`, resolved: YAML, never a
-    pickle) from <run_dir>/ranks/ and logging to ranks/rank_<its global rank>.log; sets this process's rendezvous
-    variables (Lightning's LightningEnvironment reads them in every rank): on one machine a free port of 127.0.0.1,
-    on several (via_env) the MASTER_ADDR, MASTER_PORT and NODE_RANK the command was given."""
-    folder = run_dir / RANKS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    config = folder / (RANK_CONFIG if ranks.node_rank == 0 else f"config_node_{ranks.node_rank}.yaml")
-    _write_private(config, config_yaml)
-    rendezvous = dict(WORLD_SIZE=str(ranks.world_size), LOCAL_RANK="0")
-    if not ranks.via_env:
-        rendezvous.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), NODE_RANK="0")
-    saved = {name: os.environ.get(name) for name in rendezvous}
-    os.environ.update(rendezvous)
-    processes, logs = [], []
-    for local in range(1, devices):
-        log = folder / f"rank_{ranks.rank + local}.log"
-        env = dict(os.environ, LOCAL_RANK=str(local))
-        with open(log, "ab") as out:
-            processes.append(subprocess.Popen([sys.executable, "-m", "sf_hydra.app.ddp_rank", str(config)], env=env,
-                                              stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-        logs.append(log)
-    return LocalRanks(processes, logs, saved, first=ranks.rank + 1, node=node_name() if ranks.via_env else "")
 
 
 def _interface_with_address(address: str) -> Optional[str]:
@@ -374,56 +272,6 @@ def _use_interface_to(me: str, what: str, peer: str) -> str:
     return f"node {me}: gloo over {interface} ({own_address}), the interface that reaches {what} ({peer_address})"
 
 
-@dataclass(frozen=True)
-class StartDecision:
-    """How one start of a data-parallel run begins, as rank 0 decided it: every rank acts on it."""
-
-    session: str  # which start of the ranks it is for (session_of): an earlier start's decision is never read
-    checkpoint: Optional[str] = None  # the learner state every rank resumes from; None: a new run
-    finished: Optional[str] = None  # the run already reached its budget (what rank 0 said): no rank trains
-    failed: Optional[str] = None  # rank 0 could not start the run (its error): no rank trains
-    config: Optional[dict] = None  # on several machines: rank 0's config_fingerprint, which every rank compares
-
-
-def session_of(ranks: Ranks) -> str:
-    """A name of this start of the ranks, the same in every rank and different at the next start: Slurm's
-    job, step and requeue count; on several machines without Slurm the token rank 0 drew (every other rank got it
-    through the TCP store of this start: app/node_store.py, and reads the decision it names in the run folder);
-    locally the process id of rank 0, which starts the others."""
-    if ranks.via_env:
-        return ranks.session
-    if ranks.via_slurm:
-        env = os.environ
-        return f"slurm-{env.get('SLURM_JOB_ID', '?')}.{env.get('SLURM_STEP_ID', '?')}." \
-               f"{env.get('SLURM_RESTART_COUNT', '0')}"
-    return f"local-{os.getpid() if ranks.is_zero else os.getppid()}"
-
-
-def announce_start(run_dir: Path, decision: StartDecision) -> None:
-    """Rank 0 writes its decision (atomically: a waiting rank reads all of it or nothing)."""
-    folder = run_dir / RANKS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(decision.__dict__)
-    write_atomically(folder / START, lambda tmp: tmp.write_text(text))
-
-
-def forget_start(run_dir: Path) -> None:
-    """Rank 0 of a run on several machines, before it serves its token: the previous start's decision goes, so
-    that no token but this start's names a decision in the run folder (a stale token, replayed at MASTER_PORT by
-    another process, would otherwise make a rank act on an old decision)."""
-    (run_dir / RANKS_DIR / START).unlink(missing_ok=True)
-
-
-def read_start(path: Path, session: str) -> Optional[StartDecision]:
-    """The decision in `path` (ranks/start.json) when it is start `session`'s, else None (none yet, another
-    start's, or unreadable)."""
-    try:
-        found = json.loads(path.read_text())
-        return StartDecision(**found) if found.get("session") == session else None
-    except (OSError, ValueError, TypeError, AttributeError):  # cut short, or not a decision
-        return None
-
-
 def config_fingerprint(cfg) -> dict:
     """What a rank on another machine compares its own composed config with, instead of receiving rank 0's:
     `sha256` of the resolved config's canonical JSON, and `keys`, each leaf's (dotted key, lists as one value)
@@ -476,30 +324,6 @@ def same_config(cfg, theirs: Optional[dict], who: str) -> None:
                       f"node 0's value differs ({who} runs another command{more}): {same}")
 
 
-def await_start(run_dir: Path, ranks: Ranks, timeout_sec: float) -> StartDecision:
-    """Rank r > 0 waits for rank 0's decision of this start; RankFailed, naming rank 0, its log and the key,
-    when none comes within `timeout_sec` (hardware.ddp_timeout_sec, how long any rank waits for another) or
-    when rank 0 could not start."""
-    import logging
-
-    path, session = run_dir / RANKS_DIR / START, session_of(ranks)
-    logging.getLogger("sf_hydra").info("learner rank %d waits for rank 0's start decision (%s)", ranks.rank, path)
-    deadline = time.monotonic() + timeout_sec
-    decision = read_start(path, session)
-    while decision is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-        decision = read_start(path, session)
-    if decision is None:
-        raise RankFailed(f"learner rank {ranks.rank}: learner rank 0 did not decide how the run starts within "
-                         f"hardware.ddp_timeout_sec={timeout_sec:g} s (no decision for {session} in {path}): see "
-                         "rank 0's log (the run folder's train.log); raise hardware.ddp_timeout_sec if its "
-                         "start-up is that slow")
-    if decision.failed is not None:
-        raise RankFailed(f"learner rank {ranks.rank} stops: learner rank 0 could not start the run "
-                         f"({decision.failed})")
-    return decision
-
-
 def node_name() -> str:
     """This host as Slurm names it (SLURMD_NODENAME), else its hostname."""
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -530,10 +354,10 @@ def record_rank(run_dir: Path, ranks: Ranks, **fields) -> None:
     write_atomically(path, lambda tmp: tmp.write_text(json.dumps(record)))
 
 
-def record_start(run_dir: Path, ranks: Ranks) -> None:
-    """The record of this rank for this start: where it runs, and which process it is (the boot of its machine and
+def record_start(run_dir: Path, ranks: Ranks, session: str) -> None:
+    """The record of this rank for start `session`: where it runs, and which process it is (the boot of its machine and
     its start time, without which rank 0 never kills it: _is_recorded_process)."""
-    record_rank(run_dir, ranks, session=session_of(ranks), rank=ranks.rank, node=node_name(), pid=os.getpid(),
+    record_rank(run_dir, ranks, session=session, rank=ranks.rank, node=node_name(), pid=os.getpid(),
                 boot=_boot_id(), started=_start_time(os.getpid()), log=own_log(run_dir, ranks.rank), end=None,
                 collective=False)
 
@@ -545,7 +369,7 @@ def _read_json(path: Path) -> Optional[dict]:
         return None
 
 
-def _process_state(pid: int) -> Optional[str]:
+def process_state(pid: int) -> Optional[str]:
     """The state letter of live process `pid` on this host (/proc/<pid>/stat: R, S, D, T stopped, ...); None
     when it is gone or only a zombie (dead, not yet reaped)."""
     try:
@@ -579,7 +403,7 @@ def _is_recorded_process(record: dict) -> bool:
     boot, started = _boot_id(), record.get("started")
     return (record["node"] == node_name() and boot is not None and record.get("boot") == boot
             and started is not None and _start_time(record["pid"]) == started
-            and _process_state(record["pid"]) is not None)
+            and process_state(record["pid"]) is not None)
 
 
 def _scontrol_field(args: List[str], name: str) -> Optional[str]:
@@ -624,7 +448,7 @@ def _rank_end(record: dict, timeout_sec: float, slurm: bool = True) -> Tuple[str
     if record.get("end"):
         how = f"failed: {record['end']}"
     elif _is_recorded_process(record):
-        stopped = "it is stopped (SIGSTOP or a debugger)" if _process_state(record["pid"]) in ("T", "t") else \
+        stopped = "it is stopped (SIGSTOP or a debugger)" if process_state(record["pid"]) in ("T", "t") else \
             "it hangs, blocked in its env, its sampler or a collective"
         how = f"is alive but did not answer within hardware.ddp_timeout_sec={timeout_sec:g} s: {stopped}; killed"
         os.kill(record["pid"], signal.SIGKILL)
@@ -636,15 +460,15 @@ def _rank_end(record: dict, timeout_sec: float, slurm: bool = True) -> Tuple[str
     return f"{where} {how} (its log: {record['log']})", lost
 
 
-def never_joined(run_dir: Path, ranks: Ranks) -> List[int]:
-    """The ranks > 0 with no record of this start in the run folder (record_rank): on several machines, ranks that
+def never_joined(run_dir: Path, ranks: Ranks, session: str) -> List[int]:
+    """The ranks > 0 with no record of start `session` in the run folder (record_rank): on several machines, ranks that
     never started, failed before rank 0's decision reached them, or do not see this run folder."""
     records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
-    joined = {r.get("rank") for r in records if r and r.get("session") == session_of(ranks)}
+    joined = {r.get("rank") for r in records if r and r.get("session") == session}
     return sorted(set(range(1, ranks.world_size)) - joined)
 
 
-def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out: bool,
+def recorded_rank_end(run_dir: Path, ranks: Ranks, session: str, timeout_sec: float, timed_out: bool,
                       devices: int = 1) -> Tuple[str, Optional[str]]:
     """Rank 0's account of the rank (a Slurm task's, or one on another machine: record_rank) whose end broke a
     collective: the first rank whose failure was its own, else the ranks that never recorded themselves for this
@@ -656,7 +480,7 @@ def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out
     deadline = time.monotonic() + (3.0 if timed_out else 30.0)
     while True:
         records = [_read_json(run_dir / RANKS_DIR / RECORD.format(rank=r)) for r in range(1, ranks.world_size)]
-        records = [r for r in records if r and r.get("session") == session_of(ranks)]
+        records = [r for r in records if r and r.get("session") == session]
         own = [r for r in records if r.get("end") and not r.get("collective")]
         silent = [r for r in records if not r.get("end")]
         running = [r for r in silent if _is_recorded_process(r)]
@@ -672,7 +496,7 @@ def recorded_rank_end(run_dir: Path, ranks: Ranks, timeout_sec: float, timed_out
                 "Slurm tasks' output)"), None
     nodes = sorted({r // devices for r in missing})
     return (f"learner rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never joined this start "
-            f"({session_of(ranks)}: no record in {run_dir / RANKS_DIR}): on the machine{'s' if len(nodes) > 1 else ''} "
+            f"({session}: no record in {run_dir / RANKS_DIR}): on the machine{'s' if len(nodes) > 1 else ''} "
             f"with NODE_RANK={', '.join(map(str, nodes))} the command did not start, failed before learner rank 0's "
             "decision reached it, or does not see this run folder (train_dir must be on a filesystem every machine "
             "shares): see its output there"), None

@@ -250,11 +250,13 @@ def first_reason(reasons: Sequence[Optional[str]]) -> Optional[str]:
     return None
 
 
-def data_parallel_strategy(timeout_sec: float, via_slurm: bool) -> AllReduceDDP:
-    """The strategy of a data-parallel run: ranks read from Slurm's task variables (`via_slurm`; Slurm's
-    requeue is the launcher's, not Lightning's) or from the variables rank 0 set (sf_hydra.app.ranks); every
-    collective gives up after `timeout_sec`."""
-    from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEnvironment
+def data_parallel_strategy(timeout_sec: float, launcher: str) -> AllReduceDDP:
+    """The strategy of a data-parallel run, whose ranks Lightning reads from the variables of their `launcher`:
+    "slurm" (Slurm's task variables; Slurm's requeue is the launcher's, not Lightning's), "torchrun" (torchrun's:
+    RANK, LOCAL_RANK, GROUP_RANK, WORLD_SIZE; the process group exists already and is joined as it is), else
+    "local" (those rank 0 set: sf_hydra.app.topology.local); every collective gives up after `timeout_sec`."""
+    from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEnvironment, TorchElasticEnvironment
 
-    env = SLURMEnvironment(auto_requeue=False) if via_slurm else LightningEnvironment()
-    return AllReduceDDP(cluster_environment=env, timeout=timedelta(seconds=timeout_sec))
+    environments = {"slurm": lambda: SLURMEnvironment(auto_requeue=False), "torchrun": TorchElasticEnvironment,
+                    "local": LightningEnvironment}
+    return AllReduceDDP(cluster_environment=environments[launcher](), timeout=timedelta(seconds=timeout_sec))

@@ -1,0 +1,132 @@
+"""torchrun's workers (torch.distributed.run, TorchElastic), one per rank, on one machine or several:
+
+    torchrun --nproc-per-node=D train.py hardware.devices=D ...
+    torchrun --nnodes=N --nproc-per-node=D --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT train.py \
+        hardware.num_nodes=N hardware.devices=D ...
+
+Each worker is one rank (RANK, LOCAL_RANK, GROUP_RANK, WORLD_SIZE: Lightning's TorchElasticEnvironment), and nothing
+is started by us. Global rank 0 holds the run folder (the command line lets only its Hydra write there:
+worker_overrides); the process group is made as soon as every rank checked its config, and rank 0's decision
+reaches the others through it: the decision's JSON in a tensor of bytes, its length first (handover), with the
+fingerprint of rank 0's config, which every rank compares with its own, and the name of this start, which every
+rank must find in the run folder it sees (a shared filesystem on several machines). Lightning's DDP strategy then
+trains in that very group.
+
+An elastic restart (`torchrun --max-restarts=K`, a worker lost) starts every worker again: rank 0 finds the run's
+last checkpoint in the same folder and the run resumes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Iterator, List
+
+from sf_hydra.app.ranks import RANKS_DIR, config_fingerprint, node_name, same_config, use_interface_to_master
+from sf_hydra.app.topology.base import Topology
+from sf_hydra.app.topology.folder import forget_start, sees_run_folder, write_start
+from sf_hydra.app.topology.start import REFUSED, RunStart, decode, encode
+
+log = logging.getLogger("sf_hydra")
+ELASTIC = "TORCHELASTIC_RUN_ID"  # set by torchrun in its workers alone
+
+
+def in_torchrun() -> bool:
+    return ELASTIC in os.environ
+
+
+def worker_overrides() -> List[str]:
+    """What the command line adds for a torchrun worker of rank > 0: Hydra writes nothing into the run folder (no
+    `.hydra/`, no train.log: rank 0's), and the worker logs to its output until it logs to ranks/rank_<r>.log."""
+    if not in_torchrun() or os.environ.get("RANK", "0") == "0":
+        return []
+    return ["hydra.output_subdir=null", "hydra/job_logging=stdout", "~hydra.job_logging.handlers.file"]
+
+
+class TorchrunWorkers(Topology):
+    """Rank RANK of torchrun's WORLD_SIZE workers."""
+
+    others_wait = True
+
+    def hold(self, run_dir: Path):
+        return self._grouped(run_dir)
+
+    @contextlib.contextmanager
+    def _grouped(self, run_dir: Path) -> Iterator[None]:
+        """Rank 0 holds the folder; a rank > 0 logs to ranks/rank_<r>.log; the process group made for this start is
+        destroyed when it ends (a run that did not train has no Lightning strategy to do it)."""
+        import torch.distributed as dist
+
+        with super().hold(run_dir):
+            if self.place.is_zero:
+                forget_start(run_dir)  # an earlier start's decision names no start of this one
+            own_log = None if self.place.is_zero else _log_to_rank_file(run_dir, self.place.rank)
+            try:
+                yield
+            finally:
+                if dist.is_available() and dist.is_initialized():
+                    dist.destroy_process_group()
+                if own_log is not None:
+                    logging.getLogger().removeHandler(own_log)
+                    own_log.close()
+
+    def begin(self, cfg, run_dir: Path, shapes, looked: RunStart) -> RunStart:
+        """Every rank joins the process group (after its own checks), then rank 0 decides and hands over."""
+        import torch.distributed as dist
+
+        log.info("learner rank %d of torchrun's %d workers on %s (node %d)", self.place.rank, self.place.world_size,
+                 node_name(), self.place.node_rank)
+        if cfg.hardware.num_nodes > 1:
+            log.info("learner rank %d on %s", self.place.rank, use_interface_to_master())
+        dist.init_process_group("gloo", timeout=timedelta(seconds=cfg.hardware.ddp_timeout_sec))
+        return super().begin(cfg, run_dir, shapes, looked)
+
+    def hand_over(self, cfg, run_dir: Path, start: RunStart) -> None:
+        """Rank 0's decision, with its config's fingerprint, into the run folder, then through the process group."""
+        start = replace(start, config=config_fingerprint(cfg))
+        write_start(run_dir, start)
+        _broadcast(encode(start))
+
+    def receive(self, cfg, run_dir: Path) -> RunStart:
+        """Rank 0's decision from the process group, checked: the config this rank composed is rank 0's, and this
+        rank sees rank 0's run folder (the decision of this start is there)."""
+        who = f"learner rank {self.place.rank} on node {node_name()}"
+        start = decode(_broadcast(None), who)
+        if start.kind != REFUSED:
+            same_config(cfg, start.config, who)
+            sees_run_folder(run_dir, start.session, who)
+        return start
+
+    def strategy(self, cfg):
+        from sf_hydra.learner.ddp import data_parallel_strategy
+
+        return data_parallel_strategy(cfg.hardware.ddp_timeout_sec, "torchrun")
+
+
+def _broadcast(data):
+    """Rank 0's `data` (bytes) to every rank, returned there; other ranks pass None. Two broadcasts of plain
+    tensors: the length, then the bytes (no pickle crosses the network)."""
+    import torch
+    import torch.distributed as dist
+
+    length = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64)
+    dist.broadcast(length, 0)
+    buffer = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if data is not None
+              else torch.empty(int(length.item()), dtype=torch.uint8))
+    dist.broadcast(buffer, 0)
+    return data if data is not None else bytes(buffer.tolist())
+
+
+def _log_to_rank_file(run_dir: Path, rank: int) -> logging.Handler:
+    """A worker of rank > 0 logs into <run_dir>/ranks/rank_<rank>.log too (its output is torchrun's); returns the
+    handler."""
+    root = logging.getLogger()
+    folder = run_dir / RANKS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(folder / f"rank_{rank}.log")
+    handler.setFormatter(logging.Formatter(f"[%(asctime)s][rank {rank}][%(levelname)s] %(message)s"))
+    root.addHandler(handler)
+    return handler
