@@ -111,7 +111,7 @@ def traced_run(out: str, argv) -> None:
     tracer.mark("tracer starts")
     t = tracer.wrap
     hooks = {
-        "sf_hydra.app.train": lambda m: [t(m, n) for n in ("check_before_start", "check_config_against_env",
+        "sf_hydra.app.train": lambda m: [t(m, n) for n in ("check_before_start", "checked_plan",
                                                        "launch_sampler", "build_trainer", "write_summary")],
         "sf_hydra.sampler.sampler": lambda m: (t(m.Sampler, "__init__", "Sampler()"),
                                                t(m.Sampler, "_allocate", "Sampler._allocate (shared memory)"),

@@ -3,7 +3,7 @@ stages), each naming the key, the value and what is allowed."""
 
 import pytest
 
-from sf_hydra.app.checks import check_config, check_config_against_env
+from sf_hydra.app.checks import check_config, checked_plan
 from sf_hydra.config import ConfigError
 from tests.conftest import compose_cfg
 
@@ -58,5 +58,5 @@ def test_an_eval_env_the_family_cannot_build_or_the_policies_cannot_play_is_refu
     cfg = compose_cfg(ON, override)
     check_config(cfg)  # the keys are the env node's: the config's own rules pass
     with pytest.raises(ConfigError) as e:
-        check_config_against_env(cfg)
+        checked_plan(cfg)
     assert e.value.key == "eval.env_overrides" and says in e.value.allowed

@@ -15,7 +15,7 @@ written into the run folder.
     run folder   the run folder: creatable, and a resumed config differs from the saved one only in what a
                  resume may change (sf_hydra.app.resume_config)
     env          one env build (or hardware.use_env_info_cache): the agent count, the spaces, a model
-                 built for them and the losses (check_config_against_env; returns the EnvInfo)
+                 built for them and the losses (checked_plan; returns the EnvInfo)
 
 A launch runs each stage once. `python train.py` runs schema to run folder in `check_command_line`,
 before Hydra (Hydra writes `.hydra/` and `train.log` into the run folder before the task function
@@ -165,9 +165,9 @@ def _ended_session(run_dir: Path) -> Optional[object]:
         return "?"
 
 
-def check_config_against_env(cfg):
-    """The rules that need the env's spaces, read from one env build (or hardware.use_env_info_cache),
-    and the run's plan (sf_hydra/plan.py) built for them from the run's seed: its policies are the
+def checked_plan(cfg):
+    """The run's plan (sf_hydra/plan.py), built once the rules that need the env's spaces pass: those read
+    from one env build (or hardware.use_env_info_cache), the plan built for them from the run's seed: its policies are the
     learner's initial models, its trajectory spec the one the loss rules read. Raises ConfigError before
     any process starts and before the run folder is touched (restart_behavior=overwrite must not delete
     a run for a bad key). Seeds torch, numpy and random with `seed` first. Returns the plan."""
@@ -234,7 +234,7 @@ STAGES: Tuple[Stage, ...] = (
     Stage("family", "the env family's code and declarations (no env built)", check_family),
     Stage("run folder", "run_dir on disk: its parent, its saved config.yaml", check_run_folder),
     Stage("env", "one env's spaces and agent count; the run's plan (its policies, spec) built for them",
-          check_config_against_env),
+          checked_plan),
 )
 STAGE = {stage.name: stage for stage in STAGES}
 # What runs on a composed config before the run folder is locked; the env stage runs in train() after it.

@@ -14,7 +14,7 @@ from typing import Dict, Optional, Sequence
 
 from omegaconf import OmegaConf
 
-from sf_hydra.app.checks import Checked, check_before_start, check_config, check_config_against_env  # noqa: F401 (re-exported)
+from sf_hydra.app.checks import Checked, check_before_start, check_config, checked_plan  # noqa: F401 (re-exported)
 from sf_hydra.app.help import prog
 from sf_hydra.app.loggers import build_loggers, finish_wandb
 from sf_hydra.app.resume_config import save_config
@@ -152,7 +152,7 @@ def train(cfg, checked: Optional[Checked] = None, typed: Sequence[str] = ()) -> 
     run_dir = Path(cfg.run_dir).absolute()
     topology = choose(cfg)  # ConfigError: the environment contradicts hardware.devices or hardware.num_nodes
     with topology.hold(run_dir):  # rank 0: a second run on this folder is refused while this one lives
-        plan = check_config_against_env(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
+        plan = checked_plan(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
         looked = checked.start if checked is not None and checked.passed_for(cfg) and checked.start else None
         start = topology.begin(cfg, run_dir, model_shapes(plan),
                                looked or (look(cfg, prog("train.py")) if topology.place.is_zero else None))
@@ -201,7 +201,7 @@ def choose_layout(cfg, plan: RunPlan, ckpt: Optional[str], typed: Sequence[str])
 
     info = EnvInfo(plan.spaces.observation, plan.spaces.action, plan.spaces.num_agents)
     log.info("%s", apply_layout(cfg, typed, plan, info))
-    return check_config_against_env(cfg)
+    return checked_plan(cfg)
 
 
 def warn_more_workers_than_cores(cfg) -> None:
