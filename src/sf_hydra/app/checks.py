@@ -168,9 +168,9 @@ def _ended_session(run_dir: Path) -> Optional[object]:
 def checked_plan(cfg):
     """The run's plan (sf_hydra/plan.py), built once the rules that need the env's spaces pass: those read
     from one env build (or hardware.use_env_info_cache), the plan built for them from the run's seed: its
-    policies are the learner's initial models, its trajectory spec the one the loss rules read. Raises ConfigError before
-    any process starts and before the run folder is touched (restart_behavior=overwrite must not delete
-    a run for a bad key). Seeds torch, numpy and random with `seed` first. Returns the plan."""
+    policies are the learner's initial models, its trajectory spec the one the loss rules read. Raises
+    ConfigError before any process starts and before the run folder is touched (restart_behavior=overwrite
+    must not delete a run for a bad key). Seeds torch, numpy and random with `seed` first. Returns the plan."""
     # Imported here, not above: torch and the env, model and learner code; a refusal by an earlier stage
     # (the command line's, before Hydra) imports none of them.
     import torch
