@@ -15,14 +15,16 @@ import pytest
 import sf_hydra.app.checks as checks
 import sf_hydra.app.train as train_module
 from sf_hydra.app.checks import BEFORE_START, check_command_line
+from sf_hydra.app.topology import Topology
 from tests.conftest import CONF_DIR, REPO_ROOT, compose_cfg, make_cfg
 
-# train.py with each stage counted, and the launch itself (sampler, learner) replaced by the env stage alone.
+# train.py with each stage counted, and the one-rank topology's fit (sampler, learner) replaced by nothing.
 LAUNCH = r"""
 import atexit, collections, dataclasses, json, sys
 import sf_hydra.app.checks as checks
 import sf_hydra.app.train as train_module
 from sf_hydra.app.cli import train_main
+from sf_hydra.app.topology import Topology
 
 calls = collections.Counter()
 
@@ -35,11 +37,8 @@ def counted(name, check):
 checks.STAGES = tuple(dataclasses.replace(s, check=counted(s.name, s.check)) for s in checks.STAGES)
 checks.compose_command_line = counted("schema", checks.compose_command_line)
 
-def launch(cfg, run_dir, typed=()):  # the env stage, as train's launch runs it first
-    next(s for s in checks.STAGES if s.name == "env").check(cfg)
-    return {"avg_return": 0.0}
-
-train_module._train_in = launch
+train_module.checked_plan = next(s for s in checks.STAGES if s.name == "env").check  # as train() runs it
+Topology.fit = lambda self, *args: {"avg_return": 0.0}  # no sampler, no learner
 atexit.register(lambda: print("CALLS", json.dumps(calls)))
 sys.argv = ["train.py", *sys.argv[1:]]
 train_main()
@@ -71,9 +70,10 @@ def _counting(monkeypatch) -> Counter:
 
 def test_train_alone_runs_every_stage(tmp_path, monkeypatch):
     calls = _counting(monkeypatch)
-    monkeypatch.setattr(train_module, "_train_in", lambda cfg, run_dir, typed=(): {})
+    monkeypatch.setattr(train_module, "checked_plan", next(s for s in checks.STAGES if s.name == "env").check)
+    monkeypatch.setattr(Topology, "fit", lambda self, *args: {})
     train_module.train(make_cfg(tmp_path))
-    assert calls == {name: 1 for name in BEFORE_START}, calls
+    assert calls == {**{name: 1 for name in BEFORE_START}, "env": 1}, calls
 
 
 def test_what_passed_before_hydra_is_skipped_for_an_equal_config_only(tmp_path, monkeypatch):
