@@ -195,7 +195,7 @@ def checked_plan(cfg):
     # reproducible: an op without a deterministic kernel raises rather than runs (set either way: one process may
     # train several runs, e.g. the tests). Only when it changes: the first call costs ~1.1 s here (torch loads
     # its deterministic-kernel machinery), on the start-up's critical path.
-    deterministic = bool(cfg.hardware.get("reproducible", False))
+    deterministic = bool(cfg.hardware.reproducible)
     if torch.are_deterministic_algorithms_enabled() != deterministic:
         torch.use_deterministic_algorithms(deterministic)
     seed_everything(cfg.seed)

@@ -168,7 +168,7 @@ def train(cfg, checked: Optional[Checked] = None, typed: Sequence[str] = ()) -> 
 def prepare_run_folder(cfg, run_dir: Path, plan: RunPlan, start: RunStart, typed: Sequence[str]) -> RunPlan:
     """Rank 0 picks the layout (hardware.layout=auto: a new run's; `typed`, the layout keys the command line typed,
     are kept) and writes the run's config, seal and spaces; returns the plan for that layout."""
-    if str(cfg.hardware.get("layout", "manual")) == "auto":
+    if str(cfg.hardware.layout) == "auto":
         plan = choose_layout(cfg, plan, start.checkpoint, typed)
     warn_more_workers_than_cores(cfg)
     save_config(cfg, run_dir)
