@@ -34,7 +34,8 @@ def test_stopping_the_driver_cancels_its_jobs_which_save_their_checkpoints(sweep
     assert code == 128 + sig, sweep.output[-3000:]
     lines = [line for line in sweep.output.splitlines() if "re-running the same command resumes" in line]
     assert len(lines) == 1, sweep.output[-3000:]
-    assert set(re.findall(r"\b\d+_\d+\b", lines[0])) == set(jobs), lines[0]
+    states = {job: sweep.history(job) for job in jobs}  # how each ended, should a job be missing from the line
+    assert set(re.findall(r"\b\d+_\d+\b", lines[0])) == set(jobs), (lines[0], states, sweep.output[-3000:])
     wait_until(lambda: not sweep.job_ids(), 60, f"jobs {' '.join(jobs)} gone from squeue")
 
     for run in RUNS:
