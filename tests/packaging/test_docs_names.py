@@ -23,7 +23,7 @@ How strict each check is, and why:
 - A dotted name without the package's prefix, in backticks (`checks.check_family`, `config.validation.validate`),
   is read from the package or from the one module of that file stem (module file names are unique) and must
   resolve; not checked when it starts with a config key (`env.id`), ends with a file's suffix (`config.yaml`), or
-  starts with a name the docs use for a variable (NOT_MODULES: `policy.initial_state(n)`).
+  starts with a name the docs use for a variable (NOT_MODULES: `policy.initial_state(n)`, `recipe.model`).
 - Not checked: lowercase words after a path, a short dotted name outside backticks, and the tests' code (a test
   names a missing module on purpose; its docstrings and comments are read).
 A name shown as where something was, in the form "`old` is `new`" (docs/layout.md's moves), must no longer
@@ -58,14 +58,14 @@ NAMED_AFTER_COLON = re.compile(rf"({DOTTED.pattern}|{PATHS.pattern}):([A-Za-z_]\
 # `checks.check_family`, `config.validation.check_values()`: a dotted name without the package, in backticks
 SHORT_DOTTED = re.compile(r"`([a-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\([^`]*\))?`")
 FILE_SUFFIXES = {"py", "md", "yaml", "json", "jsonl", "log", "txt", "csv", "png", "npz", "tgz", "ckpt", "pt", "onnx",
-                 "sh", "toml", "key"}  # `config.yaml`, `train.log`: a file's name, not a module's
+                 "sh", "toml", "key", "conf"}  # `config.yaml`, `train.log`: a file's name, not a module's
 # a path, then a capitalised name: `sampler/messages.py Trajectories`, `core/game_results.py` `Game`
 NAMED_AFTER_PATH = re.compile(rf"{PATHS.pattern}`?,? `?([A-Z]\w*)\b")
 # CamelCase with a capital inside (StartDecision) or UPPER_SNAKE (SHAPING_UNITS): code, not a word of the prose
 CODE_NAME = re.compile(r"[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+")
 # first names of `a.b` that are variables in the docs, not modules: `policy.initial_state(n)` (a Policy's method),
 # `profile.startup` (a section of a run's summary.json)
-NOT_MODULES = {"policy", "profile"}
+NOT_MODULES = {"policy", "profile", "recipe"}
 MOVED = re.compile(r"`([^`]+)`\s+is\s+`([^`]+)`")
 MODULE_ATTRIBUTES = {"__file__", "__name__", "__path__", "__spec__", "__doc__"}  # every module has them
 # the peers' scripts the benchmarks run and name (CleanRL's, LeanRL's, PufferLib's, Sample Factory's, a setup.py)
