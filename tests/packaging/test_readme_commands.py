@@ -82,6 +82,9 @@ INSTEAD = [
     (r"env=gym/any", "check", "CartPole's lines cover training; Acrobot adds ~6 s"),
     (r"^ip ", "skip", "makes or removes a network namespace (root, a change to the machine): tests/ddp/"
                      "test_torchrun_nodes.py runs its two hosts in these namespaces"),
+    (r"(^| )torchrun ", "check", "torchrun starts one worker per rank (tests/ddp/test_torchrun_one_node.py and "
+                               "test_torchrun_nodes.py run it, on one host and two): the train.py command line its "
+                               "workers run is checked, with the variables torchrun gives its first worker"),
     (r"NODE_RANK=", "check", "one machine's command of a run on two (tests/ddp/test_torchrun_nodes.py runs both on "
                              "two hosts): its variables are checked too"),
     (r"hardware\.devices=2", "check", "two learner ranks start twice the processes (~20 s)"),
@@ -206,7 +209,7 @@ def test_readme_line_works_as_pasted(path, section, line, folder):
         folder["cwd"].mkdir()
         return
     env, args = _split(line)
-    args = _inside_host(args)
+    env, args = _torchrun_worker(env, _inside_host(args))
     if how == "bench":
         return _check_benchmark(env, args)
     if how in ("check", "compose", "resume"):
@@ -253,6 +256,18 @@ def _inside_host(args) -> list:
     """The command a line runs in one host of the several-hosts recipe (`nsenter --net=... unshare --uts sh -c
     SCRIPT sh COMMAND...`): COMMAND; any other line's words as they are."""
     return args[args.index("-c") + 3:] if args[0] == "nsenter" else args
+
+
+def _torchrun_worker(env: dict, args) -> tuple:
+    """A `torchrun [options] train.py KEYS` line as its first worker runs it: (torchrun's variables for that worker,
+    from --nnodes and --nproc-per-node; `python train.py KEYS`); any other line as it is."""
+    if args[0] != "torchrun":
+        return env, args
+    options = dict(a[2:].replace("_", "-").split("=", 1) for a in args[:args.index("train.py")] if "=" in a)
+    nodes, per_node = int(options.get("nnodes", 1)), int(options.get("nproc-per-node", 1))
+    variables = {"TORCHELASTIC_RUN_ID": "readme", "WORLD_SIZE": str(nodes * per_node),
+                 "LOCAL_WORLD_SIZE": str(per_node), "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0"}
+    return {**env, **variables}, ["python", *args[args.index("train.py"):]]
 
 
 def _kind(args) -> str:
@@ -340,4 +355,7 @@ def _check(args, cwd: Path, compose_only: bool, env: dict, resume: bool = False)
                     os.environ.pop(name)
                 else:
                     os.environ[name] = value
-        assert ranks.via_env and ranks.node_rank == int(env["NODE_RANK"]), (env, ranks)
+        if "TORCHELASTIC_RUN_ID" in env:  # a torchrun worker: its place is torchrun's, which the keys must fit
+            assert ranks.via_torchrun and ranks.world_size == int(env["WORLD_SIZE"]), (env, ranks)
+        else:
+            assert ranks.via_env and ranks.node_rank == int(env["NODE_RANK"]), (env, ranks)
