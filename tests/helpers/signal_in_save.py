@@ -18,7 +18,7 @@ _SAVERS = {"_save_if_better": "best", "save_milestone": "milestone"}
 
 
 def kind_of_save() -> str:
-    """best, milestone, periodic (PeriodicCheckpoint.save when due) or final (train.py's save after fit),
+    """best, milestone, periodic (PeriodicCheckpoint.save when due) or final (train.py fit_rank's save after fit),
     read off the call stack of the save under way."""
     frame = sys._getframe(1)
     while frame is not None:
@@ -26,7 +26,7 @@ def kind_of_save() -> str:
         if name in _SAVERS:
             return _SAVERS[name]
         if name == "save" and frame.f_code.co_filename.endswith("checkpointing.py"):
-            return "final" if frame.f_back is not None and frame.f_back.f_code.co_name == "_fit" else "periodic"
+            return "final" if frame.f_back is not None and frame.f_back.f_code.co_name == "fit_rank" else "periodic"
         frame = frame.f_back
     return "other"
 
