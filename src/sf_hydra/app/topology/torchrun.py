@@ -6,7 +6,8 @@
 
 Each worker is one rank (RANK, LOCAL_RANK, GROUP_RANK, WORLD_SIZE: Lightning's TorchElasticEnvironment), and nothing
 is started by us. Global rank 0 holds the run folder (the command line lets only its Hydra write there:
-worker_overrides); the process group is made as soon as every rank checked its config, and rank 0's decision
+worker_overrides); the process group is made as soon as every rank checked its config (on torchrun's store, under
+a prefix this start's workers agree on: _this_start_store), and rank 0's decision
 reaches the others through it: the decision's JSON in a tensor of bytes, its length first (handover), with the
 fingerprint of rank 0's config, which every rank compares with its own, and the name of this start, which every
 rank must find in the run folder it sees (a shared filesystem on several machines). Lightning's DDP strategy then
@@ -20,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
+import uuid
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Iterator, List
+from typing import Dict, Iterator, List
 
 from sf_hydra.app.ranks import RANKS_DIR, config_fingerprint, node_name, same_config, use_interface_to_master
 from sf_hydra.app.topology.base import Topology
@@ -81,7 +84,13 @@ class TorchrunWorkers(Topology):
                  node_name(), self.place.node_rank)
         if cfg.hardware.num_nodes > 1:
             log.info("learner rank %d on %s", self.place.rank, use_interface_to_master())
-        dist.init_process_group("gloo", timeout=timedelta(seconds=cfg.hardware.ddp_timeout_sec))
+        timeout = timedelta(seconds=cfg.hardware.ddp_timeout_sec)
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":  # torchrun's one store, kept over restarts
+            store = _this_start_store(self.place.rank, self.place.world_size, timeout)
+            dist.init_process_group("gloo", store=store, rank=self.place.rank, world_size=self.place.world_size,
+                                    timeout=timeout)
+        else:
+            dist.init_process_group("gloo", timeout=timeout)
         return super().begin(cfg, run_dir, shapes, looked)
 
     def hand_over(self, cfg, run_dir: Path, start: RunStart) -> None:
@@ -104,6 +113,51 @@ class TorchrunWorkers(Topology):
         from sf_hydra.learner.ddp import data_parallel_strategy
 
         return data_parallel_strategy(cfg.hardware.ddp_timeout_sec, "torchrun")
+
+
+def _this_start_store(rank: int, world: int, timeout: timedelta):
+    """torchrun's store (MASTER_ADDR:MASTER_PORT, its rendezvous's, which it shares with its workers and keeps over
+    elastic restarts) under a prefix of this start's own. The process group's keys of an earlier start are still
+    in that store, and a worker that reads one (a peer's address from before the restart) waits on a port nobody
+    listens to until the timeout (torch's restart counts are no prefix: they differ between machines). So the
+    workers agree on a fresh prefix first: rank 0 draws it and hands it to each worker in answer to that worker's
+    own fresh token, which no key of an earlier start holds; the worker confirms with both. Only tokens travel."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False,
+                          timeout=timeout)
+    mine, deadline = uuid.uuid4().hex, time.monotonic() + timeout.total_seconds()
+
+    def read(key: str) -> str:
+        return store.get(key).decode() if store.check([key]) else ""
+
+    def waited(what: str) -> None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"torchrun's workers did not agree on this start within hardware.ddp_timeout_sec="
+                               f"{timeout.total_seconds():g} s: {what}")
+        time.sleep(0.05)
+
+    if rank == 0:
+        answered: Dict[int, str] = {}
+        waiting = set(range(1, world))
+        while waiting:
+            for r in sorted(waiting):
+                token = read(f"sf_hydra/hello/{r}")
+                if token and answered.get(r) != token:
+                    store.set(f"sf_hydra/answer/{r}", f"{token}:{mine}")
+                    answered[r] = token
+                if token and read(f"sf_hydra/confirm/{r}") == f"{token}:{mine}":
+                    waiting.discard(r)
+            if waiting:
+                waited(f"no word from rank(s) {', '.join(map(str, sorted(waiting)))}")
+        prefix = mine
+    else:
+        store.set(f"sf_hydra/hello/{rank}", mine)
+        while not read(f"sf_hydra/answer/{rank}").startswith(mine + ":"):
+            waited("no answer from rank 0")
+        prefix = read(f"sf_hydra/answer/{rank}").split(":", 1)[1]
+        store.set(f"sf_hydra/confirm/{rank}", f"{mine}:{prefix}")
+    return dist.PrefixStore(f"sf_hydra/start/{prefix}", store)
 
 
 def _broadcast(data):
