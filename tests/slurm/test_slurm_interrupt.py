@@ -24,7 +24,7 @@ def training(sweep) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_stopping_the_driver_cancels_its_jobs_which_save_their_checkpoints(sweep, sig):
-    sweep.start("seed=1,2", "train_for_env_steps=100000000")
+    sweep.start("seed=1,2", "train_for_env_steps=100000000", "train_until_avg_return=null")  # no early solve
     wait_until(lambda: training(sweep), 300, "both runs training inside their jobs")
     jobs = sweep.job_ids()
     assert len(jobs) == 2 and all(sweep.job_state(job) == "RUNNING" for job in jobs), jobs

@@ -43,7 +43,7 @@ def test_sweep_trains_each_run_as_a_slurm_job(sweep):
 
 @pytest.mark.long  # kept out of CI's 30 minutes (see pyproject.toml); run with -m long
 def test_cancelled_job_fails_the_sweep_and_names_the_job(sweep):
-    sweep.start("seed=1", "train_for_env_steps=100000000")
+    sweep.start("seed=1", "train_for_env_steps=100000000", "train_until_avg_return=null")  # no early solve
     train_log = sweep.dir / "run" / "train.log"
     wait_until(lambda: train_log.exists() and logged_steps(train_log.read_text()), 240, "training inside the job")
     [job] = sweep.job_ids()

@@ -67,25 +67,12 @@ def queued(job_ids: Sequence[str]) -> Optional[List[str]]:
     return [job for job in job_ids if job in listed]
 
 
-def still_queued(job_ids: Sequence[str]) -> Optional[List[str]]:
-    """`queued(job_ids)`, asked again a second later for those a first answer left out: a job without a result
-    that squeue does not list has either left the queue or is between two states (an array task that just
-    started), and a job left running after its driver stopped costs the user its whole allocation."""
-    listed = queued(job_ids)
-    missing = [job for job in job_ids if listed is not None and job not in listed]
-    if missing:
-        time.sleep(1.0)
-        again = queued(missing) or []
-        listed = [job for job in job_ids if job in listed or job in again]
-    return listed
-
-
 def cancel(jobs: Sequence) -> None:
     """Cancels those of `jobs` that have no result yet and that Slurm still lists, says so in one line
     (or how to cancel them where that failed), then waits up to STOP_WAIT_S for them to leave the queue
     (their checkpoints saved). Another Ctrl+C or SIGTERM meanwhile stops the wait, not the cancel."""
     pending = [job.job_id for job in jobs if not job.paths.result_pickle.exists()]
-    ids = still_queued(pending) if pending else []
+    ids = queued(pending) if pending else []
     if ids is None:  # squeue does not answer: cancel them all
         ids = pending
     if not ids:
