@@ -314,7 +314,7 @@ def estimate(results: List[dict], times: Optional[Dict[int, float]]) -> None:
           "learner is the limit. First to measure on real hardware: (1) one rank's learner step and FPS on one "
           "GPU with its share of the node's cores; (2) nccl all-reduce of the model's gradients at 8 and 64 ranks "
           "(nccl-tests all_reduce_perf, sizes above); (3) the small collectives' latency at 64 ranks (latency-bound, "
-          "the object gathers pickled: the first to fold into one tensor all-reduce if they dominate); "
+          "the statistics gathered as JSON in byte tensors: the first to fold into one all-reduce if they dominate); "
           "(4) learning per frame with a 64x larger update batch (steps to target at equal per-rank batch).")
 
 

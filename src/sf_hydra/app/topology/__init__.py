@@ -34,9 +34,11 @@ def choose(cfg) -> Topology:
 
         return TorchrunWorkers(place)
     if place.via_env:
+        from sf_hydra.app.ranks import env_rendezvous
         from sf_hydra.app.topology.nodes import Nodes
 
-        return Nodes(place, cfg)
+        hw = cfg.hardware
+        return Nodes(place, env_rendezvous(hw.devices, hw.num_nodes), float(hw.ddp_timeout_sec))
     from sf_hydra.app.topology.local import LocalRanks
 
     return LocalRanks(place)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from sf_hydra.app.ranks import (
+    Rendezvous,
     config_fingerprint,
-    env_rendezvous,
     log_to_rank_file,
     never_joined,
     node_name,
@@ -42,10 +42,10 @@ class Nodes(LocalRanks):
 
     others_wait = True
 
-    def __init__(self, place, cfg):
+    def __init__(self, place, rendezvous: Rendezvous, timeout_sec: float):
+        """rendezvous: where the machines meet (app/ranks.py env_rendezvous); timeout_sec: hardware.ddp_timeout_sec."""
         super().__init__(place)
-        self.rendezvous = env_rendezvous(cfg.hardware.devices, cfg.hardware.num_nodes)
-        self.timeout_sec = cfg.hardware.ddp_timeout_sec
+        self.rendezvous, self.timeout_sec = rendezvous, timeout_sec
         self.started: Optional[str] = None  # this start's session, once known
 
     def me(self) -> str:
