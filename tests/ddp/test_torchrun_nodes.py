@@ -67,16 +67,7 @@ def run_on_both(tmp_path, overrides, timeout: float, hide_on_node_1: Path | None
     procs = [on_node("sfn2", 1, port, overrides, logs[1], hide_on_node_1),
              on_node("sfn1", 0, port, overrides, logs[0])]
     procs.reverse()
-    codes = []
-    try:
-        for p in procs:
-            codes.append(p.wait(timeout=timeout))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return codes, [log.read_text() for log in logs]
+    return await_both(procs, logs, timeout)
 
 
 def test_the_several_hosts_recipe_makes_these_hosts():

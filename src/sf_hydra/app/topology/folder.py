@@ -50,15 +50,10 @@ def await_start(run_dir: Path, session: str, timeout_sec: float, who: str) -> Ru
     key, when none comes within `timeout_sec` (hardware.ddp_timeout_sec, how long any rank waits for another)."""
     path = run_dir / RANKS_DIR / START
     log.info("%s waits for rank 0's start decision (%s)", who, path)
-    deadline = time.monotonic() + timeout_sec
-    while (start := read_start(run_dir, session, who)) is None:
-        if time.monotonic() >= deadline:
-            raise RankFailed(f"{who}: learner rank 0 did not decide how the run starts within "
-                             f"hardware.ddp_timeout_sec={timeout_sec:g} s (no decision for {session} in {path}): see "
-                             "rank 0's log (the run folder's train.log); raise hardware.ddp_timeout_sec if its "
-                             "start-up is that slow")
-        time.sleep(0.2)
-    return start
+    return _polled(run_dir, session, who, timeout_sec, 0.2, lambda: RankFailed(
+        f"{who}: learner rank 0 did not decide how the run starts within hardware.ddp_timeout_sec={timeout_sec:g} s "
+        f"(no decision for {session} in {path}): see rank 0's log (the run folder's train.log); raise "
+        "hardware.ddp_timeout_sec if its start-up is that slow"))
 
 
 def sees_run_folder(run_dir: Path, session: str, who: str, wait_sec: float = 15.0) -> RunStart:
@@ -66,12 +61,18 @@ def sees_run_folder(run_dir: Path, session: str, who: str, wait_sec: float = 15.
     path (ranks/start.json), which proves it is rank 0's. RankFailed, naming the run folder and saying a shared
     filesystem is needed, when none is there within `wait_sec` (a network filesystem may show a new file late)."""
     path = run_dir / RANKS_DIR / START
+    return _polled(run_dir, session, who, wait_sec, 0.5, lambda: RankFailed(
+        f"{who} does not see learner rank 0's run folder {run_dir} (train_dir={run_dir.parent}): {path} does not hold "
+        f"this start's decision ({session}) after {wait_sec:g} s. A run on several machines needs train_dir on a "
+        "filesystem every machine shares (NFS, Lustre, ...), at the same path"))
+
+
+def _polled(run_dir: Path, session: str, who: str, wait_sec: float, poll_sec: float, failure) -> RunStart:
+    """Rank 0's decision of start `session` once the run folder holds it, read every `poll_sec`; `failure()`
+    raised when none came within `wait_sec`."""
     deadline = time.monotonic() + wait_sec
     while (start := read_start(run_dir, session, who)) is None:
         if time.monotonic() >= deadline:
-            raise RankFailed(f"{who} does not see learner rank 0's run folder {run_dir} (train_dir={run_dir.parent}): "
-                             f"{path} does not hold this start's decision ({session}) after {wait_sec:g} s. A run on "
-                             "several machines needs train_dir on a filesystem every machine shares (NFS, Lustre, "
-                             "...), at the same path")
-        time.sleep(0.5)
+            raise failure()
+        time.sleep(poll_sec)
     return start
