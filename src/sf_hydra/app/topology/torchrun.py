@@ -32,6 +32,7 @@ from sf_hydra.app.ranks import RANKS_DIR, config_fingerprint, node_name, same_co
 from sf_hydra.app.topology.base import Topology
 from sf_hydra.app.topology.folder import forget_start, sees_run_folder, write_start
 from sf_hydra.app.topology.start import REFUSED, RunStart, decode, encode
+from sf_hydra.core.faults import RankFailed
 
 log = logging.getLogger("sf_hydra")
 ELASTIC = "TORCHELASTIC_RUN_ID"  # set by torchrun in its workers alone
@@ -133,8 +134,10 @@ def _this_start_store(rank: int, world: int, timeout: timedelta):
 
     def waited(what: str) -> None:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"torchrun's workers did not agree on this start within hardware.ddp_timeout_sec="
-                               f"{timeout.total_seconds():g} s: {what}")
+            raise RankFailed(f"learner rank {rank} on node {node_name()}: torchrun's workers did not agree on this "
+                             f"start within hardware.ddp_timeout_sec={timeout.total_seconds():g} s: {what} (see that "
+                             "rank's log: rank 0's is the run folder's train.log, the others' ranks/rank_<r>.log; "
+                             "raise hardware.ddp_timeout_sec if their start-up is that slow)")
         time.sleep(0.05)
 
     if rank == 0:
