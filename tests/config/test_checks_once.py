@@ -29,13 +29,12 @@ from sf_hydra.app.topology import Topology
 calls = collections.Counter()
 
 def counted(name, check):
-    def run(*args):
+    def run(*args, **kwargs):
         calls[name] += 1
-        return check(*args)
+        return check(*args, **kwargs)
     return run
 
 checks.STAGES = tuple(dataclasses.replace(s, check=counted(s.name, s.check)) for s in checks.STAGES)
-checks.compose_command_line = counted("schema", checks.compose_command_line)
 
 train_module.checked_plan = next(s for s in checks.STAGES if s.name == "env").check  # as train() runs it
 Topology.fit = lambda self, *args: {"avg_return": 0.0}  # no sampler, no learner
@@ -76,16 +75,30 @@ def test_train_alone_runs_every_stage(tmp_path, monkeypatch):
     assert calls == {**{name: 1 for name in BEFORE_START}, "env": 1}, calls
 
 
-def test_what_passed_before_hydra_is_skipped_for_an_equal_config_only(tmp_path, monkeypatch):
+def test_what_passed_before_hydra_is_skipped_for_its_own_config_only(tmp_path, monkeypatch):
     argv = [f"train_dir={tmp_path}", "experiment=test", "seed=3"]
     checked = check_command_line(argv, str(CONF_DIR))
     assert checked.stages == BEFORE_START
+    assert "hydra" in checked.job and "hydra" not in checked.cfg  # the job Hydra runs; the config trained
     calls = _counting(monkeypatch)
     checks.check_before_start(checked.cfg, checked)
-    assert not calls  # the same config: nothing runs again
-    same = compose_cfg(*argv)  # Hydra's compose of the same command line
-    assert checked.passed_for(same) == BEFORE_START
+    assert not calls  # the config it checked: nothing runs again
+    assert checked.passed_for(compose_cfg(*argv)) == ()  # another config, even an equal compose
     other = compose_cfg(*argv[:-1], "seed=4")
-    assert checked.passed_for(other) == ()
     checks.check_before_start(other, checked)
     assert calls == {name: 1 for name in BEFORE_START}, calls
+
+
+def test_train_py_composes_the_command_line_once(tmp_path):
+    """Hydra runs the job on the checks' compose: Hydra's own compose (Hydra.compose_config) never runs."""
+    launch = LAUNCH.replace("checks.STAGES = ", """from hydra._internal.hydra import Hydra
+Hydra.compose_config = counted("hydra compose", Hydra.compose_config)
+import sf_hydra.app.bad_input as bad_input
+bad_input.compose = counted("compose", bad_input.compose)
+checks.STAGES = """)
+    result = subprocess.run([sys.executable, "-c", launch, f"train_dir={tmp_path}", "train_for_env_steps=1000"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    calls = json.loads([x for x in result.stdout.splitlines() if x.startswith("CALLS ")][-1][len("CALLS "):])
+    assert calls["compose"] == 1 and calls["hydra compose"] == 1, calls  # the compose API's call is Hydra's one
+    assert (tmp_path / "cartpole" / ".hydra" / "config.yaml").is_file()  # Hydra wrote the job's folder

@@ -14,6 +14,7 @@ sweep): each run's values are checked in its own job.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import importlib.util
@@ -22,7 +23,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from hydra import compose, initialize_config_dir, initialize_config_module
 from hydra._internal.utils import get_args_parser  # hydra.main's own argument parser: no public equivalent
@@ -108,6 +109,17 @@ class Composer:
     def close(self) -> None:
         self.context.__exit__(None, None, None)  # Hydra's global state as it was before
         GlobalHydra.instance().clear()
+
+
+@contextlib.contextmanager
+def hydra_for(argv: Sequence[str], config_dir: str) -> Iterator[Composer]:
+    """Hydra's global state (its config loader, the compose API) as hydra.main sets it for `argv`, while a job
+    composed by compose_job runs."""
+    composer = Composer(get_args_parser().parse_args(list(argv)), config_dir)
+    try:
+        yield composer
+    finally:
+        composer.close()
 
 
 def _key_value(arg: str):
@@ -373,6 +385,17 @@ def compose_command_line(argv: Sequence[str], config_dir: str) -> Optional[DictC
     """The schema stage: raises ConfigError for bad input in `argv` (Hydra's command line). For a single run
     returns the composed config, without Hydra's node (as the task function gets it); None when Hydra only
     shows something (--help, --cfg) or in --multirun (its keys checked with each sweep's first value)."""
+    job = compose_job(argv, config_dir)
+    if job is None:
+        return None
+    with open_dict(job):
+        job.pop("hydra", None)  # the task function's config has no hydra node either
+    return job
+
+
+def compose_job(argv: Sequence[str], config_dir: str) -> Optional[DictConfig]:
+    """compose_command_line's config with Hydra's node (`hydra.*`): the job Hydra runs for a single run
+    (sf_hydra.app.cli runs it on this compose: the command line is composed once)."""
     register_configs()  # the schema nodes
     check_env_overrides(argv, Path(config_dir))
     multirun = is_multirun(argv) or any(a.replace(" ", "") in ("hydra.mode=MULTIRUN", "hydra.mode=multirun")
@@ -396,11 +419,7 @@ def compose_command_line(argv: Sequence[str], config_dir: str) -> Optional[DictC
     finally:
         composer.close()
     check_creatable("train_dir", cfg.train_dir)
-    if multirun:
-        return None
-    with open_dict(cfg):
-        cfg.pop("hydra", None)  # the task function's config has no hydra node either
-    return cfg
+    return None if multirun else cfg
 
 
 def resume_command_line(argv: Sequence[str], config_dir: str, cfg: DictConfig) -> DictConfig:

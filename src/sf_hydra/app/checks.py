@@ -17,12 +17,12 @@ written into the run folder.
     env          one env build (or hardware.use_env_info_cache): the agent count, the spaces, a model
                  built for them and the losses (checked_plan; returns the EnvInfo)
 
-A launch runs each stage once. `python train.py` runs schema to run folder in `check_command_line`,
-before Hydra (Hydra writes `.hydra/` and `train.log` into the run folder before the task function
-runs); `hydra.main` then composes the same command line again (it owns the run: output folder, job
-logging, sweeps, launchers, and takes no composed config), and train() skips the stages that passed
-for an equal config (`Checked`). train(cfg) called with a composed config runs every stage but the
-schema, which Hydra's compose applied. The env stage runs in train, where its EnvInfo is used.
+A launch runs each stage once and composes its config once. `python train.py` runs schema to run
+folder in `check_command_line`, before Hydra writes anything (`.hydra/`, `train.log` in the run
+folder); Hydra then runs the job on that compose (sf_hydra.app.cli), and train() skips the stages that
+passed for the config it trains (`Checked`). A sweep's jobs are composed by Hydra's sweeper, and
+train(cfg) called with such a config runs every stage but the schema, which Hydra's compose applied.
+The env stage runs in train, where its EnvInfo is used.
 
 This module is on the refusal path of the command line, which stays light (no torch, no Lightning:
 tests/config/test_refusal_is_light.py): a stage that needs the layers above sf_hydra.config imports
@@ -31,25 +31,24 @@ them when it runs, after the config's own rules passed.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Tuple
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sf_hydra.app.bad_input import check_creatable, compose_command_line, resume_command_line
+from sf_hydra.app.bad_input import check_creatable, compose_job, resume_command_line
 from sf_hydra.app.help import prog
 from sf_hydra.app.resume_config import (
     CONFIG,
-    Composer,
     _shown,
     check_resume_config,
     config_differences,
     has_run_to_resume,
     load_checked,
-    resumed_config,
 )
 from sf_hydra.app.topology.start import FINISHED, RunStart, look
 from sf_hydra.app.trainer_parts import check_parts, without_parts
@@ -226,7 +225,7 @@ def check_eval_env_builds(cfg, env) -> None:
 
 
 STAGES: Tuple[Stage, ...] = (
-    Stage("schema", "the command line, as Hydra composes it", compose_command_line),
+    Stage("schema", "the command line, as Hydra composes it", compose_job),  # Hydra's node kept: the job's config
     # (argv, config_dir, cfg) -> the config to train: a resumed run's saved config with the overrides typed now
     Stage("resume", "the run folder's saved config.yaml, the overrides typed now", resume_command_line),
     Stage("config", "the composed config's values", validate),
@@ -241,37 +240,20 @@ STAGE = {stage.name: stage for stage in STAGES}
 BEFORE_START = ("config", "targets", "family", "run folder")
 
 
-def fingerprint(cfg: DictConfig) -> str:
-    """The config as written (interpolations unresolved): equal for two composes of one command line. The
-    repr of its plain container: the keys in order, each value with its type, without the cost of writing
-    YAML (four of these per run, on its start-up's path)."""
-    return repr(OmegaConf.to_container(cfg, resolve=False))
-
-
 @dataclass(frozen=True)
 class Checked:
-    """The stages that passed for one config in this process (the command line's checks, before Hydra
-    composes it again): train() runs only the others on an equal config. `cfg` is the config the run
-    trains with (a resumed run's: its saved config with the overrides typed now); `composed`, the
-    fingerprint of the command line as composed, which Hydra's compose of the same command line has."""
+    """The stages that passed for one config in this process (the command line's checks, before Hydra runs
+    the job): train() runs only the others when it trains that config. `cfg` is the config the run trains with
+    (a resumed run's: its saved config with the overrides typed now); `job`, the command line as composed, with
+    Hydra's node: the config Hydra runs the job on (sf_hydra.app.cli run_job), so it is composed once."""
     cfg: DictConfig
     stages: Tuple[str, ...]
-    fingerprint: str
-    composed: str = ""
+    job: Optional[DictConfig] = None
     start: Optional[RunStart] = None  # what the run folder said before Hydra wrote into it (topology/start.py look)
 
     def passed_for(self, cfg: DictConfig) -> Tuple[str, ...]:
-        return self.stages if fingerprint(cfg) in (self.fingerprint, self.composed) else ()
-
-
-def config_to_train(cfg: DictConfig, checked: Optional[Checked], overrides: Optional[Sequence[str]],
-                    composer: Optional[Composer]) -> DictConfig:
-    """What a Hydra job trains: the config the command line's checks settled on when `cfg` is Hydra's compose
-    of that command line; else (a sweep's run, or checks that could not run) the resume stage on `cfg`, with
-    the job's `overrides` (Hydra's task overrides)."""
-    if checked is not None and checked.passed_for(cfg):
-        return checked.cfg
-    return resumed_config(cfg, overrides, composer)
+        """The stages that passed for `cfg`: those of this check when `cfg` is its config, else none."""
+        return self.stages if cfg is self.cfg else ()
 
 
 def _stage(name: str) -> Stage:
@@ -294,10 +276,8 @@ def check_config(cfg) -> None:
 
 def check_before_start(cfg, checked: Optional[Checked] = None) -> None:
     """What train() runs before it locks the run folder: BEFORE_START's stages, except those `checked`
-    records as passed for an equal config (the command line's checks in this process)."""
+    records as passed for `cfg` (the command line's checks in this process)."""
     skip = checked.passed_for(cfg) if checked is not None else ()
-    if checked is not None and not skip:
-        log.debug("the config differs from the one checked before Hydra: every stage runs again")
     run_stages(cfg, BEFORE_START, skip)
 
 
@@ -311,20 +291,21 @@ def check_command_line(argv: Sequence[str], config_dir: str, rules_passed: Optio
     gives a Checked whose `start` says so, with no stage run after the config stage; one that resumes, a
     Checked whose `start` says what it continues (read before Hydra rewrites the folder's .hydra/). `looks`:
     whether this process may look at the run folder for the run's start (global rank 0)."""
-    cfg = compose_command_line(argv, config_dir)
-    if cfg is None:
+    job = _stage("schema").check(argv, config_dir)
+    if job is None:
         return None
-    composed = fingerprint(cfg)
+    cfg = copy.deepcopy(job)
+    with open_dict(cfg):
+        cfg.pop("hydra")  # the task function's config, as Hydra hands it over
     cfg = _stage("resume").check(argv, config_dir, cfg)  # a resumed run's saved config is its base
-    stamp = fingerprint(cfg)
     run_stages(cfg, ("config",))  # an invalid value is refused even where the run has nothing left to train
     start = look(cfg, prog("train.py")) if looks(cfg) else None
     if start is not None and start.kind == FINISHED:  # nothing to train: said at once, no other stage run
-        return Checked(cfg, ("config",), stamp, composed, start=start)
+        return Checked(cfg, ("config",), job, start=start)
     if rules_passed is not None:
         try:
             rules_passed()
         except Exception as e:  # a start-up speed-up only: its failure must not skip the stages below
             log.warning("could not start early (%s: %s); the run starts without it", type(e).__name__, e)
     run_stages(cfg, ("targets", "family", "run folder"))
-    return Checked(cfg, BEFORE_START, stamp, composed, start=start)
+    return Checked(cfg, BEFORE_START, job, start=start)

@@ -19,11 +19,13 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
-from sf_hydra.app.checks import Checked, check_command_line, config_to_train
+from sf_hydra.app.bad_input import hydra_for
+from sf_hydra.app.checks import Checked, check_command_line
 from sf_hydra.app.help import help_request, print_enjoy_help, print_help, prog
 from sf_hydra.app.layout import typed_layout_keys
+from sf_hydra.app.resume_config import resumed_config
 from sf_hydra.app.sample_factory.translate import sf_command_line
 from sf_hydra.app.topology import choose
 from sf_hydra.app.topology.start import FINISHED, RESUME
@@ -48,8 +50,9 @@ def __getattr__(name: str):
 
 
 def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
-    """hydra.main's task function for train.py; `checked`: the stages the command line's checks passed
-    (a single run), which train() does not run again on Hydra's compose of the same command line."""
+    """The task function Hydra runs for train.py. `checked`: the command line's checks of a single run, whose
+    config (a resumed run's saved one with the overrides typed now) is the one trained, with the stages that
+    passed for it not run again; None in a sweep (each job composed by Hydra's sweeper: the resume stage here)."""
 
     def task(cfg: DictConfig) -> float:
         # Imported here, not above: torch and Lightning, which a refused command line never imports (the
@@ -60,7 +63,7 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
         in_sweep = use_sweep_folder(cfg)
         try:
             typed = list(HydraConfig.get().overrides.task)
-            cfg = config_to_train(cfg, checked, typed, JobComposer())
+            cfg = checked.cfg if checked is not None else resumed_config(cfg, typed, JobComposer())
             summary = train(cfg, checked, typed=typed_layout_keys(typed))
         except (ConfigError, SamplerError, NonFiniteTraining, Fault) as e:
             log.error("%s%s", "bad config: " if isinstance(e, ConfigError) else "", e)
@@ -74,6 +77,34 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
         return summary["avg_return"] if summary.get("avg_return") is not None else float("-inf")
 
     return task
+
+
+def run_job(job: DictConfig, task: Callable[[DictConfig], float]) -> None:
+    """Runs `task` as Hydra's job on `job` (the command line composed by the checks, Hydra's node included), as
+    hydra.main's single run does on a compose of its own (Hydra.run): Hydra's logging, its callbacks, the run
+    folder with `.hydra/`, the job's logging, HydraConfig for the job; an exception escaping `task` is reported
+    as Hydra reports it (HYDRA_FULL_ERROR=1: the whole traceback)."""
+    # Hydra's own parts for this (hydra.main has no entry that takes a composed config): its callbacks and its
+    # error report are in hydra._internal; run_job and configure_log are those its launchers use.
+    from hydra._internal.callbacks import Callbacks
+    from hydra._internal.utils import run_and_report
+    from hydra.core.utils import configure_log
+    from hydra.core.utils import run_job as hydra_run_job
+    from hydra.types import HydraContext
+
+    def run() -> None:
+        with open_dict(job.hydra):
+            job.hydra.mode = RunMode.RUN
+        configure_log(job.hydra.hydra_logging, job.hydra.verbose)
+        callbacks = Callbacks(job)
+        callbacks.on_run_start(config=job, config_name=job.hydra.job.config_name)
+        done = hydra_run_job(task_function=task, config=job, job_dir_key="hydra.run.dir", job_subdir_key=None,
+                             hydra_context=HydraContext(config_loader=GlobalHydra.instance().config_loader(),
+                                                        callbacks=callbacks))
+        callbacks.on_run_end(config=job, config_name=job.hydra.job.config_name, job_return=done)
+        _ = done.return_value  # the task's exception, raised again
+
+    run_and_report(run)
 
 
 class JobComposer:
@@ -188,13 +219,16 @@ def _train_main() -> None:
     except Fault as e:
         print(e, file=sys.stderr)
         sys.exit(e.exit_code)
-    except Exception as e:  # a check that failed in itself: Hydra composes again and train() runs every check
+    except Exception as e:  # a check that failed in itself: hydra.main composes and train() runs every check
         GlobalHydra.instance().clear()
         checked = None
         log.debug("command-line check skipped: %r", e)
-    # Hydra composes the command line again: hydra.main owns the run (its folder, .hydra/, the job's
-    # logging, --multirun's sweeper and launcher) and takes no composed config (docs/validation.md).
-    hydra.main(version_base="1.3", config_path=config_path, config_name="train")(train_task(checked))()
+    if checked is not None and checked.job is not None:  # a single run: Hydra runs the job on the checks' compose
+        with hydra_for(sys.argv[1:], config_dir):
+            run_job(checked.job, train_task(checked))
+        return
+    # --multirun, Hydra's own flags, or checks that could not run: hydra.main composes (docs/validation.md)
+    hydra.main(version_base="1.3", config_path=config_path, config_name="train")(train_task(None))()
 
 
 def _enjoy(cfg: DictConfig):
