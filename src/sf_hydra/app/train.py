@@ -146,7 +146,8 @@ def train(cfg, checked: Optional[Checked] = None, typed: Sequence[str] = ()) -> 
     """Runs (or resumes) the experiment described by `cfg`; returns the run's summary (a rank > 0's own). The checks
     (sf_hydra.app.checks) run before the run folder is locked; those `checked` (the command line's, before Hydra
     ran the job) passed for `cfg` are not run again, and its look at the run folder is the start's. `typed`: the
-    layout keys typed on the command line (app/layout.py typed_layout_keys), which hardware.layout=auto keeps. How the run is laid over processes and hosts is its topology (app/topology/)."""
+    layout keys typed on the command line (app/layout.py typed_layout_keys), which hardware.layout=auto keeps.
+    How the run is laid over processes and hosts is its topology (app/topology/)."""
     check_before_start(cfg, checked)
     run_dir = Path(cfg.run_dir).absolute()
     topology = choose(cfg)  # ConfigError: the environment contradicts hardware.devices or hardware.num_nodes
