@@ -5,8 +5,9 @@ the process started (interpreter start-up included), and the main process's CPU 
     python benchmarks/startup_trace.py --repeats 5 -- env=doom/basic train_for_env_steps=4000
 
 Each run is a fresh process that runs train.py's entry point (sf_hydra.app.cli.train_main) with
-timestamps around its phases: the command line's compose and checks, the fork server's start,
-Hydra's two composes (`get_mode`, then the run's), the env stage, the sampler's launch, the
+timestamps around its phases: the command line's checks, the fork server's start, every Hydra
+compose (the checks'; before the command line was composed once, hydra.main's two: `get_mode`,
+then the run's), the job (hydra.main's, or run_job on the checks' compose), the env stage, the sampler's launch, the
 imports of torch, torchmetrics, torch._dynamo and Lightning, the Trainer, fit, the final
 checkpoint, the sampler's stop, and the exit. The wrappers sit on the functions (not in the
 code), so a revision's code is traced as it is: `--repo DIR` traces another checkout (a folder
@@ -123,39 +124,36 @@ def traced_run(out: str, argv) -> None:
                                                         t(m.Trainer, "fit", "Trainer.fit")),
     }
     sys.meta_path.insert(0, ImportWatch(tracer, hooks))
-    import hydra
+    import hydra  # noqa: F401 (its import is timed here, before the entry point imports it)
     from hydra._internal.hydra import Hydra
 
-    import sf_hydra.app.checks as checks
     import sf_hydra.app.cli as cli
     from sf_hydra.sampler import mp
 
     tracer.mark("cli imported")
     t(cli, "check_command_line")
-    t(checks, "compose_command_line")
-    checks.STAGES = tuple(checks.Stage(s.name, s.owns, s.check) for s in checks.STAGES)  # the wrapped compose
+    t(Hydra, "compose_config", "Hydra compose")  # every compose: the checks' (compose API) and hydra.main's
     t(mp, "warm_up", "fork server start (mp.warm_up)")
     if hasattr(mp, "start_shm_manager"):
         t(mp, "start_shm_manager", "torch_shm_manager start")
     if hasattr(mp, "stop_fork_server"):
         t(mp, "stop_fork_server", "fork server stop")
-    t(Hydra, "get_mode", "Hydra.get_mode (compose)")
-    t(Hydra, "run", "Hydra.run (compose, the job)")
-    main = hydra.main
+    t(Hydra, "get_mode", "Hydra.get_mode")
+    t(Hydra, "run", "Hydra.run (the job)")
+    if hasattr(cli, "run_job"):  # a single run's job on the checks' compose (since the command line is composed once)
+        t(cli, "run_job", "run_job (the job)")
+    train_task = cli.train_task
 
-    def traced_main(*args, **kwargs):
-        decorate = main(*args, **kwargs)
+    def traced_train_task(*args, **kwargs):
+        task = train_task(*args, **kwargs)
 
-        def with_task(task):
-            def traced_task(cfg):
-                tracer.mark("task function starts")
-                return task(cfg)
+        def traced_task(cfg):
+            tracer.mark("task function starts")
+            return task(cfg)
 
-            return decorate(functools.wraps(task)(traced_task))
+        return functools.wraps(task)(traced_task)
 
-        return with_task
-
-    cli.hydra.main = traced_main
+    cli.train_task = traced_train_task
     exit_now = os._exit
 
     def traced_exit(code):

@@ -15,11 +15,10 @@ from typing import Dict, Optional, Sequence
 from omegaconf import OmegaConf
 
 from sf_hydra.app.checks import Checked, check_before_start, check_config, checked_plan  # noqa: F401 (re-exported)
-from sf_hydra.app.help import prog
 from sf_hydra.app.loggers import build_loggers, finish_wandb
 from sf_hydra.app.resume_config import save_config
 from sf_hydra.app.topology import RunStart, Topology, choose
-from sf_hydra.app.topology.start import FINISHED, look
+from sf_hydra.app.topology.start import FINISHED
 from sf_hydra.config import ConfigError
 from sf_hydra.config.aliases import more_workers_than_cores
 from sf_hydra.config.trust import seal_run
@@ -153,14 +152,12 @@ def train(cfg, checked: Optional[Checked] = None, typed: Sequence[str] = ()) -> 
     topology = choose(cfg)  # ConfigError: the environment contradicts hardware.devices or hardware.num_nodes
     with topology.hold(run_dir):  # rank 0: a second run on this folder is refused while this one lives
         plan = checked_plan(cfg)  # the last stage of sf_hydra.app.checks: the run's plan, seeded
-        looked = checked.start if checked is not None and checked.passed_for(cfg) and checked.start else None
-        start = topology.begin(cfg, run_dir, model_shapes(plan),
-                               looked or (look(cfg, prog("train.py")) if topology.place.is_zero else None))
+        looked = checked.start if checked is not None and checked.passed_for(cfg) else None  # the checks' look
+        start = topology.begin(cfg, run_dir, model_shapes(plan), looked)
         if start.kind == FINISHED:
             log.info("%s", start.message)
             return start.summary or {"rank": topology.place.rank, "stop_reason": None, "finished": start.message}
-        if topology.place.is_zero:
-            plan = prepare_run_folder(cfg, run_dir, plan, start, typed)
+        plan = topology.prepare(plan, lambda built: prepare_run_folder(cfg, run_dir, built, start, typed))
         plan = plan_for_rank(plan, topology.place.rank, topology.place.local_rank)
         return topology.fit(cfg, run_dir, plan, start, fit_rank)
 

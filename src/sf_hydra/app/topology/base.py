@@ -14,8 +14,9 @@ import traceback
 from pathlib import Path
 from typing import Callable, ContextManager, Dict, Optional
 
+from sf_hydra.app.help import prog
 from sf_hydra.app.ranks import Ranks
-from sf_hydra.app.topology.start import REFUSED, RunStart, decide, refused
+from sf_hydra.app.topology.start import REFUSED, RunStart, decide, look, refused
 from sf_hydra.config import ConfigError
 from sf_hydra.core import run_dir as rd
 from sf_hydra.core.faults import Fault, NonFiniteTraining, RankFailed
@@ -41,9 +42,10 @@ class Topology:
         """While the run lasts: rank 0 holds the run folder's lock (a second run on it is refused)."""
         return rd.RunLock(run_dir) if self.place.is_zero else contextlib.nullcontext()
 
-    def begin(self, cfg, run_dir: Path, shapes: Dict[str, tuple], looked: RunStart) -> RunStart:
-        """The start of this run, decided by rank 0 (`looked` acted on: sf_hydra.app.topology.start.decide) and
-        handed to the other ranks, which act on it; a rank > 0 whose rank 0 could not start raises RankFailed."""
+    def begin(self, cfg, run_dir: Path, shapes: Dict[str, tuple], looked: Optional[RunStart] = None) -> RunStart:
+        """The start of this run, decided by rank 0 (what the run folder says, `looked` there already by the command
+        line's checks or now, acted on: sf_hydra.app.topology.start.decide) and handed to the other ranks, which
+        act on it; a rank > 0 whose rank 0 could not start raises RankFailed."""
         if not self.place.is_zero:
             start = self.receive(cfg, run_dir)
             if start.kind == REFUSED:
@@ -51,7 +53,7 @@ class Topology:
                                  f"({start.message})")
             return start
         try:
-            start = decide(cfg, run_dir, shapes, looked, self.session())
+            start = decide(cfg, run_dir, shapes, looked or look(cfg, prog("train.py")), self.session())
         except BaseException as e:  # ConfigError: kind=best and no best yet; CheckpointError: none loads
             self.hand_over(cfg, run_dir, refused(e, self.session()))
             raise
@@ -72,6 +74,11 @@ class Topology:
     def strategy(self, cfg):
         """The Lightning strategy of this rank (None: Lightning's own, one process)."""
         return None
+
+    def prepare(self, plan, prepare_folder: Callable):
+        """Rank 0 prepares the run folder (`prepare_folder(plan)`: the layout, config.yaml, the seal, the spaces;
+        it returns the plan for the layout it saved); the other ranks train the plan as built."""
+        return prepare_folder(plan) if self.place.is_zero else plan
 
     def fit(self, cfg, run_dir: Path, plan, start: RunStart, fit_rank: FitRank) -> dict:
         """Trains this rank; returns its summary (rank 0's: the run's)."""

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 from sf_hydra.app.ranks import RANKS_DIR, config_fingerprint, node_name, same_config, use_interface_to_master
 from sf_hydra.app.topology.base import Topology
@@ -77,7 +77,7 @@ class TorchrunWorkers(Topology):
                     logging.getLogger().removeHandler(own_log)
                     own_log.close()
 
-    def begin(self, cfg, run_dir: Path, shapes, looked: RunStart) -> RunStart:
+    def begin(self, cfg, run_dir: Path, shapes, looked: Optional[RunStart] = None) -> RunStart:
         """Every rank joins the process group (after its own checks), then rank 0 decides and hands over."""
         import torch.distributed as dist
 
