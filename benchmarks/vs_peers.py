@@ -75,20 +75,30 @@ class CannotRun(Exception):
 
 @dataclass(frozen=True)
 class Env:
-    """One row group of the table: a gymnasium id, its target and our config for it (None: not run, and why)."""
+    """One row group of the table: its id, its target (None: a fixed-budget comparison only, no solve run), our
+    config for it, its fixed-budget run's default budget, and how its env steps are counted (None: not run, and
+    why)."""
 
     env_id: str
     target: Optional[float]
     ours: Tuple[str, ...] = ()
+    budget: int = 100_000  # env steps of the fixed-budget run unless --budget says otherwise
+    frameskip: int = 1  # emulator frames per agent step: budgets and steps are frames (ours and SF count so)
+    peer_id: str = ""  # the id the peers' own setups run for it, where not env_id (Atari: their NoFrameskip-v4)
     not_run: str = ""
+
+    def agent_steps(self, frames: int) -> int:
+        """A budget in frames as agent steps, for systems that count those (SB3)."""
+        return frames // self.frameskip
 
 
 ENVS: Dict[str, Env] = {e.env_id: e for e in [
     Env("CartPole-v1", 450.0, ()),  # `python train.py`: CartPole is the default env
     Env("Acrobot-v1", -100.0, ("env=gym/acrobot",)),
-    Env("HalfCheetah-v5", None, not_run="not run this round (a fixed budget, returns and time: issue 55)"),
-    Env("ALE/Pong-v5", None, not_run="not run this round (frames to a return of 0: issue 55)"),
-    Env("doom_basic", None, not_run="not run this round (against Sample Factory: vs_sample_factory.py)"),
+    Env("HalfCheetah-v5", None, ("env=mujoco/halfcheetah",), budget=1_000_000),
+    # a return of 0 takes millions of frames (hours here per system and seed): a fixed budget instead
+    Env("ALE/Pong-v5", None, ("env=atari/pong",), budget=1_000_000, frameskip=4, peer_id="PongNoFrameskip-v4"),
+    Env("doom_basic", None, ("env=doom/basic",), budget=300_000, frameskip=4),
 ]}
 RUNNABLE = [e for e, spec in ENVS.items() if not spec.not_run]
 
@@ -177,6 +187,7 @@ class RunSpec:
     env: dict
     stop_when: Optional[Callable[[str], bool]] = None  # we end the run at the target (no stop of its own)
     solved_steps: Optional[Callable[[Watched], Optional[int]]] = None
+    final_return: Optional[Callable[[Watched], Optional[float]]] = None  # its last reported average return
 
 
 def peer_env(venv: Path, extra_path: Optional[Path] = None) -> dict:
@@ -195,6 +206,26 @@ def pip_install(venv: Path, *requirements: str, env: Optional[dict] = None, flag
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", *flags, *requirements], check=True, env=env)
+
+
+def last_value(pattern: "re.Pattern[str]", scale: float = 1.0) -> Callable[[Watched], Optional[float]]:
+    """The number of the last output line matching `pattern` (its group 1), divided by `scale`: a system's last
+    printed average return."""
+    def read(w: Watched) -> Optional[float]:
+        found = [float(m.group(1)) for _, line in w.lines for m in [pattern.search(line)] if m]
+        return found[-1] / scale if found else None
+
+    return read
+
+
+def episodes_average(parse: Callable[[str], Optional[Tuple[int, float]]],
+                     window: int = WINDOW) -> Callable[[Watched], Optional[float]]:
+    """The average of the last `window` episode returns among the output lines (parse: a line's (steps, return))."""
+    def read(w: Watched) -> Optional[float]:
+        returns = [point[1] for _, line in w.lines for point in [parse(line)] if point]
+        return sum(returns[-window:]) / len(returns[-window:]) if returns else None
+
+    return read
 
 
 def solved_line_steps(w: Watched) -> Optional[int]:
@@ -246,18 +277,24 @@ class Ours(System):
     name, label = "ours", "sf_hydra"
     distributions = ("torch", "gymnasium")
 
+    SHIPPED = {"CartPole-v1": "conf/env/gym/cartpole.yaml", "Acrobot-v1": "conf/env/gym/acrobot.yaml",
+               "HalfCheetah-v5": "conf/env/mujoco/halfcheetah.yaml",
+               "ALE/Pong-v5": "conf/env/atari/pong.yaml: 42x42, the v4 NoFrameskip protocol (no sticky actions)",
+               "doom_basic": "conf/env/doom/basic.yaml"}
+
     def config(self, env: Env) -> str:
-        shipped = {"CartPole-v1": "conf/env/gym/cartpole.yaml", "Acrobot-v1": "conf/env/gym/acrobot.yaml"}
         command = " ".join(["python train.py", *env.ours])
-        return (f"shipped defaults (`{command}`, {shipped[env.env_id]}), solve run: "
-                f"train_until_avg_return={env.target:g}")
+        stop = (f", solve run: train_until_avg_return={env.target:g}" if env.target is not None
+                else "; its return: summary.json `avg_return`")
+        return f"shipped defaults (`{command}`, {self.SHIPPED[env.env_id]}){stop}"
 
     def run_spec(self, env, seed, work, budget):
         stop = ([f"train_until_avg_return={env.target:g}"] if budget is None
                 else [f"train_for_env_steps={budget}", "train_until_avg_return=null"])
         cmd = [sys.executable, str(REPO / "train.py"), *env.ours, f"seed={seed}", f"train_dir={work}",
                "experiment=run", *stop]
-        return RunSpec(cmd, work, python_env(), solved_steps=lambda w: self._solved(work / "run"))
+        return RunSpec(cmd, work, python_env(), solved_steps=lambda w: self._solved(work / "run"),
+                       final_return=lambda w: read_summary(work / "run").get("avg_return"))
 
     @staticmethod
     def _solved(run_dir: Path) -> Optional[int]:
@@ -283,6 +320,9 @@ def zoo_entry(venv: Path, env_id: str) -> dict:
     return dict(entries[env_id])
 
 
+SB3_EP_REW = re.compile(r"\|\s*ep_rew_mean\s*\|\s*([-\d.eE+]+)\s*\|")  # its logger's 100-episode mean
+
+
 def zoo_summary(entry: dict) -> str:
     """The entry's settings that shape the work, in a few words."""
     keys = ("n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate", "normalize", "n_timesteps")
@@ -293,25 +333,65 @@ class Sb3Zoo(System):
     name, label, venv_name = "sb3", "Stable-Baselines3 PPO (RL Zoo)", "sb3_venv"
     distributions = ("stable-baselines3", "rl_zoo3", "torch", "gymnasium")
 
+    # ppo.yml entries taken for ids it has none of its own for: (the entry, why)
+    STAND_INS = {
+        "HalfCheetah-v5": ("Ant-v4", "it has no HalfCheetah-v5 entry and its HalfCheetah-v4 one is commented out "
+                           "(`&mujoco-defaults`); that anchor, live as `Ant-v4`, is handed to it as HalfCheetah-v5 "
+                           "through --conf-file (without it the zoo takes its `default` entry, no normalization)"),
+        "PongNoFrameskip-v4": ("atari", "its `atari` entry, which rl_zoo3.train takes for every ALE id; the id its "
+                               "docs train Pong on (its AtariWrapper skips 4 frames, 8 envs)"),
+    }
+
     def setup(self):
         pip_install(self.venv, f"torch=={TORCH_VERSION}")
         pip_install(self.venv, f"stable-baselines3=={ZOO_VERSION}", f"rl-zoo3=={ZOO_VERSION}")
+        # HalfCheetah-v5 (gymnasium's MuJoCo envs) and Pong (ale-py bundles the ROMs; AtariWrapper needs cv2)
+        pip_install(self.venv, "mujoco", "ale-py", "opencv-python-headless")
+
+    def entry(self, env: Env) -> Tuple[str, dict, str]:
+        """(the id it runs, the ppo.yml entry it runs it with, why that entry where it is a stand-in)."""
+        if env.env_id == "doom_basic":
+            raise CannotRun("no ViZDoom env in SB3 or RL Zoo (ppo.yml has no Doom entry), none in its venv")
+        gym_id = env.peer_id or env.env_id
+        key, why = self.STAND_INS.get(gym_id, (gym_id, ""))
+        return gym_id, zoo_entry(self.venv, key), why
 
     def config(self, env):
-        entry = zoo_summary(zoo_entry(self.venv, env.env_id))
-        return f"RL Zoo's tuned entry, rl_zoo3/hyperparams/ppo.yml `{env.env_id}` ({entry})"
+        gym_id, entry, why = self.entry(env)
+        key = self.STAND_INS.get(gym_id, (gym_id,))[0]
+        on = f" on {gym_id}" if gym_id != env.env_id else ""
+        why = f"; {why}" if why else ""
+        return f"RL Zoo's tuned entry, rl_zoo3/hyperparams/ppo.yml `{key}`{on} ({zoo_summary(entry)}){why}"
 
     def run_spec(self, env, seed, work, budget):
         """`python -m rl_zoo3.train` as its README runs it, without its periodic evaluation and checkpoints (none
         of the others evaluate); the solve run adds a callback through the zoo's `callback` hyperparameter."""
-        cmd = [self.python, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env.env_id, "--seed", str(seed),
+        gym_id, entry, _ = self.entry(env)
+        cmd = [self.python, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", gym_id, "--seed", str(seed),
                "--num-threads", "1", "--device", "cpu", "--eval-freq", "-1", "--save-freq", "-1",
                "-f", str(work / "logs")]
+        if self.STAND_INS.get(gym_id, ("atari",))[0] != "atari":  # an entry under another id: its own file
+            cmd += ["--conf-file", str(zoo_file(work, gym_id, entry))]
         if budget is None:
             cmd += ["-params", "callback:[{'vs_peers_drivers.sb3_stop_at_average': {'target': %r}}]" % env.target]
         else:
-            cmd += ["-n", str(budget)]
-        return RunSpec(cmd, work, peer_env(self.venv, DRIVERS.parent), solved_steps=solved_line_steps)
+            cmd += ["-n", str(env.agent_steps(budget))]  # its timesteps are agent steps
+
+        def solved(w: Watched) -> Optional[int]:
+            steps = solved_line_steps(w)
+            return steps * env.frameskip if steps is not None else None
+
+        return RunSpec(cmd, work, peer_env(self.venv, DRIVERS.parent), solved_steps=solved,
+                       final_return=last_value(SB3_EP_REW))
+
+
+def zoo_file(work: Path, gym_id: str, entry: dict) -> Path:
+    """A hyperparameter file for `rl_zoo3.train --conf-file`: the one entry, under gym_id."""
+    import yaml
+
+    path = work / "ppo_entry.yml"
+    path.write_text(yaml.safe_dump({gym_id: entry}))
+    return path
 
 
 class TorchRL(System):
@@ -324,7 +404,21 @@ class TorchRL(System):
         # RL Zoo's hyperparameter files only: TorchRL ships no tuned config for these envs
         pip_install(self.venv, f"rl-zoo3=={ZOO_VERSION}", flags=["--no-deps"])
 
+    # Its own PPO examples for these ship in the wheel without the Hydra configs they load (no network here to
+    # fetch them), and the driver here is an MLP with discrete actions
+    NO_EXAMPLE = {
+        "HalfCheetah-v5": "its PPO MuJoCo example (sota-implementations/ppo/ppo_mujoco.py) ships in the torchrl "
+                          "wheel without the config_mujoco.yaml it loads (nor hydra-core, which it needs, in its "
+                          "venv); the driver here (vs_peers_drivers.torchrl_ppo) has discrete actions only",
+        "ALE/Pong-v5": "its PPO Atari example (sota-implementations/ppo/ppo_atari.py) ships in the torchrl wheel "
+                       "without the config_atari.yaml it loads (nor hydra-core, which it needs, in its venv); the "
+                       "driver here has no conv net or Atari wrappers",
+        "doom_basic": "no ViZDoom env or example in TorchRL, and no ViZDoom in its venv",
+    }
+
     def config(self, env):
+        if env.env_id in self.NO_EXAMPLE:
+            raise CannotRun(self.NO_EXAMPLE[env.env_id])
         entry = zoo_entry(self.venv, env.env_id)
         if entry.get("normalize"):
             raise CannotRun(f"RL Zoo's {env.env_id} entry normalizes rewards by the running return's spread (SB3's "
@@ -341,7 +435,11 @@ class TorchRL(System):
                "--hyperparams", json.dumps(entry)]
         if budget is None:
             cmd += ["--target", f"{env.target:g}"]
-        return RunSpec(cmd, work, peer_env(self.venv), solved_steps=solved_line_steps)
+        return RunSpec(cmd, work, peer_env(self.venv), solved_steps=solved_line_steps,
+                       final_return=last_value(TORCHRL_AVERAGE))
+
+
+TORCHRL_AVERAGE = re.compile(r"vs_peers: \d+ env steps, \d+ episodes averaging ([-\d.]+)")  # the driver's line
 
 
 def average_reaches(target: float, parse: Callable[[str], Optional[Tuple[int, float]]],
@@ -389,6 +487,18 @@ SF_EXAMPLE = ["--algo=APPO", "--use_rnn=False", "--num_envs_per_worker=20", "--p
               "--experiment_summaries_interval=10"]
 
 
+# Sample Factory's example per env, as learning_vs_sample_factory.py runs it (its ENVS key)
+SF_CASES = {"HalfCheetah-v5": "mujoco/halfcheetah", "ALE/Pong-v5": "atari/pong", "doom_basic": "doom/basic"}
+SF_EXAMPLES = {
+    "HalfCheetah-v5": "its MuJoCo example (`sf_examples.mujoco.train_mujoco --env=mujoco_halfcheetah`: HalfCheetah-v4, "
+                      "sf_examples/mujoco/mujoco_params.py defaults, sync PPO)",
+    "ALE/Pong-v5": "its Atari example (`sf_examples.atari.train_atari --env=atari_pong` through "
+                   "benchmarks/sf_atari_env.py: PongNoFrameskip-v4, sf_examples/atari/atari_params.py defaults)",
+    "doom_basic": "its ViZDoom example (`sf_examples.vizdoom.train_vizdoom --env=doom_basic`, its Doom defaults; "
+                  "returns / its 0.01 reward scaling)",
+}
+
+
 class SampleFactory(System):
     name, label, venv_name = "sample_factory", "Sample Factory APPO", "sf_venv"
     distributions = ("sample-factory", "torch", "gymnasium")
@@ -399,20 +509,42 @@ class SampleFactory(System):
         setup_venv(self.venv)
 
     def config(self, env):
+        if env.env_id in SF_CASES:
+            n, k = sf_case(env).sf_workers or sf_case(env).workers
+            return (f"{SF_EXAMPLES[env.env_id]} as learning_vs_sample_factory.py runs it: {n} workers x {k} envs (its "
+                    "defaults assume 8+ cores); its return: the last `Avg episode reward` (100 episodes)")
         where = ("" if env.env_id == "CartPole-v1"
                  else f" with --env={env.env_id} (benchmarks/sf_gym_env.py registers it)")
         return (f"its CartPole example line (sf_examples/train_gym_env.py docstring: 2x20 envs, batch 512, "
                 f"reward_scale 0.1){where}")
 
     def run_spec(self, env, seed, work, budget):
+        if env.env_id in SF_CASES:
+            return self._example_spec(env, seed, work, budget)
         entry = ["-m", "sf_examples.train_gym_env"] if env.env_id == "CartPole-v1" else [
             str(Path(__file__).resolve().parent / "sf_gym_env.py")]
         cmd = [self.python, *entry, *SF_EXAMPLE, f"--env={env.env_id}", "--device=cpu", "--with_wandb=False",
                f"--seed={seed}", f"--train_dir={work}", "--experiment=run"]
         if budget is not None:
-            return RunSpec(cmd + [f"--train_for_env_steps={budget}"], work, peer_env(self.venv))
+            return RunSpec(cmd + [f"--train_for_env_steps={budget}"], work, peer_env(self.venv),
+                           final_return=last_value(SF_AVERAGE))
         stop_when, solved = average_reaches(env.target, sf_parser(), window=None)
         return RunSpec(cmd, work, peer_env(self.venv), stop_when=stop_when, solved_steps=solved)
+
+    def _example_spec(self, env, seed, work, budget):
+        """learning_vs_sample_factory.py's command for the env's example (its budget in frames, as ours)."""
+        from learning_vs_sample_factory import sf_command
+
+        case = sf_case(env)
+        cmd = sf_command(self.python, case, work, seed, budget or case.env_steps)
+        return RunSpec(cmd, work, peer_env(self.venv), final_return=last_value(SF_AVERAGE, case.sf_reward_scaling))
+
+
+def sf_case(env: Env):
+    """learning_vs_sample_factory.py's EnvCase for env: Sample Factory's example, its args and workers."""
+    from learning_vs_sample_factory import ENVS as CASES
+
+    return CASES[SF_CASES[env.env_id]]
 
 
 CLEANRL_SOLVE_STEPS = 500_000  # sf_hydra's CartPole budget; CleanRL's default of 100k ends before 450
@@ -449,7 +581,19 @@ class CleanRL(System):
                         ":all:", "cleanrl==0.4.8", "-d", str(src)], check=True)
         shutil.unpack_archive(str(src / "cleanrl-0.4.8.tar.gz"), str(src))
 
+    # Why its 0.4.8 scripts for these cannot run here
+    NOT_HERE = {
+        "HalfCheetah-v5": "its ppo_continuous_action.py (0.4.8; default env PyBullet's HopperBulletEnv-v0) runs on "
+                          "gym 0.21, whose HalfCheetah is v2/v3 through mujoco-py, which needs MuJoCo 2.1's binaries "
+                          "from the internet (none here); no v4/v5 in gym 0.21",
+        "ALE/Pong-v5": "its ppo_atari.py (0.4.8) needs gym 0.21's Atari: ale-py 0.7, whose ROMs AutoROM downloads at "
+                       "install (no network here; later ale-py bundles them but needs gymnasium)",
+        "doom_basic": "no ViZDoom script in CleanRL 0.4.8 and no ViZDoom in its venv",
+    }
+
     def config(self, env):
+        if env.env_id in self.NOT_HERE:
+            raise CannotRun(self.NOT_HERE[env.env_id])
         if not self.script.exists():
             raise CannotRun("CleanRL's ppo.py is not installed (run --setup cleanrl)")
         return ("its ppo.py defaults (cleanrl 0.4.8 sdist: 4 envs x 128 steps, 4 minibatches, 4 epochs, lr 3e-4 "
@@ -458,7 +602,8 @@ class CleanRL(System):
     def run_spec(self, env, seed, work, budget):
         cmd = [self.python, str(self.script), "--gym-id", env.env_id, "--seed", str(seed), "--cuda", "False"]
         if budget is not None:
-            return RunSpec(cmd + ["--total-timesteps", str(budget)], work, peer_env(self.venv))
+            return RunSpec(cmd + ["--total-timesteps", str(budget)], work, peer_env(self.venv),
+                           final_return=episodes_average(cleanrl_episode))
         stop_when, solved = average_reaches(env.target, cleanrl_episode, window=WINDOW)
         return RunSpec(cmd + ["--total-timesteps", str(CLEANRL_SOLVE_STEPS)], work, peer_env(self.venv),
                        stop_when=stop_when, solved_steps=solved)
@@ -535,6 +680,7 @@ class Result:
     ok: bool = False
     how: str = ""  # what ended it, or why it failed
     other_cpu: float = 0.0
+    final_return: Optional[float] = None  # budget run: its last reported average return
 
     @property
     def steps_per_second(self) -> Optional[float]:
@@ -552,6 +698,7 @@ def run_once(system: System, env: Env, seed: int, work: Path, cap: float, budget
     result = Result(env.env_id, system.name, seed, kind, wall=w.wall, budget=budget, other_cpu=w.other_cpu)
     if kind == "budget":
         result.ok = w.returncode == 0
+        result.final_return = spec.final_return(w) if spec.final_return else None
         result.how = "exit 0" if result.ok else (f"cap {cap:.0f} s" if w.returncode is None else failure(w))
         return result
     result.solved_steps = spec.solved_steps(w) if spec.solved_steps else None
@@ -568,7 +715,8 @@ def run_once(system: System, env: Env, seed: int, work: Path, cap: float, budget
 
 def describe(result: Result) -> str:
     if result.kind == "budget":
-        return f"{result.budget} steps in {result.wall:.1f} s ({fmt(result.steps_per_second)} steps/s), {result.how}"
+        return (f"{result.budget} steps in {result.wall:.1f} s ({fmt(result.steps_per_second)} steps/s), return "
+                f"{fmt(result.final_return, '.1f')}, {result.how}")
     if result.ok:
         return f"solved at {fmt(result.solved_steps)} steps, {result.solved_secs:.1f} s ({result.how})"
     return f"not solved in {result.wall:.0f} s: {result.how}"
@@ -585,11 +733,12 @@ def spread(values: Sequence[Optional[float]], spec: str, scale: float = 1.0, uni
 
 def table_rows(results: List[Result], systems: Sequence[System], envs: Sequence[str],
                configs: Dict[Tuple[str, str], str]) -> List[List[str]]:
-    """One row per env and system: config, time to solve, steps to solve, steps/s, solved / runs, notes."""
+    """One row per env and system: config, time to solve, steps to solve, solved / runs (envs with a target), the
+    budget run's steps, launch to exit, steps/s and return reached, notes."""
     rows = []
     for env_id in ENVS:
         if ENVS[env_id].not_run:
-            rows.append([env_id, "all", "-", "-", "-", "-", "-", ENVS[env_id].not_run])
+            rows.append([env_id, "all", "-", *["-"] * (len(HEADERS) - 4), ENVS[env_id].not_run])
             continue
         if env_id not in envs:
             continue
@@ -597,21 +746,25 @@ def table_rows(results: List[Result], systems: Sequence[System], envs: Sequence[
             mine = [r for r in results if r.env_id == env_id and r.system == system.name]
             config = configs[(env_id, system.name)]
             if config.startswith("cannot run: "):
-                rows.append([env_id, system.label, "-", "-", "-", "-", "-", config])
+                rows.append([env_id, system.label, "-", *["-"] * (len(HEADERS) - 4), config])
                 continue
             solves = [r for r in mine if r.kind == "solve"]
             budgets = [r for r in mine if r.kind == "budget"]
+            done = [r for r in budgets if r.ok]
             notes = sorted({r.how for r in mine if not r.ok})
             rows.append([env_id, system.label, config,
                          spread([r.solved_secs for r in solves if r.ok], ".1f", unit=" s"),
                          spread([r.solved_steps for r in solves if r.ok], ".0f", 1000, "k"),
+                         f"{sum(r.ok for r in solves)} / {len(solves)}" if solves else "-",
+                         spread(list({r.budget for r in budgets}), ".0f", 1000, "k"),
+                         spread([r.wall for r in done], ".1f", unit=" s"),
                          spread([r.steps_per_second for r in budgets], ",.0f"),
-                         f"{sum(r.ok for r in solves)} / {len(solves)}", "; ".join(notes) or "-"])
+                         spread([r.final_return for r in done], ".1f"), "; ".join(notes) or "-"])
     return rows
 
 
-HEADERS = ["env", "system", "config (cited)", "time to solve", "env steps to solve", "steps/s (budget run)",
-           "solved / runs", "notes"]
+HEADERS = ["env", "system", "config (cited)", "time to solve", "env steps to solve", "solved / runs",
+           "budget run: env steps", "launch to exit", "steps/s", "return reached", "notes"]
 
 
 def markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -638,7 +791,7 @@ class Pass:
 
     command: str
     seeds: List[int]
-    budget: int
+    budget: str  # the budget runs' env steps, per env
     cap: float
     load_before: Tuple[float, ...] = ()
     load_after: Tuple[float, ...] = ()
@@ -654,7 +807,8 @@ def section(p: Pass, results: List[Result], rows: List[List[str]]) -> str:
         f"Measured {datetime.date.today().isoformat()} on {machine()} (`{p.command}`); load average (1, 5, 15 min) "
         f"{', '.join(f'{x:.2f}' for x in p.load_before)} before and {', '.join(f'{x:.2f}' for x in p.load_after)} "
         f"after, other processes' CPU during the runs median {fmt(other, '.2f')} cores. Seeds {p.seeds}; solve runs "
-        f"capped at {p.cap:.0f} s and each system's own step budget; budget runs {p.budget:,} env steps. Times: "
+        f"capped at {p.cap:.0f} s and each system's own step budget; budget runs (env steps; Atari, Doom: frames) "
+        f"{p.budget}. Times: "
         "median over the seeds that solved (range), launch to exit for systems that stop themselves at the target, "
         "launch to the output line that shows it for the others (notes). Versions: " + versions + ".",
         "",
@@ -691,7 +845,9 @@ def parse_args(argv=None):
     p.add_argument("--seeds", type=int, default=2, help="seeds per system and env (medians over them)")
     p.add_argument("--first-seed", type=int, default=1)
     p.add_argument("--cap", type=float, default=300.0, help="seconds before a run is ended (solve and budget runs)")
-    p.add_argument("--budget", type=int, default=100_000, help="env steps of the fixed-budget run (0: no such run)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="env steps (Atari, Doom: frames) of the fixed-budget run (0: no such run; default: the env's, "
+                        + ", ".join(f"{e} {spec.budget:,}" for e, spec in ENVS.items()) + ")")
     p.add_argument("--work-dir", type=Path, default=None, help="keep the runs' folders and logs here")
     p.add_argument("--write-results", nargs="?", const=RESULTS, default=None, type=Path, metavar="PAGE",
                    help="replace the marked section of this page (default: docs/results.md) with the table")
@@ -701,8 +857,9 @@ def parse_args(argv=None):
 def pass_command(args) -> str:
     """The command that repeats this pass's measurements (where its files went left out)."""
     systems = [] if set(args.systems) == {cls.name for cls in SYSTEM_CLASSES} else ["--systems", *args.systems]
+    budget = [] if args.budget is None else ["--budget", str(args.budget)]
     return " ".join(["python benchmarks/vs_peers.py", "--envs", *args.envs, *systems, "--seeds", str(args.seeds),
-                     "--first-seed", str(args.first_seed), "--cap", f"{args.cap:g}", "--budget", str(args.budget)])
+                     "--first-seed", str(args.first_seed), "--cap", f"{args.cap:g}", *budget])
 
 
 def configs_of(systems: Sequence[System], envs: Sequence[str]) -> Dict[Tuple[str, str], str]:
@@ -719,6 +876,18 @@ def configs_of(systems: Sequence[System], envs: Sequence[str]) -> Dict[Tuple[str
     return out
 
 
+def budgets_of(args) -> str:
+    """The budget runs' env steps, per env of this pass."""
+    return ", ".join(f"{e} {runs_of(ENVS[e], args.budget)[-1] or 0:,}" for e in args.envs)
+
+
+def runs_of(env: Env, budget: Optional[int]) -> List[Optional[int]]:
+    """The runs of a system on env: a solve run (None) where it has a target, then a budget run of `budget` env
+    steps (None: the env's default; 0: none)."""
+    budget = env.budget if budget is None else budget
+    return ([None] if env.target is not None else []) + ([budget] if budget else [])
+
+
 def measure(systems: Sequence[System], args, work: Path, configs) -> List[Result]:
     """Seed by seed, env by env, the systems in turn (rotated each seed): a solve run, then a budget run."""
     results: List[Result] = []
@@ -728,7 +897,7 @@ def measure(systems: Sequence[System], args, work: Path, configs) -> List[Result
             for system in order:
                 if configs[(env_id, system.name)].startswith("cannot run: "):
                     continue
-                for budget in [None] + ([args.budget] if args.budget else []):
+                for budget in runs_of(ENVS[env_id], args.budget):
                     results.append(run_once(system, ENVS[env_id], seed, work, args.cap, budget))
                     print(f"{env_id} {system.name} seed {seed}: {describe(results[-1])}", flush=True)
     return results
@@ -749,7 +918,7 @@ def main(argv=None) -> None:
     systems = [cls(args.peers_dir) for cls in SYSTEM_CLASSES if cls.name in args.systems]
     configs = configs_of(systems, args.envs)
     run = Pass(pass_command(args),
-               list(range(args.first_seed, args.first_seed + args.seeds)), args.budget, args.cap,
+               list(range(args.first_seed, args.first_seed + args.seeds)), budgets_of(args), args.cap,
                load_before=os.getloadavg(), versions={s.label: s.versions() for s in systems})
     print(f"runs in {work}; load average {os.getloadavg()}", flush=True)
     results = measure(systems, args, work, configs)

@@ -22,11 +22,16 @@ from vs_peers import (  # noqa: E402
     END,
     ENVS,
     RUNNABLE,
+    SB3_EP_REW,
+    SF_AVERAGE,
     SYSTEM_CLASSES,
     CannotRun,
     Result,
     average_reaches,
     cleanrl_episode,
+    episodes_average,
+    last_value,
+    runs_of,
     sf_parser,
     solved_line_steps,
     table_rows,
@@ -52,6 +57,15 @@ Acrobot-v1:
   n_timesteps: !!float 1e6
   n_steps: 256
   n_epochs: 4
+atari:
+  policy: 'CnnPolicy'
+  n_envs: 8
+  n_steps: 128
+  n_timesteps: !!float 1e7
+Ant-v4:
+  normalize: true
+  n_timesteps: !!float 1e6
+  policy: 'MlpPolicy'
 """
 
 
@@ -99,8 +113,20 @@ def test_every_system_cites_its_config_or_says_why_it_cannot_run(peers):
     assert "rewards by the running return's spread" in cited[("torchrl", "Acrobot-v1")]  # `normalize: true`
     assert "train_until_avg_return=-100" in cited[("ours", "Acrobot-v1")]
     assert cited[("pufferlib", "Acrobot-v1")].startswith("cannot run: no PufferLib config for Acrobot-v1")
-    assert all(ENVS[e].target is not None for e in RUNNABLE)
-    assert all(spec.not_run for e, spec in ENVS.items() if e not in RUNNABLE)
+    assert set(RUNNABLE) == set(ENVS) and all(not spec.not_run for spec in ENVS.values())
+    # the new envs: fixed budgets; who runs them and why the others cannot, in the table
+    assert all(ENVS[e].target is None for e in ("HalfCheetah-v5", "ALE/Pong-v5", "doom_basic"))
+    assert "ppo.yml `Ant-v4` (normalize True, n_timesteps 1000000.0); it has no HalfCheetah-v5 entry" in cited[
+        ("sb3", "HalfCheetah-v5")]
+    assert "ppo.yml `atari` on PongNoFrameskip-v4 (n_envs 8, n_steps 128" in cited[("sb3", "ALE/Pong-v5")]
+    assert "conf/env/doom/basic.yaml" in cited[("ours", "doom_basic")]
+    assert "sf_examples.vizdoom.train_vizdoom --env=doom_basic" in cited[("sample_factory", "doom_basic")]
+    assert "2 workers x 4 envs" in cited[("sample_factory", "ALE/Pong-v5")]
+    for env_id in ("HalfCheetah-v5", "ALE/Pong-v5", "doom_basic"):
+        assert cited[("torchrl", env_id)].startswith("cannot run: ")
+        assert cited[("cleanrl", env_id)].startswith("cannot run: ")
+        assert cited[("pufferlib", env_id)].startswith("cannot run: ")
+    assert cited[("sb3", "doom_basic")].startswith("cannot run: no ViZDoom")
 
 
 def test_an_uninstalled_peer_is_a_row_that_says_so(tmp_path):
@@ -129,6 +155,41 @@ def test_solve_and_budget_commands(peers, tmp_path):
     sf = vs_peers.SampleFactory(peers).run_spec(acrobot, 2, tmp_path, None)
     assert sf.cmd[1].endswith("benchmarks/sf_gym_env.py") and "--env=Acrobot-v1" in sf.cmd
     assert sf.stop_when is not None
+
+
+def test_fixed_budget_commands_of_the_new_envs(peers, tmp_path):
+    cheetah, pong, doom = ENVS["HalfCheetah-v5"], ENVS["ALE/Pong-v5"], ENVS["doom_basic"]
+    assert runs_of(cheetah, None) == [1_000_000] and runs_of(pong, 5000) == [5000] and runs_of(doom, 0) == []
+    assert runs_of(ENVS["CartPole-v1"], None) == [None, 100_000]
+    ours = vs_peers.Ours(peers).run_spec(pong, 1, tmp_path, 8000).cmd
+    assert ours[2] == "env=atari/pong" and ours[-2:] == ["train_for_env_steps=8000", "train_until_avg_return=null"]
+    sb3 = vs_peers.Sb3Zoo(peers).run_spec(cheetah, 1, tmp_path, 3000).cmd
+    assert sb3[sb3.index("--env") + 1] == "HalfCheetah-v5" and sb3[-2:] == ["-n", "3000"]
+    conf = Path(sb3[sb3.index("--conf-file") + 1])
+    assert conf.read_text().startswith("HalfCheetah-v5:\n") and "normalize: true" in conf.read_text()
+    sb3 = vs_peers.Sb3Zoo(peers).run_spec(pong, 1, tmp_path, 8000).cmd
+    assert sb3[sb3.index("--env") + 1] == "PongNoFrameskip-v4" and "--conf-file" not in sb3
+    assert sb3[-2:] == ["-n", "2000"]  # frames / the wrapper's frame skip: SB3 counts agent steps
+    sf = vs_peers.SampleFactory(peers).run_spec(doom, 1, tmp_path, 4000)
+    assert sf.cmd[1:4] == ["-m", "sf_examples.vizdoom.train_vizdoom", "--env=doom_basic"]
+    assert "--train_for_env_steps=4000" in sf.cmd and "--num_workers=2" in sf.cmd
+    log = vs_peers.Watched([(1.0, "[2026-12-07 15:21:00,000][01] Avg episode reward: [(0, '0.455')]")], 0.0, 2.0, 0)
+    assert sf.final_return(log) == pytest.approx(45.5)  # its doom_basic spec scales rewards by 0.01
+    sf = vs_peers.SampleFactory(peers).run_spec(cheetah, 1, tmp_path, 4000).cmd
+    assert "--env=mujoco_halfcheetah" in sf and "--num_envs_per_worker=32" in sf
+
+
+def test_the_return_each_system_last_reported():
+    sb3 = ["| rollout/            |          |", "|    ep_rew_mean      | -464     |",
+           "|    ep_rew_mean      | 1.23e+03 |", "| time/               |          |"]
+    w = vs_peers.Watched([(float(i), line) for i, line in enumerate(sb3)], 0.0, 9.0, 0)
+    assert last_value(SB3_EP_REW)(w) == pytest.approx(1230.0)
+    assert last_value(SF_AVERAGE)(w) is None
+    lines = [f"global_step={i}, episode_reward={float(i)}" for i in range(1, 151)]
+    w = vs_peers.Watched([(0.0, line) for line in lines], 0.0, 1.0, 0)
+    assert episodes_average(cleanrl_episode)(w) == pytest.approx(100.5)  # episodes 51..150
+    line = "vs_peers: 20480 env steps, 100 episodes averaging 431.5"
+    assert last_value(vs_peers.TORCHRL_AVERAGE)(vs_peers.Watched([(0.0, line)], 0.0, 1.0, 0)) == 431.5
 
 
 def test_cleanrl_episodes_are_averaged_over_the_last_hundred():
@@ -186,19 +247,32 @@ def test_table_medians_ranges_and_counts(peers):
                Result("CartPole-v1", "ours", 2, "budget", 5.0, budget=20_000, ok=True),
                Result("CartPole-v1", "sb3", 1, "solve", 22.0, 55_000, 22.0, ok=True),
                Result("CartPole-v1", "sb3", 1, "budget", 300.0, budget=20_000, how="cap 300 s")]
+    results[3].final_return, results[4].final_return = 480.0, 500.0
     rows = {row[1]: row for row in table_rows(results, systems, ["CartPole-v1"], configs) if row[0] == "CartPole-v1"}
-    assert rows["sf_hydra"][3:] == ["25.0 s (20.0-30.0)", "250k (200-300)", "3,000 (2,000-4,000)", "2 / 3",
-                                    "cap 300 s"]
-    assert rows["Stable-Baselines3 PPO (RL Zoo)"][3:] == ["22.0 s", "55k", "-", "1 / 1", "cap 300 s"]
-    others = [row for row in table_rows(results, systems, ["CartPole-v1"], configs) if row[0] != "CartPole-v1"]
-    assert [row[0] for row in others] == ["HalfCheetah-v5", "ALE/Pong-v5", "doom_basic"]
+    assert len(rows["sf_hydra"]) == len(vs_peers.HEADERS)
+    assert rows["sf_hydra"][3:] == ["25.0 s (20.0-30.0)", "250k (200-300)", "2 / 3", "20k", "7.5 s (5.0-10.0)",
+                                    "3,000 (2,000-4,000)", "490.0 (480.0-500.0)", "cap 300 s"]
+    assert rows["Stable-Baselines3 PPO (RL Zoo)"][3:] == ["22.0 s", "55k", "1 / 1", "20k", "-", "-", "-",
+                                                          "cap 300 s"]
+    assert all(row[0] == "CartPole-v1" for row in table_rows(results, systems, ["CartPole-v1"], configs))
+
+
+def test_a_fixed_budget_env_reports_time_and_return_and_no_solve(peers):
+    systems = [vs_peers.Ours(peers), vs_peers.CleanRL(peers)]
+    configs = vs_peers.configs_of(systems, ["HalfCheetah-v5"])
+    results = [Result("HalfCheetah-v5", "ours", 1, "budget", 400.0, budget=1_000_000, ok=True, final_return=2968.9)]
+    rows = table_rows(results, systems, ["HalfCheetah-v5"], configs)
+    assert rows[0][1] == "sf_hydra" and rows[0][3:] == ["-", "-", "-", "1000k", "400.0 s", "2,500", "2968.9", "-"]
+    assert rows[1][2] == "-" and rows[1][-1].startswith("cannot run: its ppo_continuous_action.py")
 
 
 def test_the_recorded_command_repeats_the_pass_without_its_folders():
     args = vs_peers.parse_args(["--envs", "CartPole-v1", "Acrobot-v1", "--seeds", "3", "--cap", "60", "--work-dir",
                                 "runs", "--write-results"])
     assert vs_peers.pass_command(args) == ("python benchmarks/vs_peers.py --envs CartPole-v1 Acrobot-v1 --seeds 3 "
-                                           "--first-seed 1 --cap 60 --budget 100000")
+                                           "--first-seed 1 --cap 60")
+    assert vs_peers.pass_command(vs_peers.parse_args(["--envs", "doom_basic", "--budget", "5000"])).endswith(
+        "--cap 300 --budget 5000")
     args = vs_peers.parse_args(["--systems", "ours", "sb3"])
     assert "--envs CartPole-v1 --systems ours sb3 --seeds 2" in vs_peers.pass_command(args)
 
