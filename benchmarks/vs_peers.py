@@ -1,9 +1,12 @@
-"""Time to a solved agent: sf_hydra against the tools a researcher would pick instead, each run as its users run it.
+"""Time to a solved agent, or the return a fixed budget reaches: sf_hydra against the tools a researcher would pick
+instead, each run as its users run it.
 
     python benchmarks/vs_peers.py --setup                     # every peer in its own venv (minutes)
     python benchmarks/vs_peers.py --setup sb3 torchrl         # some of them
     python benchmarks/vs_peers.py --envs CartPole-v1 --seeds 2 --cap 60
     python benchmarks/vs_peers.py --envs CartPole-v1 Acrobot-v1 --seeds 2 --write-results
+    python benchmarks/vs_peers.py --envs HalfCheetah-v5 --seeds 1 --cap 3600      # 1M env steps each
+    python benchmarks/vs_peers.py --envs ALE/Pong-v5 doom_basic --seeds 1 --cap 3600
 
 Each peer lives in its own venv under the peers folder (`--peers-dir`), built by `--setup` from PyPI (torch's CPU
 wheel first), and runs its own script, CLI or documented API with its own tuned config, cited in the table (`ours`:
@@ -11,19 +14,32 @@ wheel first), and runs its own script, CLI or documented API with its own tuned 
 peers with one torch thread (OMP_NUM_THREADS=1; sf_hydra sets its own, one per process by default). Per env and
 seed, the systems alternate, so a busy machine slows them alike. Two runs each:
 
-- the solve run: stop once the last 100 training episodes average the env's target (CartPole-v1 450, Acrobot-v1
-  -100), within the system's own step budget (its config's) and `--cap` seconds. Systems that stop themselves
-  there (sf_hydra's `train_until_avg_return`; SB3 through RL Zoo with an SB3 callback that reads the model's own
-  100-episode buffer; the TorchRL driver) are timed launch to exit. Sample Factory and CleanRL have no such stop:
-  the time is launch to the output line that first shows the target (Sample Factory's 100-episode average, reported
-  every 5 s; CleanRL's printed episodes, averaged here), and the run is then ended (its exit not counted).
-- the fixed-budget run: `--budget` env steps, no stop at a target; steps/s = budget / launch-to-exit seconds
-  (start-up and exit included).
+- the solve run (envs with a target): stop once the last 100 training episodes average the env's target
+  (CartPole-v1 450, Acrobot-v1 -100), within the system's own step budget (its config's) and `--cap` seconds.
+  Systems that stop themselves there (sf_hydra's `train_until_avg_return`; SB3 through RL Zoo with an SB3
+  callback that reads the model's own 100-episode buffer; the TorchRL driver) are timed launch to exit. Sample
+  Factory and CleanRL have no such stop: the time is launch to the output line that first shows the target (Sample
+  Factory's 100-episode average, reported every 5 s; CleanRL's printed episodes, averaged here), and the run is
+  then ended (its exit not counted).
+- the fixed-budget run: `--budget` env steps (default: the env's own, `Env.budget`: 100k for CartPole and Acrobot,
+  1M for HalfCheetah-v5, 1M frames for Pong, 300k frames for Doom basic), no stop at a target; launch-to-exit
+  seconds, steps/s = budget / those seconds (start-up and exit included), and the average return the system last
+  reported (ours: summary.json `avg_return`; RL Zoo: SB3's `ep_rew_mean`; Sample Factory: its `Avg episode
+  reward`, divided by its env spec's reward scaling; CleanRL: its last 100 printed episodes; the TorchRL driver:
+  its last line), each its own ~100-episode window (ours on Pong: 20 games, its config's `logger.stats_avg`).
+
+HalfCheetah-v5, ALE/Pong-v5 and doom_basic have no target (fixed budget only): a return of 0 on Pong takes millions
+of frames, hours per system and seed on a small CPU box. Atari and Doom budgets and steps are emulator frames (agent
+steps x 4), as ours and Sample Factory count them; RL Zoo counts agent steps and gets budget / 4. The Pong row runs
+each system's own Pong: ours conf/env/atari/pong.yaml, RL Zoo and Sample Factory PongNoFrameskip-v4 with their own
+Atari wrappers (the v4 protocol: no sticky actions), not ALE/Pong-v5's. Sample Factory runs its MuJoCo, Atari and
+ViZDoom examples as learning_vs_sample_factory.py does (its ENVS and sf_command: workers sized for a small box).
+Where a peer cannot run an env here the row says why (`CannotRun`).
 
 Printed: per env and system the config cited, median time to solve and env steps to solve (over the seeds that
-solved, with their range), median steps/s, solved runs / runs, and what stopped a run or why a peer could not run.
-`--write-results` puts that table, with the machine (CPU model, cores, load) and date, between the markers of
-docs/results.md.
+solved, with their range), solved runs / runs, the budget run's env steps, median launch to exit, steps/s and
+return reached, and what stopped a run or why a peer could not run. `--write-results` puts that table, with the
+machine (CPU model, cores, load) and date, between the markers of docs/results.md.
 """
 
 from __future__ import annotations
@@ -628,6 +644,8 @@ class PufferLib(System):
                "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                        if not (Path(p) / "nvcc").exists())}
         pip_install(self.venv, str(source), env=env, flags=["--no-build-isolation"])
+        # its atari and mujoco env modules: ale-py 0.9 (bundled ROMs, gymnasium 0.29), MuJoCo 2.x for gymnasium 0.29
+        pip_install(self.venv, "ale-py==0.9.0", "mujoco==2.3.7")
 
     def _fetch_source(self) -> Path:
         """The unpacked sdist: pip downloads and unpacks it, fails at its metadata (setup.py), and keeps the
@@ -644,18 +662,49 @@ class PufferLib(System):
             raise SystemExit("could not unpack pufferlib 3.0.0's sdist")
         return Path(found[0]).parent
 
+    NOT_HERE = {
+        "HalfCheetah-v5": "its mujoco config (pufferlib/config/mujoco.ini, HalfCheetah-v4) fails at env creation: "
+                          "its mujoco env module calls gymnasium 1.x's TransformObservation(env, f, space), while "
+                          "3.0.0 pins gymnasium<=0.29.1 (TypeError: takes 3 positional arguments but 4 were given)",
+        "doom_basic": "its doom config (pufferlib/config/doom.ini) runs its own scenario, and its vizdoom env module "
+                      "imports pufferlib.postprocess, which 3.0.0 does not ship; no ViZDoom in its venv",
+    }
+    PONG_ENVS = 128  # pufferlib/config/atari.ini [vec] num_envs
+
     def config(self, env):
+        if env.env_id in self.NOT_HERE:
+            raise CannotRun(self.NOT_HERE[env.env_id])
+        if env.env_id == "ALE/Pong-v5":
+            return ("its atari config (pufferlib/config/atari.ini, `puffer train pong`: ale-py's Pong, frameskip 1 so "
+                    f"its steps are frames, {self.PONG_ENVS} envs, batch 8192, 1 epoch) with --vec.num-workers "
+                    f"{puffer_workers(self.PONG_ENVS)} (its 16 are refused with fewer cores); its return: the "
+                    "dashboard's last `episode_return` (episodes since its previous log); a budget run ends after "
+                    "its final evaluation, which waits for an episode to end")
         if env.env_id != "CartPole-v1":
             raise CannotRun(f"no PufferLib config for {env.env_id} (pufferlib/config/*.ini)")
         return ("its classic_control config (pufferlib/config/classic_control.ini, `puffer train cartpole`; its env "
                 "module maps cartpole to CartPole-v0, 200-step episodes)")
 
     def run_spec(self, env, seed, work, budget):
-        cmd = [str(self.venv / "bin" / "puffer"), "train", "cartpole", "--train.device", "cpu", "--train.seed",
-               str(seed)]
+        game = "pong" if env.env_id == "ALE/Pong-v5" else "cartpole"
+        cmd = [str(self.venv / "bin" / "puffer"), "train", game, "--train.device", "cpu", "--train.seed", str(seed)]
+        if game == "pong":
+            cmd += ["--vec.num-workers", str(puffer_workers(self.PONG_ENVS))]
         if budget is not None:
             cmd += ["--train.total-timesteps", str(budget)]
-        return RunSpec(cmd, work, peer_env(self.venv))
+        return RunSpec(cmd, work, peer_env(self.venv), final_return=last_value(PUFFER_RETURN))
+
+
+PUFFER_RETURN = re.compile(r"episode_return\s+([-\d.]+)")  # a row of its dashboard's User Stats
+
+
+def puffer_workers(num_envs: int, most: int = 16) -> int:
+    """PufferLib's workers here: its config's 16, or the most that this machine's cores allow (it refuses more
+    workers than physical cores) and that divide its envs."""
+    import psutil
+
+    cores = min(most, psutil.cpu_count(logical=False) or 1)
+    return max(n for n in range(1, cores + 1) if num_envs % n == 0)
 
 
 SYSTEM_CLASSES = [Ours, Sb3Zoo, TorchRL, CleanRL, SampleFactory, PufferLib]

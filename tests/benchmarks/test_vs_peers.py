@@ -125,7 +125,9 @@ def test_every_system_cites_its_config_or_says_why_it_cannot_run(peers):
     for env_id in ("HalfCheetah-v5", "ALE/Pong-v5", "doom_basic"):
         assert cited[("torchrl", env_id)].startswith("cannot run: ")
         assert cited[("cleanrl", env_id)].startswith("cannot run: ")
-        assert cited[("pufferlib", env_id)].startswith("cannot run: ")
+    assert cited[("pufferlib", "HalfCheetah-v5")].startswith("cannot run: its mujoco config")
+    assert cited[("pufferlib", "doom_basic")].startswith("cannot run: its doom config")
+    assert "pufferlib/config/atari.ini, `puffer train pong`" in cited[("pufferlib", "ALE/Pong-v5")]
     assert cited[("sb3", "doom_basic")].startswith("cannot run: no ViZDoom")
 
 
@@ -158,6 +160,7 @@ def test_solve_and_budget_commands(peers, tmp_path):
 
 
 def test_fixed_budget_commands_of_the_new_envs(peers, tmp_path):
+    (peers / "pufferlib_venv" / "bin" / "puffer").touch()
     cheetah, pong, doom = ENVS["HalfCheetah-v5"], ENVS["ALE/Pong-v5"], ENVS["doom_basic"]
     assert runs_of(cheetah, None) == [1_000_000] and runs_of(pong, 5000) == [5000] and runs_of(doom, 0) == []
     assert runs_of(ENVS["CartPole-v1"], None) == [None, 100_000]
@@ -177,6 +180,12 @@ def test_fixed_budget_commands_of_the_new_envs(peers, tmp_path):
     assert sf.final_return(log) == pytest.approx(45.5)  # its doom_basic spec scales rewards by 0.01
     sf = vs_peers.SampleFactory(peers).run_spec(cheetah, 1, tmp_path, 4000).cmd
     assert "--env=mujoco_halfcheetah" in sf and "--num_envs_per_worker=32" in sf
+    puffer = vs_peers.PufferLib(peers).run_spec(pong, 1, tmp_path, 8000)
+    assert puffer.cmd[1:3] == ["train", "pong"] and puffer.cmd[-2:] == ["--train.total-timesteps", "8000"]
+    workers = int(puffer.cmd[puffer.cmd.index("--vec.num-workers") + 1])
+    assert 128 % workers == 0 and workers == vs_peers.puffer_workers(128)
+    dashboard = "\u2502  episode_return          -20.5    episode_length       3300.0  \u2502"
+    assert puffer.final_return(vs_peers.Watched([(0.0, dashboard)], 0.0, 1.0, 0)) == -20.5
 
 
 def test_the_return_each_system_last_reported():
