@@ -23,7 +23,7 @@ from typing import List
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt, median, print_table, python_env, read_summary, run_tree, start_benchmark, train_py_command  # noqa: E402
 
-BATCH = 512  # CartPole's algo.batch_size (conf/env/gym/cartpole.yaml)
+BATCH = 1024  # CartPole's algo.batch_size (conf/env/gym/cartpole.yaml)
 
 
 def overrides(ranks: int, seed: int, target: float, batch: str, work: Path) -> List[str]:

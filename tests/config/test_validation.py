@@ -453,3 +453,11 @@ def test_doom_scenario_by_path():
 
     check_config(compose_cfg("env=doom/basic",
                              f"env.id={os.path.join(vizdoom.scenarios_path, 'defend_the_center.cfg')}"))
+
+
+def test_time_to_target_needs_a_target(base):
+    err = rejected(edited(base, {"sweep_objective": "time_to_target", "train_until_avg_return": None}),
+                   "sweep_objective")
+    assert err.value == "time_to_target" and "train_until_avg_return" in str(err)
+    validate(edited(base, {"sweep_objective": "time_to_target", "train_until_avg_return": 450.0}))
+    validate(edited(base, {"sweep_objective": "avg_return", "train_until_avg_return": None}))

@@ -27,6 +27,7 @@ def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_p
     summary = train(make_cfg(tmp_path, "train_for_env_steps=40000", f"eval.every_env_steps={EVERY}", "eval.episodes=4",
                              "eval.max_episode_steps=200", "save_best_metric=eval/return", "save_best_after=0",
                              "save_best_every_sec=0.2", "logger.stats_avg=20", "eval.video_every=2",
+                             "train_until_avg_return=null",  # CartPole's 480 over 20 episodes comes within 30k steps
                              "eval.video_frames=30", "eval.video_format=gif"))
     run = tmp_path / "test"
     records = [json.loads(line) for line in (run / "eval" / "evaluations.jsonl").read_text().splitlines()]
@@ -74,7 +75,7 @@ def test_cartpole_evaluations_reach_jsonl_tensorboard_and_best_checkpoints(tmp_p
     # a resume goes on with the schedule and the numbering (the callback's state is in the checkpoint)
     train(make_cfg(tmp_path, "train_for_env_steps=60000", f"eval.every_env_steps={EVERY}", "eval.episodes=4",
                    "eval.max_episode_steps=200", "save_best_metric=eval/return", "save_best_after=0",
-                   "save_best_every_sec=0.2", "logger.stats_avg=20"))
+                   "save_best_every_sec=0.2", "logger.stats_avg=20", "train_until_avg_return=null"))
     after = [json.loads(line) for line in (run / "eval" / "evaluations.jsonl").read_text().splitlines()]
     assert after[:len(records)] == records and len(after) > len(records)
     assert [r["evaluation"] for r in after] == list(range(len(after)))

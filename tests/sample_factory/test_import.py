@@ -42,7 +42,8 @@ def test_imported_preset_composes_validates_and_holds_the_run(tmp_path, capsys):
     # and its action head took policy_init_gain (1.0), where our default head gain is 0.01.
     assert cfg.algo.value_loss_coeff == 0.5 and cfg.model.action_head_init_gain == 1.0
     text = out.read_text()
-    assert "num_workers" not in text and "gamma" not in text, "only values that differ from ours"
+    assert "num_workers" not in text and "gae_lambda" not in text, "only values that differ from ours"
+    assert cfg.algo.gamma == 0.99 and cfg.algo.batch_size == 1024  # SF's gamma (gym/cartpole: 0.999); its batch: ours
 
 
 def test_overrides_format(capsys):

@@ -1,6 +1,6 @@
 """The learning check behind `python train.py`: CartPole's 100-episode average return reaches
 450 within the default budget (500k env steps), the bar of issue #2 that
-benchmarks/default_run_seeds.py measures over seeds (6/6 here, median 235k steps), and it
+benchmarks/default_run_seeds.py measures over seeds (figures: docs/results.md), and it
 ends near there. Marked slow (under a minute here); it runs in CI with the rest."""
 
 import pytest

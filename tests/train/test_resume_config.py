@@ -29,9 +29,9 @@ def test_changed_learning_rate_is_refused_and_a_larger_budget_continues(tmp_path
     before = (last.stat().st_mtime_ns, (run / "config.yaml").read_text())
 
     with pytest.raises(ConfigError) as info:
-        train(make_cfg(tmp_path, *ONE, "train_for_env_steps=3000", "algo.learning_rate=0.005"))
+        train(make_cfg(tmp_path, *ONE, "train_for_env_steps=3000", "algo.learning_rate=0.007"))
     err = info.value
-    assert err.key == "algo.learning_rate" and err.value == 0.005
+    assert err.key == "algo.learning_rate" and err.value == 0.007
     msg = str(err)
     assert repr(saved_lr) in msg and "restart_behavior=restart" in msg and "overwrite" in msg, msg
     assert "algo.optimizer.lr" in msg  # the interpolated copy is listed after the key the user set
@@ -103,7 +103,7 @@ def test_each_sweep_run_resumes_with_its_own_config(tmp_path):
     assert sweep("train_for_env_steps=1000").returncode == 0
     changed = sweep("train_for_env_steps=2000", "algo.gamma=0.9")
     assert changed.returncode != 0
-    assert changed.stdout.count("bad config: algo.gamma=0.9 is not allowed: 0.99, as saved in") == 1, \
+    assert changed.stdout.count("bad config: algo.gamma=0.9 is not allowed: 0.999, as saved in") == 1, \
         changed.stdout[-3000:]
     more = sweep("train_for_env_steps=2000")
     assert more.returncode == 0, more.stdout[-3000:]
@@ -156,7 +156,7 @@ def test_a_resume_conflict_is_refused_before_anything_heavy_is_imported(tmp_path
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     line = next(x for x in result.stderr.splitlines() if x.startswith("bad config:"))
-    assert line.startswith("bad config: algo.gamma=0.9 is not allowed: 0.99, as saved in"), line
+    assert line.startswith("bad config: algo.gamma=0.9 is not allowed: 0.999, as saved in"), line
     assert "model.encoder_mlp_layers=[32] (saved: [64, 64])" in line, line
     imported = {x.split("|")[-1].strip() for x in result.stderr.splitlines() if x.startswith("import time:")}
     assert "sf_hydra.app.cli" in imported and not {"torch", "lightning"} & imported

@@ -25,6 +25,7 @@ from sf_hydra.app.bad_input import hydra_for
 from sf_hydra.app.checks import Checked, check_command_line
 from sf_hydra.app.help import help_request, print_enjoy_help, print_help, prog
 from sf_hydra.app.layout import typed_layout_keys
+from sf_hydra.app.objective import sweep_score
 from sf_hydra.app.resume_config import resumed_config
 from sf_hydra.app.sample_factory.translate import sf_command_line
 from sf_hydra.app.topology import choose
@@ -72,9 +73,9 @@ def train_task(checked: Optional[Checked]) -> Callable[[DictConfig], float]:
             sys.exit(EXIT_BAD_CONFIG if isinstance(e, ConfigError) else getattr(e, "exit_code", 1))
         if signals.received() is not None and not in_sweep:
             sys.exit(128 + signals.received())  # this session was stopped (with a checkpoint) by that signal
-        # Sweepers (e.g. Optuna) optimise what the task function returns (a rank > 0 that found the run
-        # finished has no return of its own).
-        return summary["avg_return"] if summary.get("avg_return") is not None else float("-inf")
+        # Sweepers (e.g. Optuna) optimise what the task function returns: the score sweep_objective names
+        # (-inf for a rank > 0 that found the run finished, which has no return of its own).
+        return sweep_score(summary, cfg.sweep_objective, cfg.train_until_avg_return)
 
     return task
 
@@ -194,6 +195,7 @@ def train_command_line(argv: Sequence[str], config_dir: str) -> List[str]:
 def _train_main() -> None:
     config_path, config_dir = find_configs()
     register_configs()
+    sweeper_defaults_last()
     # the one rewrite, before anything reads it; a torchrun worker of rank > 0 lets Hydra write nothing
     sys.argv[1:] = train_command_line(sys.argv[1:], config_dir) + worker_overrides()
     if help_request(sys.argv[1:]) is not None:  # our --help [prefix]: groups and keys from the schema
@@ -229,6 +231,18 @@ def _train_main() -> None:
         return
     # --multirun, Hydra's own flags, or checks that could not run: hydra.main composes (docs/validation.md)
     hydra.main(version_base="1.3", config_path=config_path, config_name="train")(train_task(None))()
+
+
+def sweeper_defaults_last() -> None:
+    """Our `hydra/sweeper=optuna` node stored after Hydra's plugin scan: the scan runs each plugin module again,
+    path entry by path entry, so where sf_hydra's folder comes first on sys.path (PYTHONPATH=src) the Optuna
+    plugin's own node (minimise, in memory) would replace ours."""
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.sf_hydra_plugins import optuna_defaults
+
+    Plugins.instance()  # the scan, once per process (Hydra would run it when it first composes)
+    optuna_defaults.register()
 
 
 def _enjoy(cfg: DictConfig):

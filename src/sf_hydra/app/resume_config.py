@@ -64,6 +64,7 @@ RESUMABLE = (
     # training comes from keys compared above: pbt.*, selfplay.*); their paths follow the run folder.
     "trainer.", "callbacks.",
     "eval.",  # evaluation during training reads the weights; it changes nothing of training
+    "sweep_objective",  # what the run returns to a sweeper
 )
 # Hardware keys that change what is trained: a resume keeps them as saved (the learner's Trainer copies are
 # trainer.devices, trainer.num_nodes, trainer.precision, interpolated from them).
@@ -206,9 +207,9 @@ def resumes(cfg: DictConfig) -> bool:
 
 
 MAY_CHANGE = ("only budgets (train_for_env_steps, train_for_seconds, train_until_avg_return), logger.*, hardware.*, "
-              "trainer.*, callbacks.*, eval.*, save_*, keep_checkpoints and load_checkpoint_kind may change, but not "
-              "hardware.devices, hardware.num_nodes (the learner ranks: how many frames a learner step learns from) "
-              "nor hardware.precision, hardware.learner_precision (the learner's arithmetic)")
+              "trainer.*, callbacks.*, eval.*, save_*, keep_checkpoints, load_checkpoint_kind and sweep_objective may "
+              "change, but not hardware.devices, hardware.num_nodes (the learner ranks: how many frames a learner step "
+              "learns from) nor hardware.precision, hardware.learner_precision (the learner's arithmetic)")
 START_ANEW = ("restart_behavior=restart (moves the old run aside) or restart_behavior=overwrite (deletes it) starts "
               "anew with this config; experiment=<name> starts a new run in its own folder")
 

@@ -273,7 +273,8 @@ def fit_rank(cfg, run_dir: Path, plan: RunPlan, start: RunStart, topology: Topol
         for line in profile_lines(module.profile.report()):
             log.info("learner rank %d: %s", ranks.rank, line)
         return {"env_steps": module.env_steps, "stop_reason": stop.reason, "rank": ranks.rank,
-                "avg_return": module.avg_return()}  # the run's, as every rank holds the same statistics
+                "avg_return": module.avg_return(),  # the run's, as every rank holds the same statistics
+                "train_seconds": module.train_seconds}  # rank 0's (StopConditions)
     summary = write_summary(run_dir, module, stop.reason, elapsed, module.env_steps - stop.start_env_steps,
                             ranks.world_size)
     for line in profile_lines(summary["profile"]):

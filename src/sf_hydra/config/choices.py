@@ -175,6 +175,16 @@ class ExplorationLoss(Choice):
     symmetric_kl = "symmetric_kl"  # minimize the symmetric KL to a uniform prior (discrete actions only)
 
 
+class SweepObjective(Choice):
+    """What train.py's task returns to a Hydra sweeper (e.g. hydra/sweeper=optuna, which maximizes it):
+    sf_hydra.app.objective.sweep_score."""
+
+    avg_return = "avg_return"  # the run's final average return
+    # minus the training seconds until the run stopped at train_until_avg_return; a run that did not
+    # reach it scores below every run that did (sweep_score)
+    time_to_target = "time_to_target"
+
+
 class OptimizerType(Choice):
     """Sample Factory's `--optimizer`: the class algo.optimizer's default `_target_` names
     (OPTIMIZER_TARGETS)."""

@@ -35,6 +35,7 @@ from sf_hydra.config.choices import (
     ProgressStyle,
     RestartBehavior,
     RnnType,
+    SweepObjective,
     VideoFormat,
 )
 
@@ -382,6 +383,11 @@ class TrainConfig:
     train_for_env_steps: int = 10_000_000_000  # stop after this many env steps (frames: agent steps x env.frameskip)
     train_for_seconds: float = 10_000_000_000.0  # stop after this much training time (summed across resumes)
     train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this (e.g. 475)
+    # what the run returns to a --multirun sweeper (hydra/sweeper=optuna maximizes it): avg_return, the final average
+    # return; time_to_target, minus the training seconds until train_until_avg_return stopped the run (which needs a
+    # target), and for a run that did not reach it -(seconds + 1e6 x (1 + shortfall)), shortfall = (target - avg
+    # return) / max(|target|, 1) if > 0: below every run that reached it in under 1e6 s, and higher the closer it got
+    sweep_objective: SweepObjective = SweepObjective.avg_return
     save_every_sec: float = 120.0  # seconds between checkpoints
     keep_checkpoints: int = 2  # numbered checkpoints kept besides last.ckpt
     # seconds between milestone checkpoints (checkpoints/milestones/, never pruned); -1: none

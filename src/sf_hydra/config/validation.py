@@ -485,6 +485,14 @@ def _check_reproducible_eval(cfg, why: str) -> None:
                           "step each time (train_until_avg_return alone stops by the training episodes)")
 
 
+def _check_sweep_objective(cfg) -> None:
+    """sweep_objective=time_to_target scores the seconds until train_until_avg_return stopped the run."""
+    if cfg.sweep_objective == "time_to_target" and cfg.train_until_avg_return is None:
+        raise ConfigError("sweep_objective", cfg.sweep_objective, "avg_return while train_until_avg_return is null "
+                          "(time_to_target scores the seconds until the run reaches that return: set "
+                          "train_until_avg_return=<target>)")
+
+
 def _check_benchmark(cfg) -> None:
     """benchmark=true learns nothing: population-based training would rank and copy untrained policies."""
     if cfg.benchmark and cfg.pbt.with_pbt:
@@ -572,4 +580,5 @@ def validate(cfg) -> None:
     _check_eval(cfg)
     _check_reproducible(cfg)
     _check_benchmark(cfg)
+    _check_sweep_objective(cfg)
     _check_data_parallel(cfg)
