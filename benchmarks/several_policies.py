@@ -61,7 +61,8 @@ PRESETS = {
     # The vs_sample_factory.py CartPole preset: MLP 64x64, batch 512, one pass per sample.
     "cartpole_2x16": (400_000, [
         "env=gym/cartpole", "hardware.num_workers=2", "hardware.num_envs_per_worker=16", "algo.rollout=32",
-        "algo.batch_size=512", "train_until_avg_return=null", "logger.experiment_summaries_interval=5",
+        "algo.batch_size=512", "algo.num_batches_per_epoch=2", "algo.num_epochs=2",  # as before the tuned defaults
+        "train_until_avg_return=null", "logger.experiment_summaries_interval=5",
     ]),
     # The vs_sample_factory.py Doom basic preset: conv + GRU, batch 1024 of rollouts of 32, 2 workers x 8 envs.
     "doom_basic_2x8": (300_000, [

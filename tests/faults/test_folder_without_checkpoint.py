@@ -53,9 +53,9 @@ def test_a_run_killed_before_its_first_checkpoint_starts_anew_with_its_own_confi
     check_run_folder(_same_command(tmp_path))
     check_run_folder(_same_command(tmp_path, "hardware.num_workers=1"))  # what a resume may change anyway
     with pytest.raises(ConfigError) as refused:
-        check_run_folder(_same_command(tmp_path, "algo.learning_rate=0.005"))
+        check_run_folder(_same_command(tmp_path, "algo.learning_rate=0.007"))
     message = str(refused.value)
-    assert refused.value.key == "restart_behavior" and "algo.learning_rate=0.005 (saved: " in message, message
+    assert refused.value.key == "restart_behavior" and "algo.learning_rate=0.007 (saved: " in message, message
 
 
 @pytest.mark.slow

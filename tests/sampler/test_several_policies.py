@@ -289,7 +289,8 @@ def test_slots_per_worker_with_several_policies(compose_cfg, policies, per_worke
     whole batch, and the learner does not wait for data while that worker waits for slots."""
     from sf_hydra.plan import slots_per_worker
 
-    cfg = compose_cfg("env=gym/cartpole", "algo.rollout=32", "algo.batch_size=512", f"algo.num_policies={policies}")
+    cfg = compose_cfg("env=gym/cartpole", "algo.rollout=32", "algo.batch_size=512", "algo.num_batches_per_epoch=2",
+                      f"algo.num_policies={policies}")
     assert cfg.algo.num_batches_per_epoch == 2
     got = slots_per_worker(cfg.algo, num_workers=2, rows_per_worker=16, agent_rows=False)
     assert got == per_worker
