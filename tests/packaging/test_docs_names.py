@@ -70,7 +70,7 @@ MOVED = re.compile(r"`([^`]+)`\s+is\s+`([^`]+)`")
 MODULE_ATTRIBUTES = {"__file__", "__name__", "__path__", "__spec__", "__doc__"}  # every module has them
 # the peers' scripts the benchmarks run and name (CleanRL's, LeanRL's, PufferLib's, Sample Factory's, a setup.py)
 OTHERS_FILES = {"ppo.py", "ppo_continuous_action.py", "ppo_continuous_action_torchcompile.py", "pufferl.py",
-                "setup.py", "train_gym_env.py"}
+                "setup.py", "train_gym_env.py", "ppo_atari.py", "ppo_mujoco.py"}
 SOURCE_FOLDERS = ("src", "tests", "benchmarks", "cluster", "examples")
 
 
