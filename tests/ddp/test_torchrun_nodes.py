@@ -85,9 +85,10 @@ def test_the_several_hosts_recipe_makes_these_hosts():
 @pytest.mark.slow  # ~2 min: four learner ranks, two per host, and a rerun
 def test_two_hosts_train_one_run_by_torchruns_convention(two_hosts, tmp_path):
     states, train_dir = tmp_path / "states", tmp_path / "train"
-    # 2 x 256 frames per rank and step on rollouts of 32, as before CartPole's tuned defaults: with their 1 x 1024 on
-    # rollouts of 64, env_steps ran 1-3 steps' frames ahead of ranks x batch x policy_version on several ranks (not
-    # explained yet; one rank stays exact)
+    # 2 x 256 frames per rank and step on rollouts of 32: a step's batch is then whole messages of the rank's workers.
+    # env_steps counts a worker's message (its envs' trajectories) when it arrives (sampler/training_batches.py), and
+    # the trajectories a step does not take wait for the next: with CartPole's own 1 x 1024 on rollouts of 64 a
+    # message outgrows a 256-frame batch and env_steps runs ahead of ranks x batch x policy_version.
     command = [f"train_dir={train_dir}", "train_for_env_steps=6000", "algo.batch_size=256",
                "algo.num_batches_per_epoch=2", "algo.rollout=32",
                f"+callbacks.rank_state._target_={STATE}", f"+callbacks.rank_state.directory={states}",

@@ -37,8 +37,9 @@ def test_two_ranks_solve_cartpole_as_one_run_with_identical_learner_state(tmp_pa
     states = tmp_path / "states"
     # Each rank's batch halved: an update then learns from 2 x 512 frames, as a one-rank default run's does from
     # 1024 (README: with the default batch, half the updates per frame; 480 was reached late or not at all).
-    # Rollout 32 as before CartPole's tuned defaults: with their 64, env_steps ran 1-3 updates' frames ahead of
-    # 2 x 512 x policy_version (not explained yet; one rank stays exact)
+    # Rollout 32 as before CartPole's tuned defaults: env_steps counts a worker's message (16 envs x rollout frames) as
+    # it arrives, and the equality below holds when each step's 512 frames are whole messages (with 64, a message
+    # outgrows the batch and env_steps runs ahead: sampler/training_batches.py)
     cfg = compose_cfg(f"train_dir={tmp_path / 'train'}", "experiment=ddp", "seed=3", "hardware.devices=2",
                       "hardware.num_workers=1", "algo.batch_size=512", "algo.rollout=32",
                       f"+callbacks.rank_state._target_={STATE}", f"+callbacks.rank_state.directory={states}")
