@@ -385,8 +385,7 @@ class TrainConfig:
     train_until_avg_return: Optional[float] = None  # stop once the full stats_avg window averages this (e.g. 475)
     # what the run returns to a --multirun sweeper (hydra/sweeper=optuna maximizes it): avg_return, the final average
     # return; time_to_target, minus the training seconds until train_until_avg_return stopped the run (which needs a
-    # target), and for a run that did not reach it -(seconds + 1e6 x (1 + shortfall)), shortfall = (target - avg
-    # return) / max(|target|, 1) if > 0: below every run that reached it in under 1e6 s, and higher the closer it got
+    # target), a run that did not reach it scoring below every run that did (sf_hydra.app.objective.sweep_score)
     sweep_objective: SweepObjective = SweepObjective.avg_return
     save_every_sec: float = 120.0  # seconds between checkpoints
     keep_checkpoints: int = 2  # numbered checkpoints kept besides last.ckpt
