@@ -10,7 +10,8 @@ one config file.
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import gymnasium as gym
 from omegaconf import DictConfig, OmegaConf
@@ -68,6 +69,12 @@ class EnvFamily:
         reset yet; None lets the sampler step `num_envs` envs of `make` in gymnasium's SyncVectorEnv."""
         return None
 
+    def concurrent_make(self, env_cfg) -> bool:
+        """Whether several `make` calls for this node may run at once on threads of one process: True
+        where an env's start-up mostly waits on something outside Python (ViZDoom's engine is a process
+        of its own). The default says no: `make_envs` then creates one env after another."""
+        return False
+
 
 _FAMILIES: Dict[str, EnvFamily] = {}  # per process: the env.factory node (as yaml) -> its family
 
@@ -96,6 +103,24 @@ def make_env(env_cfg: Any, seed: Optional[int] = None, render_mode: Optional[str
     env_cfg = _as_node(env_cfg)
     env = env_family(env_cfg).make(env_cfg, seed=seed, render_mode=render_mode)
     return _wrapped(env, env_cfg)
+
+
+def make_envs(env_cfg: Any, seeds: Sequence[Optional[int]]) -> List[gym.Env]:
+    """One env per seed, in order. For a family that allows it (EnvFamily.concurrent_make) they start
+    together, on a thread each; if any fails, the others are closed and the first failure (in seed
+    order) is raised, as creating them one by one would."""
+    env_cfg = _as_node(env_cfg)
+    if len(seeds) < 2 or not env_family(env_cfg).concurrent_make(env_cfg):
+        return [make_env(env_cfg, seed=seed) for seed in seeds]
+    with ThreadPoolExecutor(max_workers=len(seeds), thread_name_prefix="make_env") as pool:
+        futures = [pool.submit(make_env, env_cfg, seed) for seed in seeds]
+    failures = [f.exception() for f in futures if f.exception() is not None]
+    if failures:
+        for f in futures:
+            if f.exception() is None:
+                f.result().close()
+        raise failures[0]
+    return [f.result() for f in futures]
 
 
 def _wrapped(env, env_cfg):

@@ -20,7 +20,7 @@ from sf_hydra.core.seal import key_path, seal, verify
 from sf_hydra.core.seeding import env_seed
 from sf_hydra.core.spaces import to_env_action
 from sf_hydra.core.trajectory import RolloutStaging
-from sf_hydra.envs import make_env
+from sf_hydra.envs import make_env, make_envs
 from sf_hydra.envs.episode_info import SHAPING_UNITS, episode_stats, game_continues
 from sf_hydra.sampler.env_groups import random_steps
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
@@ -64,7 +64,7 @@ class SingleAgentWorker(WorkerBase):
     def __init__(self, worker_id: int, settings: WorkerSettings, *args, **kwargs):
         super().__init__(worker_id, settings, *args, **kwargs)
         n = settings.layout.num_envs_per_worker
-        self.envs = [make_env(self.env_cfg, seed=env_seed(settings.seed, worker_id, i)) for i in range(n)]
+        self.envs = make_envs(self.env_cfg, [env_seed(settings.seed, worker_id, i) for i in range(n)])
         fixed = settings.seats.env_policies  # every env's, worker by worker (algo.policy_assignment=fixed)
         fixed = None if fixed is None else list(fixed[worker_id * n:(worker_id + 1) * n])
         self._init_policy(self.envs[0].observation_space, self.envs[0].action_space, [1] * n, fixed)

@@ -123,6 +123,12 @@ class DoomFamily(EnvFamily):
     def validate(self, env_cfg) -> None:
         validate_doom_config(env_cfg)
 
+    def concurrent_make(self, env_cfg) -> bool:
+        """A single-player game's engine starts in a process of its own, which the creating thread only
+        waits for. Games with bots or other players each probe for a free UDP port (envs/doom/network.py),
+        which envs started together could race for: those start one by one."""
+        return env_cfg.num_agents == 1 and env_cfg.num_bots == 0
+
     def episode_stats(self, env_cfg):
         return tuple(env_cfg.episode_stats)
 
