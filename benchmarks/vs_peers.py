@@ -38,8 +38,11 @@ Where a peer cannot run an env here the row says why (`CannotRun`).
 
 Printed: per env and system the config cited, median time to solve and env steps to solve (over the seeds that
 solved, with their range), solved runs / runs, the budget run's env steps, median launch to exit, steps/s and
-return reached, and what stopped a run or why a peer could not run. `--write-results` puts that table, with the
-machine (CPU model, cores, load) and date, between the markers of docs/results.md.
+return reached, and what stopped a run or why a peer could not run. `--write-results` merges that table into the
+marked section of docs/results.md, env by env: each env the pass ran gets its rows there under its own line of how
+they were measured (date, command, machine: CPU model, cores, load; seeds, budgets, versions), replacing that env's
+earlier block; the other envs keep the rows of the pass that last ran them, and envs no pass has run yet are one
+"not run yet" row each.
 """
 
 from __future__ import annotations
@@ -840,40 +843,95 @@ class Pass:
 
     command: str
     seeds: List[int]
-    budget: str  # the budget runs' env steps, per env
+    budget: Dict[str, int]  # the budget run's env steps (Atari, Doom: frames) per env of the pass, 0: none
     cap: float
     load_before: Tuple[float, ...] = ()
     load_after: Tuple[float, ...] = ()
     versions: Dict[str, str] = field(default_factory=dict)
 
 
-def section(p: Pass, results: List[Result], rows: List[List[str]]) -> str:
-    """The results page's section: how it was measured, on what, under what load, and the table."""
-    other = median(r.other_cpu for r in results)
+# The marked section holds one block per env, each the rows of the latest pass that measured that env under its
+# own provenance line, then one table of the envs no pass has measured yet. A pass replaces the blocks of its envs
+# and keeps the others as they were (write_results).
+ENV_MARK = re.compile(r"^<!-- vs_peers env: (.+?) -->[ \t]*$", re.M)
+NOT_RUN_MARK = "<!-- vs_peers: not run yet -->"
+
+
+def env_mark(env_id: str) -> str:
+    return f"<!-- vs_peers env: {env_id} -->"
+
+
+def env_blocks(p: Pass, results: List[Result], rows: List[List[str]]) -> Dict[str, str]:
+    """{env: its block for the results page}, one per env this pass measured: its marker and heading, how it was
+    measured, on what, under what load, and its rows of the table."""
     versions = "; ".join(f"{k}: {v}" for k, v in p.versions.items() if v)
-    return "\n".join([
-        BEGIN,
-        f"Measured {datetime.date.today().isoformat()} on {machine()} (`{p.command}`); load average (1, 5, 15 min) "
-        f"{', '.join(f'{x:.2f}' for x in p.load_before)} before and {', '.join(f'{x:.2f}' for x in p.load_after)} "
-        f"after, other processes' CPU during the runs median {fmt(other, '.2f')} cores. Seeds {p.seeds}; solve runs "
-        f"capped at {p.cap:.0f} s and each system's own step budget; budget runs (env steps; Atari, Doom: frames) "
-        f"{p.budget}. Times: "
-        "median over the seeds that solved (range), launch to exit for systems that stop themselves at the target, "
-        "launch to the output line that shows it for the others (notes). Versions: " + versions + ".",
-        "",
-        markdown(HEADERS, rows),
-        END,
-    ])
+    blocks = {}
+    for env_id in p.budget:
+        other = median(r.other_cpu for r in results if r.env_id == env_id) if any(
+            r.env_id == env_id for r in results) else None
+        blocks[env_id] = "\n".join([
+            env_mark(env_id),
+            f"### {env_id}",
+            "",
+            f"Measured {datetime.date.today().isoformat()} on {machine()} (`{p.command}`); load average (1, 5, 15 "
+            f"min) {', '.join(f'{x:.2f}' for x in p.load_before)} before and "
+            f"{', '.join(f'{x:.2f}' for x in p.load_after)} after, other processes' CPU during its runs median "
+            f"{fmt(other, '.2f')} cores. Seeds {p.seeds}; solve runs capped at {p.cap:.0f} s and each system's own "
+            f"step budget; budget run (env steps; Atari, Doom: frames) {p.budget[env_id]:,}. Times: median over the "
+            "seeds that solved (range), launch to exit for systems that stop themselves at the target, launch to "
+            "the output line that shows it for the others (notes). Versions: " + versions + ".",
+            "",
+            markdown(HEADERS, [row for row in rows if row[0] == env_id]),
+        ])
+    return blocks
 
 
-def write_results(text: str, path: Path = RESULTS) -> None:
-    """Replace the marked section of the results page (or add it, with its heading, at the end)."""
+def parse_blocks(inner: str) -> Dict[str, str]:
+    """{env: its block} from the text between the section's markers, as env_blocks wrote them (the not-run-yet
+    table is left out: section() writes it anew). A section from before the per-env blocks (one paragraph, one
+    table) gives each of its envs a block of that paragraph and its rows."""
+    inner = inner.split(NOT_RUN_MARK, 1)[0]
+    found = list(ENV_MARK.finditer(inner))
+    if found:
+        ends = [m.start() for m in found[1:]] + [len(inner)]
+        return {m.group(1): inner[m.start():end].strip("\n") for m, end in zip(found, ends)}
+    lines = inner.strip("\n").splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    if len(table) < 3:
+        return {}
+    provenance = "\n".join(line for line in lines if not line.startswith("|")).strip("\n")
+    header, rows = table[:2], table[2:]
+    blocks: Dict[str, str] = {}
+    for env_id in dict.fromkeys(row.split("|")[1].strip() for row in rows):
+        mine = [row for row in rows if row.split("|")[1].strip() == env_id]
+        if any(row.rstrip(" |").endswith("not run this round") or "| all |" in row for row in mine):
+            continue  # a placeholder row, not a measurement
+        blocks[env_id] = "\n".join([env_mark(env_id), f"### {env_id}", "", provenance, "", *header, *mine])
+    return blocks
+
+
+def section(blocks: Dict[str, str]) -> str:
+    """The results page's marked section: the envs' blocks in ENVS's order (then any other env a page still
+    holds), then a table of the envs no pass has measured yet (or that cannot run at all, and why)."""
+    order = [e for e in ENVS if e in blocks] + [e for e in blocks if e not in ENVS]
+    missing = [[e, "all", *["-"] * (len(HEADERS) - 3), ENVS[e].not_run or "not run yet"]
+               for e in ENVS if e not in blocks]
+    parts = [blocks[e] for e in order]
+    if missing:
+        parts.append("\n".join([NOT_RUN_MARK, "### Not run yet", "", markdown(HEADERS, missing)]))
+    return "\n".join([BEGIN, "\n\n".join(parts), END])
+
+
+def write_results(blocks: Dict[str, str], path: Path = RESULTS) -> None:
+    """Merge these envs' blocks into the marked section of the results page: theirs replace the blocks of the
+    same envs, the other envs' blocks stay as they were (or add the section, with its heading, at the end)."""
     page = path.read_text()
     if BEGIN in page and END in page:
         head, rest = page.split(BEGIN, 1)
-        page = head + text + rest.split(END, 1)[1]
+        inner, tail = rest.split(END, 1)
+        page = head + section({**parse_blocks(inner), **blocks}) + tail
     else:
-        page = page.rstrip("\n") + "\n\n## Against the peers (`vs_peers.py`) {#vs-peers}\n\n" + text + "\n"
+        page = page.rstrip("\n") + "\n\n## Against the peers (`vs_peers.py`) {#vs-peers}\n\n" + section(blocks) + "\n"
     path.write_text(page)
 
 
@@ -899,7 +957,8 @@ def parse_args(argv=None):
                         + ", ".join(f"{e} {spec.budget:,}" for e, spec in ENVS.items()) + ")")
     p.add_argument("--work-dir", type=Path, default=None, help="keep the runs' folders and logs here")
     p.add_argument("--write-results", nargs="?", const=RESULTS, default=None, type=Path, metavar="PAGE",
-                   help="replace the marked section of this page (default: docs/results.md) with the table")
+                   help="merge the table into the marked section of this page (default: docs/results.md): "
+                        "the envs of this pass replace their rows there, the other envs' stay")
     return p.parse_args(argv)
 
 
@@ -925,9 +984,9 @@ def configs_of(systems: Sequence[System], envs: Sequence[str]) -> Dict[Tuple[str
     return out
 
 
-def budgets_of(args) -> str:
-    """The budget runs' env steps, per env of this pass."""
-    return ", ".join(f"{e} {runs_of(ENVS[e], args.budget)[-1] or 0:,}" for e in args.envs)
+def budgets_of(args) -> Dict[str, int]:
+    """The budget run's env steps (0: none) per env of this pass."""
+    return {e: ([0] + runs_of(ENVS[e], args.budget))[-1] or 0 for e in args.envs}
 
 
 def runs_of(env: Env, budget: Optional[int]) -> List[Optional[int]]:
@@ -977,8 +1036,8 @@ def main(argv=None) -> None:
     print_table(HEADERS, rows)
     print(f"\nload average before {run.load_before}, after {run.load_after}")
     if args.write_results:
-        write_results(section(run, results, rows), args.write_results)
-        print(f"wrote the table into {args.write_results}")
+        write_results(env_blocks(run, results, rows), args.write_results)
+        print(f"merged the rows of {', '.join(args.envs)} into {args.write_results}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """benchmarks/vs_peers.py without its peers: --help, a cited config (or a reason) for every system on every env
 it runs, each system's solve and budget commands, the reading of each peer's output as it prints it (the moment
 and the env steps at which the 100-episode average reaches the target), the watching of a real process (ended at
-its target line, or at the cap), the table's medians and ranges, and the marked section of the results page."""
+its target line, or at the cap), the table's medians and ranges, and the marked section of the results page,
+merged env by env (a pass replaces the blocks of the envs it ran and keeps the others')."""
 
 from __future__ import annotations
 
@@ -286,12 +287,126 @@ def test_the_recorded_command_repeats_the_pass_without_its_folders():
     assert "--envs CartPole-v1 --systems ours sb3 --seeds 2" in vs_peers.pass_command(args)
 
 
-def test_results_section_is_replaced_between_its_markers(tmp_path):
+def _pass(command: str, envs, day_load: float) -> vs_peers.Pass:
+    return vs_peers.Pass(command, [1, 2], {e: 0 for e in envs}, 60.0, load_before=(day_load,) * 3,
+                         load_after=(day_load,) * 3, versions={"sf_hydra": "torch x"})
+
+
+def _rows(env_id: str, time: str):
+    return [[env_id, "sf_hydra", "shipped defaults", time, "10k", "2 / 2", "-", "-", "-", "-", "-"],
+            [env_id, "Stable-Baselines3 PPO (RL Zoo)", "zoo", "-", "-", "0 / 2", "-", "-", "-", "-", "cap 60 s"]]
+
+
+def _blocks(command: str, env_id: str, time: str, load: float):
+    results = [Result(env_id, "ours", 1, "solve", 1.0, other_cpu=0.25)]
+    return vs_peers.env_blocks(_pass(command, [env_id], load), results, _rows(env_id, time))
+
+
+def _section(page: Path) -> str:
+    return BEGIN + page.read_text().split(BEGIN, 1)[1].split(END, 1)[0] + END
+
+
+def _env_rows(page: Path, env_id: str):
+    return [line for line in _section(page).splitlines() if line.startswith(f"| {env_id} |")]
+
+
+def test_a_block_says_how_its_env_was_measured_and_holds_its_rows():
+    block = _blocks("python benchmarks/vs_peers.py --envs Acrobot-v1", "Acrobot-v1", "12.5 s", 1.5)["Acrobot-v1"]
+    lines = block.splitlines()
+    assert lines[:3] == ["<!-- vs_peers env: Acrobot-v1 -->", "### Acrobot-v1", ""]
+    assert lines[3].startswith("Measured ") and "(`python benchmarks/vs_peers.py --envs Acrobot-v1`)" in lines[3]
+    assert "load average (1, 5, 15 min) 1.50, 1.50, 1.50 before" in lines[3] and "median 0.25 cores" in lines[3]
+    assert "Seeds [1, 2]; solve runs capped at 60 s" in lines[3] and "Versions: sf_hydra: torch x." in lines[3]
+    assert lines[5] == "| " + " | ".join(vs_peers.HEADERS) + " |"
+    assert lines[7:] == ["| Acrobot-v1 | sf_hydra | shipped defaults | 12.5 s | 10k | 2 / 2 | - | - | - | - | - |",
+                         "| Acrobot-v1 | Stable-Baselines3 PPO (RL Zoo) | zoo | - | - | 0 / 2 | - | - | - | - "
+                         "| cap 60 s |"]
+
+
+def test_results_section_is_added_with_its_heading_where_the_page_has_no_markers(tmp_path):
     page = tmp_path / "results.md"
     page.write_text("# Results\n\n## Other\n\ntext\n")
-    write_results(f"{BEGIN}\nfirst\n{END}", page)
-    assert page.read_text().endswith(f"## Against the peers (`vs_peers.py`) {{#vs-peers}}\n\n{BEGIN}\nfirst\n{END}\n")
-    page.write_text(page.read_text() + "\n## After\n")
-    write_results(f"{BEGIN}\nsecond\n{END}", page)
+    write_results(_blocks("run A", "CartPole-v1", "9.0 s", 1.0), page)
     text = page.read_text()
-    assert "first" not in text and f"{BEGIN}\nsecond\n{END}\n\n## After\n" in text and text.count(BEGIN) == 1
+    assert text.startswith("# Results\n\n## Other\n\ntext\n\n## Against the peers (`vs_peers.py`) {#vs-peers}\n\n"
+                           f"{BEGIN}\n<!-- vs_peers env: CartPole-v1 -->\n### CartPole-v1\n")
+    assert text.endswith(f"{END}\n") and text.count(BEGIN) == 1
+    # every other env: one "not run yet" row each, in a table of its own
+    for env_id in ENVS:
+        if env_id != "CartPole-v1":
+            assert _env_rows(page, env_id) == [f"| {env_id} | all | " + "- | " * 8 + "not run yet |"]
+
+
+def test_a_pass_of_one_env_keeps_the_other_envs_rows_and_provenance(tmp_path):
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n")
+    write_results(_blocks("run A", "CartPole-v1", "9.0 s", 1.0), page)
+    cartpole = vs_peers.parse_blocks(_section(page))["CartPole-v1"]
+    page.write_text(page.read_text() + "\n## After\n\ntext after\n")
+    write_results(_blocks("run B", "Acrobot-v1", "20.0 s", 4.0), page)
+    text = page.read_text()
+    blocks = vs_peers.parse_blocks(_section(page))
+    assert list(blocks) == ["CartPole-v1", "Acrobot-v1"]  # ENVS's order
+    assert blocks["CartPole-v1"] == cartpole and "(`run A`)" in cartpole and "1.00, 1.00, 1.00 before" in cartpole
+    assert "(`run B`)" in blocks["Acrobot-v1"] and "4.00, 4.00, 4.00 before" in blocks["Acrobot-v1"]
+    assert _env_rows(page, "CartPole-v1")[0].split(" | ")[3] == "9.0 s"
+    assert _env_rows(page, "Acrobot-v1")[0].split(" | ")[3] == "20.0 s"
+    assert text.count(BEGIN) == 1 and f"{END}\n\n## After\n\ntext after\n" in text
+    assert _env_rows(page, "doom_basic")[0].endswith("| not run yet |")
+
+
+def test_rerunning_an_env_replaces_only_its_rows_and_provenance(tmp_path):
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n")
+    write_results({**_blocks("run A", "CartPole-v1", "9.0 s", 1.0), **_blocks("run A", "Acrobot-v1", "20.0 s", 1.0)},
+                  page)
+    acrobot = vs_peers.parse_blocks(_section(page))["Acrobot-v1"]
+    write_results(_blocks("run C", "CartPole-v1", "7.0 s", 2.0), page)
+    blocks = vs_peers.parse_blocks(_section(page))
+    assert blocks["Acrobot-v1"] == acrobot
+    assert "(`run C`)" in blocks["CartPole-v1"] and "(`run A`)" not in blocks["CartPole-v1"]
+    assert [row.split(" | ")[3] for row in _env_rows(page, "CartPole-v1")] == ["7.0 s", "-"]  # no row of run A left
+    assert _section(page).count("<!-- vs_peers env: CartPole-v1 -->") == 1
+
+
+def test_a_section_in_the_per_env_format_round_trips_unchanged(tmp_path):
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n")
+    write_results({**_blocks("run A", "CartPole-v1", "9.0 s", 1.0), **_blocks("run B", "doom_basic", "-", 3.0)},
+                  page)
+    before = page.read_text()
+    assert vs_peers.section(vs_peers.parse_blocks(_section(page))) == _section(page)
+    write_results({}, page)  # a merge of nothing leaves the page as it was
+    assert page.read_text() == before
+
+
+def test_a_section_from_before_the_per_env_blocks_is_split_by_env(tmp_path):
+    """The one-paragraph, one-table section the writer wrote before: each env keeps its rows and that paragraph;
+    the placeholder rows of envs it did not run become "not run yet"."""
+    header = "| " + " | ".join(vs_peers.HEADERS) + " |\n|" + "|".join("---" for _ in vs_peers.HEADERS) + "|"
+    old = (f"{BEGIN}\nMeasured then (`run old`).\n\n{header}\n| CartPole-v1 | sf_hydra | d | 9.0 s | - | 2 / 2 | - | - "
+           "| - | - | - |\n| Acrobot-v1 | sf_hydra | d | 20.0 s | - | 2 / 2 | - | - | - | - | - |\n| doom_basic | all "
+           "| - | - | - | - | - | - | - | - | not run this round (why) |\n" + END)
+    page = tmp_path / "results.md"
+    page.write_text(f"# Results\n\n{old}\n")
+    write_results(_blocks("run new", "Acrobot-v1", "15.0 s", 1.0), page)
+    blocks = vs_peers.parse_blocks(_section(page))
+    assert list(blocks) == ["CartPole-v1", "Acrobot-v1"]
+    assert "Measured then (`run old`)." in blocks["CartPole-v1"] and _env_rows(page, "CartPole-v1")[0].split(
+        " | ")[3] == "9.0 s"
+    assert [row.split(" | ")[3] for row in _env_rows(page, "Acrobot-v1")] == ["15.0 s", "-"]
+    assert _env_rows(page, "doom_basic")[0].endswith("| not run yet |")
+
+
+def test_the_results_page_holds_each_env_once_in_the_writers_format():
+    """docs/results.md as the writer reads it back: CartPole-v1 and Acrobot-v1 under their own passes' lines, the
+    rest not run yet, and nothing the writer would change."""
+    page = REPO / "docs" / "results.md"
+    blocks = vs_peers.parse_blocks(_section(page))
+    assert list(blocks) == ["CartPole-v1", "Acrobot-v1"]
+    assert "--envs CartPole-v1 --seeds 2 --first-seed 1 --cap 150 --budget 0" in blocks["CartPole-v1"]
+    assert "--envs CartPole-v1 Acrobot-v1 --seeds 2 --first-seed 1 --cap 300 --budget 100000" in blocks["Acrobot-v1"]
+    assert vs_peers.section(blocks) == _section(page)
+    for env_id in ("HalfCheetah-v5", "ALE/Pong-v5", "doom_basic"):
+        assert _env_rows(page, env_id) == [f"| {env_id} | all | " + "- | " * 8 + "not run yet |"]
+    assert all(len(row.split(" | ")) == len(vs_peers.HEADERS) for env_id in ENVS for row in _env_rows(page, env_id))
