@@ -58,18 +58,28 @@ def resnet_stage(in_ch: int, out_ch: int, blocks: int, activation: str) -> nn.Se
     return nn.Sequential(*mods, *(ResidualBlock(out_ch, activation) for _ in range(blocks)))
 
 
+class RowMajor(nn.Module):
+    """The feature maps laid out channels-first (NCHW), as the flatten after them reads them. The learner's
+    image batches are channels-last; without it the last activation's backward gets its result channels-last
+    and its gradient (from the flatten) channels-first, a mix that costs several times its forward pass. A
+    no-op for a batch already channels-first (acting)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous()
+
+
 def conv_stack(in_ch: int, architecture: str, activation: str) -> List[nn.Module]:
-    """The layers of `architecture` (a plain conv stack or a residual net), activation last."""
+    """The layers of `architecture` (a plain conv stack or a residual net), then RowMajor, activation last."""
     mods = []
     if architecture in RESNET_ARCHITECTURES:
         for out_ch, blocks in RESNET_ARCHITECTURES[architecture]:
             mods.append(resnet_stage(in_ch, out_ch, blocks, activation))
             in_ch = out_ch
-        return mods + [ACTIVATIONS[activation]()]
+        return mods + [RowMajor(), ACTIVATIONS[activation]()]
     for out_ch, kernel, stride in CONV_ARCHITECTURES[architecture]:
         mods += [nn.Conv2d(in_ch, out_ch, kernel, stride), ACTIVATIONS[activation]()]
         in_ch = out_ch
-    return mods
+    return mods[:-1] + [RowMajor(), mods[-1]]
 
 
 class ConvEncoder(nn.Module):
