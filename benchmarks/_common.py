@@ -179,6 +179,9 @@ class ProcessRun:
     # exact; less noisy than any wall-clock figure on a shared machine
     cpu_seconds: float = 0.0
     root_cpu_seconds: float = 0.0  # the command's own process (train.py: the learner's), at its last poll
+    # the tree's processes that run no Python interpreter (env engines of their own, as ViZDoom's), at their last
+    # polls: of cpu_seconds, what the envs' simulation costs apart from the workers driving them
+    engine_cpu_seconds: float = 0.0
 
     @property
     def wall_seconds(self) -> float:
@@ -197,6 +200,7 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
                                 env=env, start_new_session=True)
         seen: Dict[int, psutil.Process] = {}
         cpu: Dict[int, float] = {}  # last CPU seconds seen per process of the tree
+        engines: set = set()  # pids of the tree's processes that run no Python interpreter
         peak_rss = peak_pss = peak_procs = 0
         try:
             while proc.poll() is None and time.time() - start < timeout:
@@ -204,6 +208,7 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
                 seen.update(procs)
                 mem = [_memory_bytes(p) for p in procs.values()]
                 cpu.update({pid: _cpu_seconds(p) for pid, p in procs.items()})
+                engines.update(pid for pid, p in procs.items() if pid != proc.pid and not _runs_python(p))
                 peak_rss = max(peak_rss, sum(m[0] for m in mem))
                 peak_pss = max(peak_pss, sum(m[1] for m in mem))
                 peak_procs = max(peak_procs, len(procs))
@@ -219,7 +224,16 @@ def run_tree(cmd: Sequence[str], log_path: Path, cwd: Path, env: Optional[dict] 
             proc.wait()
     other_cpu = max(0.0, other_seconds / max(end - start, 1e-9))
     return ProcessRun(returncode, start, end, peak_rss / 2**20, peak_pss / 2**20, peak_procs, other_cpu,
-                      _children_cpu_seconds() - children_before, cpu.get(proc.pid, 0.0))
+                      _children_cpu_seconds() - children_before, cpu.get(proc.pid, 0.0),
+                      sum(cpu.get(pid, 0.0) for pid in engines))
+
+
+def _runs_python(proc: psutil.Process) -> bool:
+    """Whether a process runs a Python interpreter (its executable's name starts with `python`)."""
+    try:
+        return Path(proc.exe() or proc.name()).name.startswith("python")
+    except psutil.Error:
+        return True  # gone or unreadable: not counted as an engine
 
 
 def add_run_arguments(parser, timeout: float) -> None:

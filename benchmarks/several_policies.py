@@ -18,9 +18,10 @@ Printed per policy count, medians over the repeats:
   non-zero step count over the time between them (start-up excluded), as throughput.py;
 - peak RSS / PSS MB: the whole process tree (learner, rollout workers, env processes),
   sampled every second;
-- CPU ms / kframe: CPU seconds (user + system) of the learner's process (train.py) and of the
-  rest of the tree (rollout workers, env processes) per 1,000 frames, start-up included: on a
-  shared machine this moves far less than any wall-clock figure;
+- CPU ms / kframe: CPU seconds (user + system) per 1,000 frames, start-up included, of the learner's
+  process (train.py), of the rollout workers (the rest of the tree's Python processes) and of the env
+  engines (the tree's processes that run no Python, such as ViZDoom's): on a shared machine this moves
+  far less than any wall-clock figure;
 - waits: the share of the session the learner waited for data, and of the workers' time they
   waited for free slots (summary.json's profile);
 - ratio: FPS (wall) and steady FPS against the same system's runs of the first policy count;
@@ -97,7 +98,8 @@ def run_once(repo: Path, overrides, n: int, env_steps: int, work: Path, name: st
             "steady": steady_fps(read_tb_scalars(work / name, "perf/env_steps")),
             "rss": run.peak_rss_mb, "pss": run.peak_pss_mb, "other": max(busy, run.other_cpu),
             "learner_cpu": per_kframe(run.root_cpu_seconds, frames),
-            "workers_cpu": per_kframe(run.cpu_seconds - run.root_cpu_seconds, frames), "exit": run.returncode}
+            "workers_cpu": per_kframe(run.cpu_seconds - run.root_cpu_seconds - run.engine_cpu_seconds, frames),
+            "engines_cpu": per_kframe(run.engine_cpu_seconds, frames), "exit": run.returncode}
 
 
 def waits(profile: dict) -> dict:
@@ -111,7 +113,8 @@ def waits(profile: dict) -> dict:
 def print_run(label: str, row: dict) -> None:
     print(f"{label}: frames {fmt(row['frames'])}  wall {row['wall']:.1f} s  FPS {fmt(row['fps'])}  "
           f"steady {fmt(row['steady'])}  peak RSS {row['rss']:,.0f} MB  "
-          f"CPU ms/kframe learner {fmt(row['learner_cpu'], '.1f')} workers {fmt(row['workers_cpu'], '.1f')}  "
+          f"CPU ms/kframe learner {fmt(row['learner_cpu'], '.1f')} workers {fmt(row['workers_cpu'], '.1f')} "
+          f"env engines {fmt(row['engines_cpu'], '.1f')}  "
           f"waits: learner {fmt(row['learner_wait'], '.0%')} workers for slots {fmt(row['slots_wait'], '.0%')}  "
           f"last average return per policy {' / '.join(fmt(r, '.1f') for r in row['returns'])}  "
           f"other CPU {row['other']:.2f} cores  exit {row['exit']}", flush=True)
@@ -131,12 +134,14 @@ def print_results(title: str, results: dict, policies) -> None:
                      fmt(median(r["rss"] for r in runs)), fmt(median(r["pss"] for r in runs)),
                      fmt(median(r["learner_cpu"] for r in runs), ".1f"),
                      fmt(median(r["workers_cpu"] for r in runs), ".1f"),
+                     fmt(median(r["engines_cpu"] for r in runs), ".1f"),
                      fmt(median(r["learner_wait"] for r in runs), ".0%"),
                      fmt(median(r["slots_wait"] for r in runs), ".0%")])
     print(title)
     print_table(["", "frames", "wall s", "FPS (wall) per run", "FPS (wall)", "steady FPS per run", "steady FPS",
                  "ratio (wall)", "ratio (steady)", "peak RSS MB", "peak PSS MB",
-                 "learner CPU ms/kframe", "workers CPU ms/kframe", "learner waits", "workers wait for slots"], rows)
+                 "learner CPU ms/kframe", "workers CPU ms/kframe", "env engines CPU ms/kframe",
+                 "learner waits", "workers wait for slots"], rows)
 
 
 def main() -> None:
