@@ -63,7 +63,9 @@ def test_preempted_job_is_requeued_and_resumes_its_run(sweep):
     budget = 60000
     # With a 10-minute limit, submitit takes any USR2 as "near the time limit" (its timeout
     # path: requeue while max_num_timeout allows); Slurm itself would send it at 8 minutes.
-    sweep.start("seed=1", f"train_for_env_steps={budget}", "keep_checkpoints=10", "hydra.launcher.timeout_min=10")
+    # No early stop: CartPole's tuned defaults can reach 450 before the budget, and the budget is what is checked.
+    sweep.start("seed=1", f"train_for_env_steps={budget}", "train_until_avg_return=null", "keep_checkpoints=10",
+                "hydra.launcher.timeout_min=10")
     run_dir = sweep.dir / "run"
     train_log = run_dir / "train.log"
     wait_until(lambda: train_log.exists() and any(n >= 3000 for n in logged_steps(train_log.read_text())),
