@@ -118,7 +118,10 @@ def make_envs(env_cfg: Any, seeds: Sequence[Optional[int]]) -> List[gym.Env]:
     if failures:
         for f in futures:
             if f.exception() is None:
-                f.result().close()
+                try:
+                    f.result().close()
+                except Exception:  # noqa: BLE001 - the first failure is the one to report
+                    pass
         raise failures[0]
     return [f.result() for f in futures]
 
