@@ -4,6 +4,7 @@ inference server, the evaluation process) builds from it the network the learner
 (plain YAML, as Policy.load reads it) gives the same recipe as the composed config."""
 
 import dataclasses
+import hashlib
 import multiprocessing
 import pickle
 
@@ -24,11 +25,19 @@ OVERRIDES = ("env=doom/basic", "model.rnn_size=16", "algo.normalize_input_keys=[
 
 
 def _built(recipe) -> dict:
-    """What a network built from `recipe` (from one seed) holds: each tensor's sum, and the numbers it records
-    per step of the behaviour distribution."""
-    torch.manual_seed(5)
-    model = build_model(recipe, OBS, ACTIONS)
-    return {**{k: v.sum().item() for k, v in model.state_dict().items()}, "params": model.action_dist_params_size}
+    """What a network built from `recipe` (from one seed) holds: each tensor's bytes (a digest: exact, whatever
+    thread count a sum would reduce with in each process), and the numbers it records per step of the behaviour
+    distribution."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as every process of a run (hardware.torch_threads): orthogonal init's QR follows it
+    try:
+        torch.manual_seed(5)
+        model = build_model(recipe, OBS, ACTIONS)
+    finally:
+        torch.set_num_threads(threads)
+    digests = {k: hashlib.sha256(v.detach().contiguous().numpy().tobytes()).hexdigest()
+               for k, v in model.state_dict().items()}
+    return {**digests, "params": model.action_dist_params_size}
 
 
 def test_the_recipe_holds_the_typed_model_node_and_plain_values(tmp_cfg):
