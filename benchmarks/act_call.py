@@ -79,6 +79,7 @@ def gumbel_sample(logits):
 
 
 def components(worker, rows: int):
+    import contextlib
     import copy
 
     import numpy as np
@@ -90,10 +91,14 @@ def components(worker, rows: int):
     split = slice(0, rows)
     obs = {k: torch.from_numpy(v[split]) for k, v in worker.obs.items()}
     rnn = worker.rnn[split] if model.core is not None else None
-    inputs = model._inputs(obs)
-    x, _ = ac._tower_step(model.encoder, model.core, model.decoder, inputs, rnn)
-    logits = model.action_head.linear(x) if hasattr(model.action_head, "linear") else None
-    out = model.act(obs, rnn)
+    # as the worker acts: under its autocast (hardware.acting_precision bf16), the heads on float32 features
+    acting = getattr(worker, "autocast", None) or contextlib.nullcontext()
+    with acting:
+        inputs = model._inputs(obs)
+        x, _ = ac._tower_step(model.encoder, model.core, model.decoder, inputs, rnn)
+        x = x.float()
+        logits = model.action_head.linear(x) if hasattr(model.action_head, "linear") else None
+        out = model.act(obs, rnn)
 
     def worker_step():
         o, r, out, p = worker._act(split)
@@ -104,21 +109,21 @@ def components(worker, rows: int):
 
     def timed_under(fn):
         def call():
-            with torch.no_grad():
+            with torch.no_grad(), acting:
                 fn()
         return call
 
     got = {
         "worker step": worker_step,
         "_act": lambda: worker._act(split),
-        "model.act": lambda: model.act(obs, rnn),
+        "model.act": timed_under(lambda: model.act(obs, rnn)),
         "preprocess": timed_under(lambda: model._inputs(obs)),
         "tower": timed_under(lambda: ac._tower_step(model.encoder, model.core, model.decoder, inputs, rnn)),
         "value head": timed_under(lambda: model.value_head(x).squeeze(-1)),
         "record + write": record_write,
     }
     if hasattr(worker, "policies_act"):  # absent before FusedPolicies (run with an older checkout's src)
-        got["policies_act (1 policy)"] = lambda: worker.policies_act(obs, rnn, None)
+        got["policies_act (1 policy)"] = timed_under(lambda: worker.policies_act(obs, rnn, None))
     if logits is not None:
         got["head logits"] = timed_under(lambda: model.action_head.linear(x))
         got["sample (multinomial)"] = timed_under(lambda: base_sample(logits))
@@ -127,7 +132,7 @@ def components(worker, rows: int):
     other = copy.deepcopy(model)
     models = [model, other]
     policies = np.arange(rows) % 2
-    got["2 policies (act_per_policy)"] = lambda: ac.act_per_policy(models, obs, rnn, policies)
+    got["2 policies (act_per_policy)"] = timed_under(lambda: ac.act_per_policy(models, obs, rnn, policies))
     if hasattr(ac, "FusedPolicies") and ac.FusedPolicies.supports(models):
         fused = ac.FusedPolicies(models)
         got["2 policies (fused)"] = lambda: fused.act(obs, rnn, policies)

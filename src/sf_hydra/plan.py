@@ -112,6 +112,15 @@ def resolved_learner_bf16(precision: str, device: str, obs_space: gym.Space) -> 
     return has_images and device == "cpu" and native_bf16(device)
 
 
+def resolved_acting_bf16(acting: str, learner_bf16: bool, precision: str) -> bool:
+    """hardware.acting_precision with auto resolved: the acting copies' towers in bf16 wherever the learner's
+    forward passes are (`learner_bf16`: resolved_learner_bf16, or hardware.precision bf16-mixed), so behaviour
+    log-probs come from the arithmetic the learner's own come from; fp32 elsewhere."""
+    if acting != "auto":
+        return acting == "bf16"
+    return learner_bf16 or precision == "bf16-mixed"
+
+
 def slots_per_worker(algo, num_workers: int, rows_per_worker: int, agent_rows: bool) -> int:
     """Enough slots for the rows being filled plus `num_batches_to_accumulate` iterations
     waiting for the learner; beyond that the workers block (back-pressure). With several
@@ -151,14 +160,16 @@ def slot_layout(cfg, num_agents: Optional[int]) -> Slots:
     return Slots(hw.num_workers, rows, slots_per_worker(cfg.algo, hw.num_workers, rows, agent_rows), agent_rows)
 
 
-def sampler_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe) -> SamplerSettings:
+def sampler_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe,
+                     learner_bf16: bool = False) -> SamplerSettings:
+    """learner_bf16: whether the learner's forward passes are bf16 (resolved_learner_bf16), which acting follows."""
     hw = cfg.hardware
     servers = hw.inference_workers if str(hw.inference) == "server" else 0
     shaping = 2 * len(reward_shaping(cfg.env)) if cfg.pbt.with_pbt else 0
     return SamplerSettings(
         slots=slot_layout(cfg, num_agents), shaping_size=shaping, serial=bool(hw.serial_mode),
         inference_servers=servers, worker_start_timeout_sec=hw.worker_start_timeout_sec,
-        workers=worker_settings(cfg, num_agents, recipe),
+        workers=worker_settings(cfg, num_agents, recipe, learner_bf16),
     )
 
 
@@ -177,9 +188,10 @@ def fixed_env_policies(cfg, num_agents: Optional[int]) -> Optional[Tuple[int, ..
     return env_policies(hw.num_workers, hw.num_envs_per_worker, n)
 
 
-def worker_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe) -> WorkerSettings:
+def worker_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe, learner_bf16: bool = False) -> WorkerSettings:
     """num_agents: the env's agent count (None: a single-agent env); recipe: what the workers' policy copies are
-    built from (the run's one ModelRecipe)."""
+    built from (the run's one ModelRecipe); learner_bf16: the learner's forward precision, which acting follows
+    under hardware.acting_precision=auto."""
     algo, hw = cfg.algo, cfg.hardware
     return WorkerSettings(
         seed=None if cfg.seed is None else int(cfg.seed), rollout=algo.rollout, num_policies=algo.num_policies,
@@ -192,7 +204,8 @@ def worker_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe) -> Work
             force_envs_single_thread=bool(hw.force_envs_single_thread),
             decorrelate_experience_max_seconds=float(hw.decorrelate_experience_max_seconds)),
         acting=ActingSettings(
-            model=recipe, bf16=str(hw.precision) == "bf16-mixed", inference_device=str(hw.inference_device),
+            model=recipe, bf16=resolved_acting_bf16(str(hw.acting_precision), learner_bf16, str(hw.precision)),
+            inference_device=str(hw.inference_device),
             inference_cuda_graphs=bool(hw.inference_cuda_graphs)),
         seats=SeatSettings(mix_policies_in_one_env=bool(cfg.pbt.mix_policies_in_one_env),
                            pool_size=cfg.selfplay.pool_size, latest_prob=float(cfg.selfplay.latest_prob),
@@ -218,14 +231,14 @@ def batch_settings(cfg) -> BatchSettings:
     )
 
 
-def learner_settings(cfg, obs_space: gym.Space) -> LearnerSettings:
+def learner_settings(cfg, obs_space: gym.Space, bf16: bool) -> LearnerSettings:
+    """bf16: the learner's forward passes in bf16 (resolved_learner_bf16)."""
     algo: AlgoConfig = OmegaConf.to_object(cfg.algo) if OmegaConf.is_config(cfg.algo) else cfg.algo
     recurrence = resolved_recurrence(algo, cfg.model.use_rnn)
     shaping = reward_shaping(cfg.env) if cfg.pbt.with_pbt else {}
     hyperparams = [{**initial_hyperparams(algo), **shaping_hyperparams(shaping)} for _ in range(algo.num_policies)]
     for k, overrides in initial_overrides(cfg).items():
         hyperparams[k].update(overrides)
-    bf16 = resolved_learner_bf16(str(cfg.hardware.learner_precision), str(cfg.hardware.device), obs_space)
     return LearnerSettings(
         algo=algo, recurrence=recurrence,
         micro_batch=resolved_micro_batch(cfg.hardware.learner_micro_batch, recurrence, str(cfg.hardware.device),
@@ -242,13 +255,15 @@ def plan_run(cfg, env) -> RunPlan:
     (sampler/env_info.py EnvInfo). Builds the `algo.num_policies` initial models from the current
     random state (seed it first): the learner trains these modules."""
     recipe = model_recipe(cfg)
+    learner_bf16 = resolved_learner_bf16(str(cfg.hardware.learner_precision), str(cfg.hardware.device),
+                                         env.observation_space)
     policies = tuple(build_model(recipe, env.observation_space, env.action_space) for _ in range(cfg.algo.num_policies))
     spec = model_trajectory_spec(env.observation_space, env.action_space, policies[0], cfg.algo.num_policies)
     return RunPlan(
         spaces=Spaces(env.observation_space, env.action_space, env.num_agents), spec=spec,
         initial_policies=policies, statistics=tuple(episode_stats(cfg.env)), learner_device=str(cfg.hardware.device),
-        sampler=sampler_settings(cfg, env.num_agents, recipe), batches=batch_settings(cfg),
-        learner=learner_settings(cfg, env.observation_space),
+        sampler=sampler_settings(cfg, env.num_agents, recipe, learner_bf16), batches=batch_settings(cfg),
+        learner=learner_settings(cfg, env.observation_space, learner_bf16),
     )
 
 

@@ -105,6 +105,15 @@ class LearnerPrecision(Choice):
     bf16 = "bf16"
 
 
+class ActingPrecision(Choice):
+    """The towers of the policy copies that act (hardware.acting_precision): weights in bfloat16 or float32;
+    the heads and what acting returns always in float32. auto: plan.py resolved_acting_bf16."""
+
+    auto = "auto"
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
 class ConvArchitecture(Choice):
     """Conv stacks of sf_hydra.models.encoders.CONV_ARCHITECTURES and RESNET_ARCHITECTURES."""
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING, OmegaConf
 
 from sf_hydra.config.choices import (
+    ActingPrecision,
     CheckpointKind,
     ConvArchitecture,
     Device,
@@ -189,14 +190,19 @@ class HardwareConfig:
     # family offers (gym: envpool); the family's list is the choice (sampler/vector_envs.py)
     vector_backend: str = "auto"
     torch_threads: int = 1  # per process; more threads are far slower for small nets
-    # Lightning's names: bf16-mixed autocasts the learner's whole training step (losses included) and the
-    # workers' acting; learner_precision below is the narrower default (forward passes only, acting in fp32)
+    # Lightning's names: bf16-mixed autocasts the learner's whole training step (losses included), and acting
+    # follows it (acting_precision=auto); learner_precision below is the narrower default (forward passes only)
     precision: Precision = Precision["32-true"]
-    # The learner's forward passes in bfloat16 autocast (losses, advantages, optimizer in float32), acting
-    # unchanged (with precision=bf16-mixed both apply): auto = bf16 for image observations on a CPU with
+    # The learner's forward passes in bfloat16 autocast (losses, advantages, optimizer in float32; with
+    # precision=bf16-mixed both apply): auto = bf16 for image observations on a CPU with
     # native bf16 (AVX512-BF16 / AMX), where it costs less CPU per update, else fp32
     # (docs/results.md, "The learner's step")
     learner_precision: LearnerPrecision = LearnerPrecision.auto
+    # The acting copies' towers (encoder, core, decoder) with bfloat16 weights, rounded once per weight copy,
+    # under bf16 autocast (heads, normalizer and log-probs in float32): auto = bf16 wherever the learner's
+    # forward is bf16 (learner_precision resolved to bf16, or precision=bf16-mixed), so acting computes as the
+    # learner does, else fp32 (docs/results.md, "Acting in bf16")
+    acting_precision: ActingPrecision = ActingPrecision.auto
     # torch.compile of the learner's forward pass (each policy's `evaluate`; the backward follows): less CPU
     # per update once compiled, at a compile cost of seconds to a minute at the run's start and at a new
     # minibatch shape (benchmarks/README.md "Learner update")

@@ -99,8 +99,8 @@ class FusedPolicies:
     The models' parameters become views into the stacked tensors (their values kept), so weights
     copied into a model in place (PolicyStore.load_into) act at once, with nothing to refresh.
     `supports` says which models qualify: the default ActorCritic class itself, no RNN core, one
-    tower, observation keys each encoded by an MLP, no input normalization (its statistics are per
-    policy), a categorical action head; and at most MAX_POLICIES of them (every row goes through
+    tower in float32 (not act_in_bf16), observation keys each encoded by an MLP, no input normalization (its
+    statistics are per policy), a categorical action head; and at most MAX_POLICIES of them (every row goes through
     every policy)."""
 
     MAX_POLICIES = 4
@@ -113,7 +113,8 @@ class FusedPolicies:
         if not 1 <= len(models) <= cls.MAX_POLICIES:
             return False
         for m in models:
-            if type(m) is not ActorCritic or m.core is not None or m.separate_critic or len(m.preprocess.norms):
+            if type(m) is not ActorCritic or m.core is not None or m.separate_critic or len(m.preprocess.norms) \
+                    or m.tower_bf16:
                 return False
             if type(m.encoder) is not MultiKeyEncoder or type(m.action_head) is not CategoricalHead:
                 return False
@@ -283,6 +284,7 @@ class ActorCritic(nn.Module):
         # The behaviour distribution's parameters are recorded only for a loss that reads them.
         self.action_dist_params_size = action_dist_params_size(self.action_head, recipe.kl_loss_coeff)
         self._initialize(model_cfg.policy_initialization, model_cfg.policy_init_gain, model_cfg.action_head_init_gain)
+        self.tower_bf16 = False  # act_in_bf16: towers' weights in bfloat16 (a copy that acts, never one that learns)
 
     @property
     def separate_critic(self) -> bool:
@@ -313,6 +315,23 @@ class ActorCritic(nn.Module):
         for m in self.action_head.modules():
             if isinstance(m, nn.Linear):
                 nn.init.orthogonal_(m.weight, gain=head_gain)
+
+    def towers(self) -> List[nn.Module]:
+        """The encoder, core and decoder of the actor's tower and, without shared weights, of the critic's."""
+        parts = [self.encoder, self.core, self.decoder, self.critic_encoder, self.critic_core, self.critic_decoder]
+        return [p for p in parts if p is not None]
+
+    def act_in_bf16(self) -> "ActorCritic":
+        """Makes this copy act with its towers' weights in bfloat16 (hardware.acting_precision): the weights
+        copied into it later (PolicyStore.load_into) are rounded once per copy, not at every call as autocast
+        would round them, and a worker's forward reads half the bytes. Acting runs under bfloat16 autocast
+        (the images are scaled straight to bfloat16); the observation normalizer, the heads and what act
+        returns stay float32: the behaviour log-probs are computed from float32 logits. Only for a copy that
+        acts: its weights are no longer the learner's exact values."""
+        for tower in self.towers():
+            tower.to(torch.bfloat16)
+        self.tower_bf16 = True
+        return self
 
     def _inputs(self, obs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """The preprocessed observations the encoders read (the action mask left out)."""
@@ -347,6 +366,10 @@ class ActorCritic(nn.Module):
             v, critic_state = _tower_step(self.critic_encoder, self.critic_core, self.critic_decoder, inputs,
                                           critic_state)
             rnn_states = None if actor_state is None else torch.cat([actor_state, critic_state], dim=-1)
+        if self.tower_bf16:  # the heads in float32 on the towers' features
+            with torch.autocast(x.device.type, enabled=False):
+                x, v = x.float(), v.float()
+                return self._distribution(x, obs), self.value_head(v).squeeze(-1), rnn_states
         return self._distribution(x, obs), self.value_head(v).squeeze(-1), rnn_states
 
     @torch.no_grad()
@@ -443,6 +466,16 @@ def check_model_for_env(cfg, obs_space: gym.Space, action_space: gym.Space) -> N
     shapes = obs_shapes(obs_space)
     check_normalize_input_keys(cfg.algo.normalize_input_keys, [k for k in shapes if k != ACTION_MASK])
     check_action_mask(shapes, action_space, str(cfg.env.id))
+
+
+def acting_copy(model: nn.Module, bf16: bool) -> nn.Module:
+    """A freshly built model made into a copy that acts (a rollout worker's, an inference server's): in eval mode
+    and, with `bf16` (hardware.acting_precision resolved), its towers in bfloat16 (ActorCritic.act_in_bf16; a
+    model class without that method acts under bf16 autocast with its weights as they are)."""
+    model.eval()
+    if bf16 and hasattr(model, "act_in_bf16"):
+        model.act_in_bf16()
+    return model
 
 
 def build_model(recipe: ModelRecipe, obs_space: gym.Space, action_space: gym.Space) -> ActorCritic:

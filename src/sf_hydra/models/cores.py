@@ -27,9 +27,15 @@ class RnnCore(nn.Module):
         return s.permute(2, 0, 1, 3).reshape(s.shape[2], -1)
 
     def step(self, x: torch.Tensor, state: torch.Tensor):
-        """One time step for a batch: x [B, F], state [B, S]."""
-        out, new = self.rnn(x.unsqueeze(0), self._unflatten(state))
-        return out.squeeze(0), self._flatten(new)
+        """One time step for a batch: x [B, F], state [B, S]. In a core whose weights are bfloat16 (acting,
+        ActorCritic.act_in_bf16) x and the state are cast to them and the new state comes back in the
+        state's own dtype, so what the sampler stores keeps its precision between steps."""
+        weights = self.rnn.weight_ih_l0.dtype
+        if x.dtype == weights and state.dtype == weights:
+            out, new = self.rnn(x.unsqueeze(0), self._unflatten(state))
+            return out.squeeze(0), self._flatten(new)
+        out, new = self.rnn(x.to(weights).unsqueeze(0), self._unflatten(state.to(weights)))
+        return out.squeeze(0), self._flatten(new).to(state.dtype)
 
     def unroll(self, x: torch.Tensor, state: torch.Tensor, dones: torch.Tensor):
         """x [B, T, F], first state [B, S], dones [B, T] (episode ended after step t):

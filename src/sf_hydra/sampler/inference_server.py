@@ -34,7 +34,7 @@ from multiprocess.connection import wait
 from sf_hydra.core.seeding import INFERENCE_SERVER, seed_process
 from sf_hydra.core.spaces import obs_specs
 from sf_hydra.core.trajectory import TrajectorySpec
-from sf_hydra.models.actor_critic import StepOutput, build_model, policies_act
+from sf_hydra.models.actor_critic import StepOutput, acting_copy, build_model, policies_act
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.graphed_act import BucketedAct, record_cuda_graph
 from sf_hydra.sampler.messages import ServerFailed
@@ -205,7 +205,8 @@ class InferenceServer:
         self.control_wait = control_wait
         acting = settings.acting
         self.device = torch.device(acting.inference_device)
-        self.models = [build_model(acting.model, obs_space, action_space).eval().to(self.device) for _ in stores]
+        self.models = [acting_copy(build_model(acting.model, obs_space, action_space).to(self.device), acting.bf16)
+                       for _ in stores]
         self.policies_act = policies_act(self.models)  # before the first load: views into stacked weights
         if acting.inference_cuda_graphs and self.device.type == "cuda":
             rows = sum(len(ch.policies) for ch in channels.values())  # the most rows one batch can hold

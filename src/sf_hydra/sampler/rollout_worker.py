@@ -30,7 +30,7 @@ from sf_hydra.core.faults import Fault
 from sf_hydra.core.seeding import ROLLOUT_WORKER, env_seed, seed_process
 from sf_hydra.core.spaces import obs_specs
 from sf_hydra.core.trajectory import TrajectoryBuffers, obs_field_name
-from sf_hydra.models.actor_critic import build_model, policies_act
+from sf_hydra.models.actor_critic import acting_copy, build_model, policies_act
 from sf_hydra.sampler import mp
 from sf_hydra.sampler.episode_tracker import EpisodeTracker
 from sf_hydra.sampler.inference_server import InferenceClient
@@ -136,12 +136,13 @@ class WorkerBase:
         """A model per store (trained policies, then snapshots) and the rows' policy mapping (`fixed`: each
         row's policy for the whole run; None: drawn per episode)."""
         self.obs_space, self.action_space = obs_space, action_space
-        self.models = [build_model(self.settings.acting.model, obs_space, action_space).eval() for _ in self.stores]
+        self.models = [acting_copy(build_model(self.settings.acting.model, obs_space, action_space),
+                                   self.settings.acting.bf16) for _ in self.stores]
         self.model = self.models[0]
         # Rows of several policies: one fused forward where the models allow it (their weights then live in
         # stacked tensors that load_into fills in place).
         self.policies_act = policies_act(self.models)
-        # Acting in the learner's precision keeps behaviour log-probs comparable with its own.
+        # Acting in the learner's precision keeps behaviour log-probs comparable with its own (acting_copy).
         self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.settings.acting.bf16)
         if self.channel is None:
             self.versions = np.array([store.load_into(m) for store, m in zip(self.stores, self.models)], np.int64)

@@ -87,7 +87,9 @@ class ActingSettings:
     precision and on which device."""
 
     model: ModelRecipe
-    bf16: bool  # act in bfloat16 autocast, as the learner computes (hardware.precision=bf16-mixed)
+    # the towers' weights in bfloat16, acting under bf16 autocast (ActorCritic.act_in_bf16): as the learner's
+    # forward computes (hardware.acting_precision, plan.resolved_acting_bf16)
+    bf16: bool
     inference_device: str
     inference_cuda_graphs: bool = False  # an inference server on CUDA replays its policy step as CUDA graphs
 
