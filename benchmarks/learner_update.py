@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, fmt, print_table  # noqa: E402
 
 
-def random_batch(spec, rows: int, rollout: int, obs_space, action_space, seed: int = 0):
+def random_batch(spec, rows: int, rollout: int, obs_space, action_space, seed: int = 0, done_rate: float = 0.03):
     """A [rows, rollout] training batch of every spec field: observations in the space's range,
-    valid actions, behaviour log-probs near a uniform policy's, ~3% episode ends, a few time-outs."""
+    valid actions, behaviour log-probs near a uniform policy's, `done_rate` of the steps episode ends (3%: episodes of
+    ~33 steps; Doom basic's trained agent ends one in ~7 steps), a few time-outs."""
     import gymnasium as gym
     import torch
 
@@ -58,7 +59,7 @@ def random_batch(spec, rows: int, rollout: int, obs_space, action_space, seed: i
         elif name == "log_probs":
             batch[name] = torch.full(shape, -1.0) + 0.1 * torch.randn(shape, generator=g)
         elif name == "dones":
-            batch[name] = (torch.rand(shape, generator=g) < 0.03).float()
+            batch[name] = (torch.rand(shape, generator=g) < done_rate).float()
         elif name == "time_outs":
             batch[name] = (torch.rand(shape, generator=g) < 0.005).float() * batch.get("dones", 1.0)
         elif field.dtype.is_floating_point:
@@ -102,7 +103,8 @@ def child(args) -> None:
     learner.on_train_start()  # as fit starts training (the choices it makes for the loop, learner/ppo_learner.py)
     rollout = int(cfg.algo.rollout)
     rows = int(cfg.algo.batch_size) * int(cfg.algo.num_batches_per_epoch) // rollout
-    batch = random_batch(plan.spec, rows, rollout, info.observation_space, info.action_space)
+    batch = random_batch(plan.spec, rows, rollout, info.observation_space, info.action_space,
+                         done_rate=args.done_rate)
     if "+channels_last" in flags:
         learner.to(memory_format=torch.channels_last)
     compile_s = None
@@ -174,6 +176,7 @@ def main(argv: List[str]) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=10, help="timed iterations per child")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--done-rate", type=float, default=0.03, help="the batch's fraction of steps that end an episode")
     p.add_argument("--advantages", action="store_true", help="GAE / V-trace alone, loop vs scan")
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -196,6 +199,7 @@ def main(argv: List[str]) -> None:
     for rep in range(args.repeats):
         for name, src, flags, overrides in parsed:
             cmd = [sys.executable, __file__, "--child", "--env", args.env, "--steps", str(args.steps),
+                   "--done-rate", str(args.done_rate),
                    "--warmup", str(args.warmup), "--flags", flags, "--", *overrides]
             env = {**__import__("os").environ, "PYTHONPATH": f"{src}:{REPO}"}
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from sf_hydra.models.gru_sequence import gru_chunk
+
 
 class RnnCore(nn.Module):
     def __init__(self, in_size: int, rnn_type: str, size: int, num_layers: int):
@@ -43,7 +45,11 @@ class RnnCore(nn.Module):
 
         The time axis is cut only after the steps where some row is done; each stretch in
         between runs as one fused RNN call over all rows (far cheaper than a call per step,
-        and the same function: the reset is a multiplication of the state at the cut)."""
+        and the same function: the reset is a multiplication of the state at the cut). A one-layer GRU on the
+        CPU runs models/gru_sequence.py instead: with a reset at most steps (short episodes) the cuts leave
+        one-step calls, where it keeps the input projection and the weight gradient whole-chunk products."""
+        if not self.is_lstm and self.num_layers == 1 and x.device.type == "cpu":
+            return gru_chunk(self.rnn, x, state, dones)
         xs = x.transpose(0, 1)
         cuts = torch.nonzero(dones[:, :-1].any(dim=0)).flatten().add(1).tolist()
         h, outs, start = self._unflatten(state), [], 0
