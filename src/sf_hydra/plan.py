@@ -160,8 +160,7 @@ def slot_layout(cfg, num_agents: Optional[int]) -> Slots:
     return Slots(hw.num_workers, rows, slots_per_worker(cfg.algo, hw.num_workers, rows, agent_rows), agent_rows)
 
 
-def sampler_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe,
-                     learner_bf16: bool = False) -> SamplerSettings:
+def sampler_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe, learner_bf16: bool) -> SamplerSettings:
     """learner_bf16: whether the learner's forward passes are bf16 (resolved_learner_bf16), which acting follows."""
     hw = cfg.hardware
     servers = hw.inference_workers if str(hw.inference) == "server" else 0
@@ -188,7 +187,7 @@ def fixed_env_policies(cfg, num_agents: Optional[int]) -> Optional[Tuple[int, ..
     return env_policies(hw.num_workers, hw.num_envs_per_worker, n)
 
 
-def worker_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe, learner_bf16: bool = False) -> WorkerSettings:
+def worker_settings(cfg, num_agents: Optional[int], recipe: ModelRecipe, learner_bf16: bool) -> WorkerSettings:
     """num_agents: the env's agent count (None: a single-agent env); recipe: what the workers' policy copies are
     built from (the run's one ModelRecipe); learner_bf16: the learner's forward precision, which acting follows
     under hardware.acting_precision=auto."""

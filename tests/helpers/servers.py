@@ -32,6 +32,6 @@ def server_and_channel(cfg, rows: int, policies: int = 1):
     for t in channel.obs.values():
         t.copy_(torch.randn(t.shape) if t.is_floating_point() else torch.randint(0, 255, t.shape).to(t.dtype))
     channel.rnn.copy_(torch.randn(channel.rnn.shape))
-    server = InferenceServer(worker_settings(cfg, info.num_agents, recipe), info.observation_space,
+    server = InferenceServer(worker_settings(cfg, info.num_agents, recipe, learner_bf16=False), info.observation_space,
                              info.action_space, stores, {0: channel})
     return server, channel, models

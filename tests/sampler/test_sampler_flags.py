@@ -89,7 +89,8 @@ def test_envs_on_one_worker_start_after_rollout_x_index_random_steps(tmp_path):
 @pytest.mark.slow
 def test_workers_start_after_their_decorrelation_delay(tmp_path):
     cfg = make_cfg(tmp_path, "hardware.decorrelate_experience_max_seconds=4")
-    delays = [decorrelation_delay(worker_settings(cfg, None, model_recipe(cfg)), w) for w in range(2)]
+    settings = worker_settings(cfg, None, model_recipe(cfg), learner_bf16=False)
+    delays = [decorrelation_delay(settings, w) for w in range(2)]
     assert all(0 <= d <= 4 for d in delays) and abs(delays[0] - delays[1]) > 0.5, delays  # seed 0 spreads them
     first = {}
     with running_sampler(cfg) as sampler:  # start() returns once every worker is ready, before its pause

@@ -13,7 +13,7 @@ from tests.conftest import make_cfg
 
 
 def settings_of(cfg, num_agents=None):
-    return worker_settings(cfg, num_agents, model_recipe(cfg))
+    return worker_settings(cfg, num_agents, model_recipe(cfg), learner_bf16=False)
 
 PLAIN = (bool, int, float, str, type(None), dict, list, tuple, ModelRecipe)
 
@@ -70,7 +70,7 @@ def test_the_sampler_and_the_batches_hold_no_copy_of_the_workers_values(tmp_path
     from sf_hydra.plan import batch_settings, sampler_settings
 
     cfg = make_cfg(tmp_path, "hardware.max_env_restarts=1", "hardware.restart_hung_envs=true")
-    sampler = sampler_settings(cfg, None, model_recipe(cfg))
+    sampler = sampler_settings(cfg, None, model_recipe(cfg), learner_bf16=False)
     workers = _names(sampler.workers)
     held = {f.name for f in dataclasses.fields(sampler) if f.name != "workers"}
     copies = ("rollout", "num_policies", "pool_size", "inference_device", "num_envs_per_worker", "env_id",

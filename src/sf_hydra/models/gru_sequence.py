@@ -1,8 +1,9 @@
 """A one-layer GRU over a [B, T] chunk whose rows may end episodes anywhere, for the learner on a CPU.
 
-nn.GRU runs a whole sequence fused, but a reset inside the chunk has to cut it: Doom basic's episodes last
-~7 steps, so some row ends at almost every step and the unroll becomes T calls of one step, each projecting
-its inputs and, backwards, its weight gradient with small matrix products. Here the input projection of the
+nn.GRU runs a whole sequence fused, but a reset inside the chunk has to cut it: with short episodes some row
+ends at almost every step and the unroll becomes T calls of one step, each projecting its inputs and,
+backwards, its weight gradient with small matrix products (the figures: docs/results.md, "The learner's GRU
+over a chunk"). Here the input projection of the
 whole chunk is one product (x @ W_ih^T, outside, under autograd), the recurrence runs step by step with the
 reset as a multiplication of the state, and the backward gathers every step's gate gradients so that the
 recurrent weights' gradient is again one product (dG^T @ H over all B x T rows).
