@@ -1,9 +1,10 @@
 """What the network of a run on several machines may do (torchrun's convention: MASTER_ADDR, MASTER_PORT, NODE_RANK),
 and what a rank may do to processes it only knows from a record:
 
-- rank 0's start store listens on MASTER_ADDR's address alone, not on every interface of its machine;
+- rank 0's store, the run's one, listens on MASTER_ADDR's address alone, not on every interface of its machine;
 - a stranger who reaches MASTER_PORT reads neither the config nor the start decision there, and a decision it forges
-  is never acted on (the decision and the config's fingerprint live in the run folder, which only the user writes);
+  over the process group is never acted on (a rank acts on the decision in the run folder, which only the user
+  writes, and the config's fingerprint is there);
 - the local ranks read their config as YAML: a pickle in its place never runs;
 - a rank record naming this hostname kills a process only when the boot id and the process's start time match
   (hosts that share a hostname: cloned images, containers)."""
@@ -16,16 +17,20 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+import uuid
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from sf_hydra.app import node_store
-from sf_hydra.app.ranks import RANKS_DIR, RECORD, Ranks, free_port, node_name, recorded_rank_end
-from sf_hydra.app.topology import choose
+from sf_hydra.app.ranks import RANKS_DIR, RECORD, Ranks, Rendezvous, free_port, node_name, recorded_rank_end
+from sf_hydra.app.topology import group
+from sf_hydra.app.topology.folder import write_start
 from sf_hydra.app.topology.local import resolved, start_local_ranks
-from sf_hydra.app.topology.start import NEW, RunStart
+from sf_hydra.app.topology.nodes import folder_decision
+from sf_hydra.app.topology.start import NEW, RESUME, RunStart
 from sf_hydra.core.faults import RankFailed
 from tests.conftest import make_cfg
 from tests.faults.runs import REPO, env_with_repo
@@ -53,57 +58,77 @@ def listening_addresses(port: int) -> set:
     return found
 
 
-def test_the_start_store_listens_on_master_addr_alone():
+def test_the_run_store_listens_on_master_addr_alone():
     port = free_port()
-    node_store.serve("127.0.0.1", port, 10.0)
+    store = group.serve("127.0.0.1", port, 10.0)
     try:
         addresses = listening_addresses(port)
     finally:
-        node_store.release()
+        del store
     assert addresses == {"127.0.0.1"}  # not 0.0.0.0 / :: (every interface of the machine)
 
 
-@pytest.fixture
-def two_nodes_here(monkeypatch):
-    """The rendezvous variables of a run of one rank on each of two nodes, both on this machine; returns
-    set_node(n), which makes this process node n's."""
-    for name in VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+def test_a_port_in_use_fails_rank_0_naming_master_port():
     port = free_port()
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
-    return lambda n: monkeypatch.setenv("NODE_RANK", str(n))
+    first = group.serve("127.0.0.1", port, 10.0)
+    with pytest.raises(RankFailed) as refused:
+        group.serve("127.0.0.1", port, 10.0)
+    del first
+    assert f"MASTER_ADDR=127.0.0.1 MASTER_PORT={port}" in str(refused.value)
+    assert "pick a free MASTER_PORT" in str(refused.value)
 
 
-def test_a_stranger_at_master_port_reads_no_config_and_cannot_forge_the_start(tmp_path, two_nodes_here):
+def test_a_start_that_is_not_the_run_folders_is_never_acted_on(tmp_path):
+    """What comes over the process group (a stranger at MASTER_PORT may have joined it) only names the decision a
+    rank > 0 acts on: rank 0's, in the run folder, which must equal it."""
+    run_dir, where = tmp_path / "run", Rendezvous("127.0.0.1", 29500, 1)
+    real = RunStart(NEW, session=uuid.uuid4().hex, config={"sha256": "0" * 64, "keys": {}})
+    write_start(run_dir, real)
+    assert folder_decision(run_dir, real, "learner rank 1 on node b", where) == real
+    evil = str(tmp_path / "evil.ckpt")
+    with pytest.raises(RankFailed) as refused:  # rank 0's start, another checkpoint
+        folder_decision(run_dir, replace(real, kind=RESUME, checkpoint=evil), "learner rank 1 on node b", where)
+    said = str(refused.value)
+    assert "not the one in learner rank 0's run folder" in said and "MASTER_PORT=29500" in said, said
+    with pytest.raises(RankFailed) as refused:  # a start of its own: no decision of it in the folder
+        folder_decision(run_dir, RunStart(RESUME, checkpoint=evil, session=uuid.uuid4().hex),
+                        "learner rank 1 on node b", where, wait_sec=1.0)
+    assert "does not see learner rank 0's run folder" in str(refused.value)
+
+
+def test_a_stranger_at_master_port_reads_no_config_and_no_decision(tmp_path):
+    """Two nodes of one rank each, on this machine (loopback), train one run while a stranger reads every key of
+    their store: no config, no run folder, no checkpoint, no decision travels there."""
     from torch.distributed import TCPStore
 
-    overrides = ("hardware.num_nodes=2", "hardware.ddp_timeout_sec=20")
-    cfg = make_cfg(tmp_path, *overrides)
-    run_dir = Path(cfg.run_dir).absolute()
-    evil = tmp_path / "evil.ckpt"
-    two_nodes_here(0)
-    rank_0 = choose(cfg)
-    with rank_0.hold(run_dir):
-        token = rank_0.session()
-        rank_0.hand_over(cfg, run_dir, RunStart(NEW, session=token))  # a new run: no checkpoint
-        stranger = TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), None, False, timeout=timedelta(seconds=5))
-        seen = stranger.multi_get(stranger.list_keys())
-        assert not [v for v in seen if str(tmp_path).encode() in v]  # no config, no run folder, no checkpoint
-        assert not [v for v in seen if b"checkpoint" in v or b"hardware" in v]
-
-        two_nodes_here(1)
-        rank_1 = choose(make_cfg(tmp_path, *overrides))
-        decision = rank_1.receive(make_cfg(tmp_path, *overrides), run_dir)
-        assert (decision.session, decision.checkpoint) == (token, None)  # rank 0's real decision
-
-        stranger.set(node_store.TOKEN, json.dumps({"session": token, "checkpoint": str(evil)}))
-        try:
-            forged = choose(make_cfg(tmp_path, *overrides)).receive(make_cfg(tmp_path, *overrides), run_dir)
-        except RankFailed as refused:
-            assert "MASTER_PORT" in str(refused), refused
-        else:
-            assert forged.checkpoint is None, forged  # never the stranger's checkpoint
+    port, train_dir = free_port(), tmp_path / "train"
+    env = {name: value for name, value in env_with_repo().items() if name not in VARIABLES}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    command = [sys.executable, str(REPO / "train.py"), "env=gym/cartpole", "hardware.num_nodes=2",
+               "hardware.num_workers=1", f"train_dir={train_dir}", "train_for_env_steps=6000", "algo.rollout=32",
+               "algo.batch_size=256", "algo.num_batches_per_epoch=2", "hardware.ddp_timeout_sec=60"]
+    logs = [tmp_path / f"node{n}.out" for n in (0, 1)]
+    nodes = [subprocess.Popen(command, cwd=REPO, env=dict(env, NODE_RANK=str(n)), stdout=open(logs[n], "w"),
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL) for n in (1, 0)][::-1]
+    seen = {}
+    try:
+        while any(node.poll() is None for node in nodes):
+            try:
+                stranger = TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=2))
+                seen.update(zip(stranger.list_keys(), stranger.multi_get(stranger.list_keys())))
+            except Exception:  # not served yet, or served no more
+                time.sleep(0.2)
+        codes = [node.wait(timeout=240) for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill() if node.poll() is None else None
+    outs = [log.read_text() for log in logs]
+    assert codes == [0, 0], f"node 0:\n{outs[0][-3000:]}\nnode 1:\n{outs[1][-3000:]}"
+    assert (train_dir / "cartpole" / "summary.json").is_file()
+    assert seen, "the stranger never read the store"
+    values = b"\n".join(seen.values())
+    for secret in (str(tmp_path).encode(), b"checkpoint", b"hardware", b"cartpole", b"session"):
+        assert secret not in values, (secret, seen)
 
 
 def test_local_ranks_read_their_config_as_yaml(tmp_path):

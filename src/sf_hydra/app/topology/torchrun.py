@@ -31,6 +31,7 @@ from typing import Dict, Iterator, List, Optional
 from sf_hydra.app.ranks import RANKS_DIR, config_fingerprint, node_name, same_config, use_interface_to_master
 from sf_hydra.app.topology.base import Topology
 from sf_hydra.app.topology.folder import forget_start, sees_run_folder, write_start
+from sf_hydra.app.topology.group import broadcast, leave
 from sf_hydra.app.topology.start import REFUSED, RunStart, decode, encode
 from sf_hydra.core.faults import RankFailed
 
@@ -62,8 +63,6 @@ class TorchrunWorkers(Topology):
     def _grouped(self, run_dir: Path) -> Iterator[None]:
         """Rank 0 holds the folder; a rank > 0 logs to ranks/rank_<r>.log; the process group made for this start is
         destroyed when it ends (a run that did not train has no Lightning strategy to do it)."""
-        import torch.distributed as dist
-
         with super().hold(run_dir):
             if self.place.is_zero:
                 forget_start(run_dir)  # an earlier start's decision names no start of this one
@@ -71,8 +70,7 @@ class TorchrunWorkers(Topology):
             try:
                 yield
             finally:
-                if dist.is_available() and dist.is_initialized():
-                    dist.destroy_process_group()
+                leave()
                 if own_log is not None:
                     logging.getLogger().removeHandler(own_log)
                     own_log.close()
@@ -98,13 +96,13 @@ class TorchrunWorkers(Topology):
         """Rank 0's decision, with its config's fingerprint, into the run folder, then through the process group."""
         start = replace(start, config=config_fingerprint(cfg))
         write_start(run_dir, start)
-        _broadcast(encode(start))
+        broadcast(encode(start))
 
     def receive(self, cfg, run_dir: Path) -> RunStart:
         """Rank 0's decision from the process group, checked: the config this rank composed is rank 0's, and this
         rank sees rank 0's run folder (the decision of this start is there)."""
         who = f"learner rank {self.place.rank} on node {node_name()}"
-        start = decode(_broadcast(None), who)
+        start = decode(broadcast(None), who)
         if start.kind != REFUSED:
             same_config(cfg, start.config, who)
             sees_run_folder(run_dir, start.session, who)
@@ -161,20 +159,6 @@ def _this_start_store(rank: int, world: int, timeout: timedelta):
         prefix = read(f"sf_hydra/answer/{rank}").split(":", 1)[1]
         store.set(f"sf_hydra/confirm/{rank}", f"{mine}:{prefix}")
     return dist.PrefixStore(f"sf_hydra/start/{prefix}", store)
-
-
-def _broadcast(data):
-    """Rank 0's `data` (bytes) to every rank, returned there; other ranks pass None. Two broadcasts of plain
-    tensors: the length, then the bytes (no pickle crosses the network)."""
-    import torch
-    import torch.distributed as dist
-
-    length = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64)
-    dist.broadcast(length, 0)
-    buffer = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if data is not None
-              else torch.empty(int(length.item()), dtype=torch.uint8))
-    dist.broadcast(buffer, 0)
-    return data if data is not None else bytes(buffer.tolist())
 
 
 def _log_to_rank_file(run_dir: Path, rank: int) -> logging.Handler:
