@@ -123,3 +123,27 @@ def test_a_config_that_differs_where_no_key_says_so_is_refused_naming_its_hash(t
         same_config(make_cfg(tmp_path, "hardware.num_nodes=2"), node_0, "learner rank 1 on node b")
     assert refused.value.key == "config sha256" and "0" * 64 in str(refused.value)
     assert "run the same command" in str(refused.value)
+
+
+@pytest.mark.parametrize("node_rank, said", [
+    (0, "learner rank 0 on node {host}: not all 2 learner ranks joined the run at MASTER_ADDR=127.0.0.1 "
+        "MASTER_PORT={port} within hardware.ddp_timeout_sec=5 s"),
+    (1, "learner rank 1 on node {host}: no learner rank 0 at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} within "
+        "hardware.ddp_timeout_sec=5 s"),
+])
+def test_a_machine_whose_others_never_come_says_so_within_the_timeout(tmp_path, node_rank, said):
+    """One machine's command alone (the other never started): it ends within hardware.ddp_timeout_sec, naming the
+    rendezvous and what to start, never hanging."""
+    from sf_hydra.app.ranks import free_port, node_name
+
+    port = free_port()
+    env = {name: value for name, value in env_with_repo().items() if name not in VARIABLES}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK=str(node_rank))
+    proc = subprocess.run([sys.executable, str(REPO / "train.py"), "env=gym/cartpole", "hardware.num_nodes=2",
+                           "hardware.num_workers=1", "hardware.ddp_timeout_sec=5", f"train_dir={tmp_path}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert said.format(host=node_name(), port=port) in out, out[-3000:]
+    assert ("start the same command on every machine" if node_rank == 0 else "start the same command with NODE_RANK=0"
+            ) in out, out[-3000:]
