@@ -8,7 +8,9 @@ and the environment.
     several machines   nodes.Nodes            the same command per machine with MASTER_ADDR, NODE_RANK
 
 Whichever it is, rank 0 alone holds and prepares the run folder and decides the run's start (start.RunStart), which
-the others receive and act on."""
+the others receive and act on: through the process group made before the start (group.py: torchrun's workers, the
+several machines), the run folder (folder.py: Slurm's tasks, and every machine's check that it sees the folder) or
+the environment of the ranks rank 0 starts (local.py)."""
 
 from __future__ import annotations
 
