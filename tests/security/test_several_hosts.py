@@ -27,9 +27,8 @@ import pytest
 
 from sf_hydra.app.ranks import RANKS_DIR, RECORD, Ranks, Rendezvous, free_port, node_name, recorded_rank_end
 from sf_hydra.app.topology import group
-from sf_hydra.app.topology.folder import write_start
+from sf_hydra.app.topology.folder import acted_on, write_start
 from sf_hydra.app.topology.local import resolved, start_local_ranks
-from sf_hydra.app.topology.nodes import folder_decision
 from sf_hydra.app.topology.start import NEW, RESUME, RunStart
 from sf_hydra.core.faults import RankFailed
 from tests.conftest import make_cfg
@@ -81,17 +80,17 @@ def test_a_port_in_use_fails_rank_0_naming_master_port():
 def test_a_start_that_is_not_the_run_folders_is_never_acted_on(tmp_path):
     """What comes over the process group (a stranger at MASTER_PORT may have joined it) only names the decision a
     rank > 0 acts on: rank 0's, in the run folder, which must equal it."""
-    run_dir, where = tmp_path / "run", Rendezvous("127.0.0.1", 29500, 1)
+    run_dir, where = tmp_path / "run", Rendezvous("127.0.0.1", 29500, 1).at()
     real = RunStart(NEW, session=uuid.uuid4().hex, config={"sha256": "0" * 64, "keys": {}})
     write_start(run_dir, real)
-    assert folder_decision(run_dir, real, "learner rank 1 on node b", where) == real
+    assert acted_on(run_dir, real, "learner rank 1 on node b", where) == real
     evil = str(tmp_path / "evil.ckpt")
     with pytest.raises(RankFailed) as refused:  # rank 0's start, another checkpoint
-        folder_decision(run_dir, replace(real, kind=RESUME, checkpoint=evil), "learner rank 1 on node b", where)
+        acted_on(run_dir, replace(real, kind=RESUME, checkpoint=evil), "learner rank 1 on node b", where)
     said = str(refused.value)
     assert "not the one in learner rank 0's run folder" in said and "MASTER_PORT=29500" in said, said
     with pytest.raises(RankFailed) as refused:  # a start of its own: no decision of it in the folder
-        folder_decision(run_dir, RunStart(RESUME, checkpoint=evil, session=uuid.uuid4().hex),
+        acted_on(run_dir, RunStart(RESUME, checkpoint=evil, session=uuid.uuid4().hex),
                         "learner rank 1 on node b", where, wait_sec=1.0)
     assert "does not see learner rank 0's run folder" in str(refused.value)
 

@@ -126,6 +126,9 @@ class Rendezvous:
     port: int
     node_rank: int
 
+    def at(self) -> str:
+        return f"MASTER_ADDR={self.address} MASTER_PORT={self.port}"
+
 
 def env_rendezvous(devices: int, num_nodes: int) -> Rendezvous:
     """The rendezvous of a run on `num_nodes` machines without Slurm, from MASTER_ADDR, MASTER_PORT and NODE_RANK

@@ -67,6 +67,19 @@ def sees_run_folder(run_dir: Path, session: str, who: str, wait_sec: float = 15.
         "filesystem every machine shares (NFS, Lustre, ...), at the same path"))
 
 
+def acted_on(run_dir: Path, sent: RunStart, who: str, rendezvous: str, wait_sec: float = 15.0) -> RunStart:
+    """The decision rank `who` (on a machine of its own, maybe) acts on: the one of start `sent` (what came over the
+    process group, whose store has no authentication) in rank 0's run folder, which proves that this rank sees the
+    folder (sees_run_folder, up to `wait_sec`), and which must equal `sent`. RankFailed otherwise: what came over
+    the group is not rank 0's. `rendezvous`: where the group met, as MASTER_ADDR=... MASTER_PORT=..."""
+    start = sees_run_folder(run_dir, sent.session or "", who, wait_sec)
+    if start != sent:
+        raise RankFailed(f"{who}: the start that came over the process group is not the one in learner rank 0's run "
+                         f"folder {run_dir}: another process joined the run at {rendezvous}, which must be reachable "
+                         "by this run's machines alone")
+    return start
+
+
 def _polled(run_dir: Path, session: str, who: str, wait_sec: float, poll_sec: float, failure) -> RunStart:
     """Rank 0's decision of start `session` once the run folder holds it, read every `poll_sec`; `failure()`
     raised when none came within `wait_sec`."""

@@ -33,10 +33,9 @@ from sf_hydra.app.ranks import (
     use_interface_to_master,
 )
 from sf_hydra.app.topology.base import from_a_collective, timed_out
-from sf_hydra.app.topology.folder import forget_start, sees_run_folder, write_start
+from sf_hydra.app.topology.folder import acted_on, forget_start, write_start
 from sf_hydra.app.topology.local import LocalRanks, StartedRanks, resolved, start_local_ranks
 from sf_hydra.app.topology.start import FINISHED, REFUSED, RunStart, decode, encode
-from sf_hydra.core.faults import RankFailed
 
 log = logging.getLogger("sf_hydra")
 NOT_TRAINING = (FINISHED, REFUSED)  # decisions after which no rank trains: rank 0 waits until every rank has it
@@ -133,7 +132,7 @@ class Nodes(LocalRanks):
         sent = decode(group.broadcast(None), self.me())
         if sent.kind in NOT_TRAINING:
             _everyone_has_it(self.timeout_sec)
-        start = folder_decision(run_dir, sent, self.me(), self.rendezvous)
+        start = acted_on(run_dir, sent, self.me(), self.rendezvous.at())
         if start.kind != REFUSED:
             same_config(cfg, start.config, self.me())
             self.started = start.session
@@ -156,19 +155,6 @@ class Nodes(LocalRanks):
             failure, _ = recorded_rank_end(run_dir, self.place, start.session, cfg.hardware.ddp_timeout_sec,
                                            timed_out(error), cfg.hardware.devices)
         return failure
-
-
-def folder_decision(run_dir: Path, sent: RunStart, who: str, rendezvous: Rendezvous,
-                    wait_sec: float = 15.0) -> RunStart:
-    """The decision rank `who` acts on: the one of start `sent` (what came over the process group) in rank 0's run
-    folder, which proves that this rank sees it (folder.sees_run_folder, up to `wait_sec`), and which must equal
-    `sent`. RankFailed otherwise: what came over the group is not rank 0's."""
-    start = sees_run_folder(run_dir, sent.session or "", who, wait_sec)
-    if start != sent:
-        raise RankFailed(f"{who}: the start that came over the process group is not the one in learner rank 0's run "
-                         f"folder {run_dir}: another process joined the run at MASTER_ADDR={rendezvous.address} "
-                         f"MASTER_PORT={rendezvous.port}, which must be reachable by this run's machines alone")
-    return start
 
 
 def _everyone_has_it(timeout_sec: float) -> None:

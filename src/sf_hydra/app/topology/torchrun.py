@@ -30,7 +30,7 @@ from typing import Dict, Iterator, List, Optional
 
 from sf_hydra.app.ranks import RANKS_DIR, config_fingerprint, node_name, same_config, use_interface_to_master
 from sf_hydra.app.topology.base import Topology
-from sf_hydra.app.topology.folder import forget_start, sees_run_folder, write_start
+from sf_hydra.app.topology.folder import acted_on, forget_start, write_start
 from sf_hydra.app.topology.group import broadcast, leave
 from sf_hydra.app.topology.start import REFUSED, RunStart, decode, encode
 from sf_hydra.core.faults import RankFailed
@@ -99,13 +99,16 @@ class TorchrunWorkers(Topology):
         broadcast(encode(start))
 
     def receive(self, cfg, run_dir: Path) -> RunStart:
-        """Rank 0's decision from the process group, checked: the config this rank composed is rank 0's, and this
-        rank sees rank 0's run folder (the decision of this start is there)."""
+        """Rank 0's decision from the process group; the one acted on is the run folder's of that start, which must
+        equal it (this rank sees rank 0's folder: folder.acted_on); then the config this rank composed must be rank
+        0's."""
         who = f"learner rank {self.place.rank} on node {node_name()}"
-        start = decode(broadcast(None), who)
-        if start.kind != REFUSED:
-            same_config(cfg, start.config, who)
-            sees_run_folder(run_dir, start.session, who)
+        sent = decode(broadcast(None), who)
+        if sent.kind == REFUSED:
+            return sent
+        at = f"MASTER_ADDR={os.environ.get('MASTER_ADDR')} MASTER_PORT={os.environ.get('MASTER_PORT')}"
+        start = acted_on(run_dir, sent, who, f"torchrun's store ({at})")
+        same_config(cfg, start.config, who)
         return start
 
     def strategy(self, cfg):
