@@ -1,7 +1,12 @@
 """PBT across Slurm jobs: `--multirun hydra/launcher=slurm pbt.member=0,1` with a shared
 `pbt.workspace` trains each member as its own job; the members exchange objectives and
 weights through that folder (member 1 starts with a useless learning rate and takes
-member 0's policy)."""
+member 0's policy).
+
+The two jobs run one after the other (`hydra.launcher.array_parallelism=1`: task 0, then task 1), so member 1
+meets member 0's last published files, the way a member meets one that finished or died. Run side by side, the
+exchange depended on the two overlapping: with other tests' jobs on the node's two cores, Slurm could run
+member 1 (3 s of training) before member 0 started, and then there was nobody to take from."""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ def test_two_members_exchange_through_the_workspace(sweep):
     code = sweep.run(
         "pbt.member=0,1", "pbt.with_pbt=true", f"pbt.workspace={workspace}", "pbt.period_env_steps=2000",
         "pbt.start_mutation=2000", "pbt.replace_reward_gap_absolute=2", "train_for_env_steps=16000",
-        "+pbt.initial_hyperparams={1:{learning_rate:1e-7}}", timeout=420)
+        "+pbt.initial_hyperparams={1:{learning_rate:1e-7}}", "hydra.launcher.array_parallelism=1", timeout=420)
     assert code == 0, sweep.output[-3000:]
     runs = {m: sweep.dir / f"pbt.member={m}" for m in (0, 1)}
     for m, run_dir in runs.items():  # each member published its policy and objective
@@ -31,6 +36,8 @@ def test_two_members_exchange_through_the_workspace(sweep):
         assert state["member"] == m and state["env_steps"] >= 2000
         assert (workspace / f"member_{m}" / "policy.pt").stat().st_size > 0
         assert json.loads((run_dir / "summary.json").read_text())["env_steps"] >= 16000
+    member_0_done = json.loads((workspace / "member_0" / "state.json").read_text())["time"]
+    assert events(runs[1])[0]["time"] > member_0_done  # one after the other, in task order
     taken = [e for e in events(runs[1]) if e["action"] == "replaced"]
     assert taken, events(runs[1])
     assert all(e["donor"] == 0 and e["weights_digest"] == e["donor_weights_digest"] for e in taken), taken
