@@ -888,9 +888,10 @@ def env_blocks(p: Pass, results: List[Result], rows: List[List[str]]) -> Dict[st
 
 def parse_blocks(inner: str) -> Dict[str, str]:
     """{env: its block} from the text between the section's markers, as env_blocks wrote them (the not-run-yet
-    table is left out: section() writes it anew). A section from before the per-env blocks (one paragraph, one
-    table) gives each of its envs a block of that paragraph and its rows."""
-    inner = inner.split(NOT_RUN_MARK, 1)[0]
+    table is left out: section() writes it anew; so are the section's own markers, where the text holds them). A
+    section from before the per-env blocks (one paragraph, one table) gives each of its envs a block of that
+    paragraph and its rows."""
+    inner = inner.split(BEGIN, 1)[-1].split(END, 1)[0].split(NOT_RUN_MARK, 1)[0]
     found = list(ENV_MARK.finditer(inner))
     if found:
         ends = [m.start() for m in found[1:]] + [len(inner)]
