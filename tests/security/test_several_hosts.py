@@ -91,7 +91,7 @@ def test_a_start_that_is_not_the_run_folders_is_never_acted_on(tmp_path):
     assert "not the one in learner rank 0's run folder" in said and "MASTER_PORT=29500" in said, said
     with pytest.raises(RankFailed) as refused:  # a start of its own: no decision of it in the folder
         acted_on(run_dir, RunStart(RESUME, checkpoint=evil, session=uuid.uuid4().hex),
-                        "learner rank 1 on node b", where, wait_sec=1.0)
+                 "learner rank 1 on node b", where, wait_sec=1.0)
     assert "does not see learner rank 0's run folder" in str(refused.value)
 
 
